@@ -1,0 +1,81 @@
+/**
+ * @file sys-mimalloc.h
+ * @brief The `mp_sys_mimalloc` provider: mimalloc behind the provider
+ *        contract of <mimprof/sys.h>.
+ *
+ * Included by <mimprof/sys.h> when the package was built with mimalloc.
+ * Mapping: alloc -> mi_malloc / mi_malloc_aligned, dealloc ->
+ * mi_free_size_aligned (mimalloc's sized free), realloc -> mi_realloc /
+ * mi_realloc_aligned (which return NULL and keep the block on failure;
+ * mi_reallocf would free it), alloc_zeroed -> mi_zalloc / mi_zalloc_aligned.
+ */
+#ifndef MIMPROF_SYS_MIMALLOC_H
+#define MIMPROF_SYS_MIMALLOC_H
+
+#include <errno.h>
+#include <mimalloc.h>
+#include <stdio.h>
+#include <mimprof/sys.h>
+
+/** "mimalloc". */
+static inline const char *mp_sys_mimalloc_name(void) { return "mimalloc"; }
+
+/** The linked mimalloc's version ("2.0.9"), written into `buf`. */
+static inline const char *mp_sys_mimalloc_version(char buf[MP_SYS_VERSION_LEN])
+{
+    int v = mi_version(); /* major*100 + minor*10 + patch */
+    snprintf(buf, MP_SYS_VERSION_LEN, "%d.%d.%d", v / 100, (v / 10) % 10, v % 10);
+    return buf;
+}
+
+/* mimalloc reports failure by NULL but does not promise errno; the
+ * contract does, so the (cold) failure paths set it. */
+static inline void *mp_sys_mimalloc_enomem_(void *p)
+{
+    if (__builtin_expect(p == NULL, 0))
+        errno = ENOMEM;
+    return p;
+}
+
+/** Allocates `size` bytes aligned to `align` (a power of two). */
+static inline void *mp_sys_mimalloc_alloc(size_t size, size_t align)
+{
+    if (align <= MP_SYS_NATURAL_ALIGN)
+        return mp_sys_mimalloc_enomem_(mi_malloc(size));
+    return mp_sys_mimalloc_enomem_(mi_malloc_aligned(size, align));
+}
+
+/** Frees `p`, allocated with `size` (0 = unknown) and `align`. */
+static inline void mp_sys_mimalloc_dealloc(void *p, size_t size, size_t align)
+{
+    if (size == 0)
+        mi_free(p);
+    else
+        mi_free_size_aligned(p, size, align);
+}
+
+/** Resizes `p`; NULL on failure with `p` intact. */
+static inline void *mp_sys_mimalloc_realloc(void *p, size_t old_size, size_t align,
+                                            size_t new_size)
+{
+    (void)old_size; /* mimalloc finds the block's size itself */
+    if (align <= MP_SYS_NATURAL_ALIGN)
+        return mp_sys_mimalloc_enomem_(mi_realloc(p, new_size));
+    return mp_sys_mimalloc_enomem_(mi_realloc_aligned(p, new_size, align));
+}
+
+/** Allocates `size` zeroed bytes aligned to `align`. */
+static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
+{
+    if (align <= MP_SYS_NATURAL_ALIGN)
+        return mp_sys_mimalloc_enomem_(mi_zalloc(size));
+    return mp_sys_mimalloc_enomem_(mi_zalloc_aligned(size, align));
+}
+
+/** Usable bytes at `p`. */
+static inline size_t mp_sys_mimalloc_usable_size(const void *p)
+{
+    return mi_usable_size(p);
+}
+
+#endif /* MIMPROF_SYS_MIMALLOC_H */

@@ -1,0 +1,70 @@
+/**
+ * @file sys.h
+ * @brief mimprof-sys: native allocator bindings as uniform, statically
+ *        dispatched providers.
+ *
+ * A *provider* is a C identifier prefix `P` for which five `static inline`
+ * functions exist:
+ *
+ * | function | contract |
+ * |---|---|
+ * | `void *P_alloc(size_t size, size_t align)` | a block of at least `size` bytes aligned to `align` (any power of two); NULL with `errno == ENOMEM` on failure. `size` may be 0 (a unique, freeable pointer). |
+ * | `void P_dealloc(void *p, size_t size, size_t align)` | frees `p` (NULL is a no-op). `size` and `align` are the values it was allocated with; `size == 0` means "unknown" and does an unsized free. |
+ * | `void *P_realloc(void *p, size_t old_size, size_t align, size_t new_size)` | moves or resizes `p`, keeping `min(old, new)` bytes. On failure returns NULL with `errno == ENOMEM` and leaves `p` allocated and intact. |
+ * | `void *P_alloc_zeroed(size_t size, size_t align)` | like `P_alloc`, the block zero-filled. |
+ * | `size_t P_usable_size(const void *p)` | bytes usable at `p` (>= the requested size); 0 for NULL. |
+ *
+ * plus `const char *P_name(void)` and `const char *P_version(char buf[MP_SYS_VERSION_LEN])`
+ * (the linked allocator's own version, e.g. "2.0.9"). Because every operation is a static inline
+ * function named by the prefix, a wrapper instantiated over a provider (the
+ * profiling package's sampling allocator) calls the provider directly, never
+ * through a function pointer.
+ *
+ * A program chooses a provider by the dependency it takes, and links only
+ * that allocator (Debian's mimalloc and jemalloc both replace malloc when
+ * linked, so linking both would make the process allocator an accident of
+ * link order):
+ *
+ * | provider | Meson / pkg-config dependency | header |
+ * |---|---|---|
+ * | `mp_sys_mimalloc` | `mimprof-sys-mimalloc` | <mimprof/sys-mimalloc.h> |
+ * | `mp_sys_jemalloc` | `mimprof-sys-jemalloc` | <mimprof/sys-jemalloc.h> |
+ *
+ * Each dependency defines `MP_SYS_HAVE_MIMALLOC` / `MP_SYS_HAVE_JEMALLOC`,
+ * which makes this header include the provider's header. The plain
+ * `mimprof-sys` dependency gives the contract and the package version only.
+ */
+#ifndef MIMPROF_SYS_H
+#define MIMPROF_SYS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Alignment every provider gives without being asked: one pointer.
+ *  Requests at or below it take the allocator's plain (fastest) path. */
+#define MP_SYS_NATURAL_ALIGN (sizeof(void *))
+
+/** Size of the buffer `P_version()` writes into. */
+#define MP_SYS_VERSION_LEN 64
+
+/** True when `a` is a power of two (the only alignments a provider takes). */
+#define MP_SYS_IS_POW2(a) ((a) != 0 && ((a) & ((a) - 1)) == 0)
+
+/** The version of the mimprof-sys package, e.g. "0.1.0". */
+const char *mp_sys_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef MP_SYS_HAVE_MIMALLOC
+#include <mimprof/sys-mimalloc.h>
+#endif
+#ifdef MP_SYS_HAVE_JEMALLOC
+#include <mimprof/sys-jemalloc.h>
+#endif
+
+#endif /* MIMPROF_SYS_H */
