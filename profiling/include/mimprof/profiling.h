@@ -1,0 +1,166 @@
+/**
+ * @file profiling.h
+ * @brief mimprof-profiling: a sampling heap profiler wrapped around any
+ *        allocator provider, producing pprof.
+ *
+ * Overview
+ * --------
+ * A *sampling allocator* is instantiated at compile time over a provider
+ * (see <mimprof/sys.h> for the provider contract and
+ * <mimprof/sampling.h> for MP_PROF_SAMPLING_ALLOCATOR). Every allocation
+ * decrements a thread-local byte countdown; when it crosses zero the
+ * allocation is *sampled*: its stack is captured and it is recorded with
+ * the weight of the unbiased estimator (for requested size S and mean
+ * interval R, p = 1 - exp(-S/R); the sample stands for 1/p objects and S/p
+ * bytes). Sampled pointers are tracked in a live table until freed.
+ *
+ * A *Profiler session* (mp_profiler_start) owns the single process
+ * recorder. mp_profiler_report() returns one uncompressed pprof holding
+ * the allocations since the previous report (interval samples, label
+ * `__delta__="false"`, values alloc_objects/alloc_space) and the live
+ * snapshot (inuse_objects/inuse_space).
+ *
+ * Errors are a typed enum, independent of any uploader; see
+ * mp_prof_strerror().
+ */
+#ifndef MIMPROF_PROFILING_H
+#define MIMPROF_PROFILING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Status of a profiling call. */
+typedef enum mp_prof_status {
+    MP_PROF_OK = 0,                        /**< success */
+    MP_PROF_E_INVALID_CONFIG = 1,          /**< a config field is out of range */
+    MP_PROF_E_ALLOCATOR_NOT_OBSERVED = 2,  /**< no sampling allocator has served an allocation in this process */
+    MP_PROF_E_BUSY = 3,                    /**< another live session owns the process recorder */
+    MP_PROF_E_INACTIVE = 4,                /**< the session was stopped */
+    MP_PROF_E_NOMEM = 5,                   /**< out of memory */
+    MP_PROF_E_INTERNAL = 6,                /**< an internal invariant failed (a bug) */
+    MP_PROF_E_IO = 7,                      /**< a file could not be read or written */
+    MP_PROF_E_UNSUPPORTED = 8              /**< not available on this platform or build */
+} mp_prof_status;
+
+/** How report() names stack frames. */
+typedef enum mp_prof_symbolize {
+    MP_PROF_SYMBOLIZE_NONE = 0,      /**< addresses and mappings only (server-side symbolization) */
+    MP_PROF_SYMBOLIZE_FUNCTIONS = 1, /**< function names from ELF .symtab, else .dynsym */
+    MP_PROF_SYMBOLIZE_LINES = 2      /**< plus file:line and inlined frames (DWARF, libdw feature) */
+} mp_prof_symbolize;
+
+/** Session configuration; start from mp_prof_config_init(). */
+typedef struct mp_prof_config {
+    size_t sample_interval_bytes; /**< mean bytes between samples; default 512 KiB; >= 1 */
+    unsigned max_stack_depth;     /**< frames kept per stack; default 64; 1..512 */
+    size_t ring_capacity;         /**< records per thread ring; default 256; >= 1 */
+    size_t max_live_samples;      /**< bound on the live table; default 1<<20; grows on demand up to it */
+    uint64_t seed;                /**< 0 = random; a fixed seed makes sampling deterministic per thread */
+    mp_prof_symbolize symbolize;  /**< default MP_PROF_SYMBOLIZE_FUNCTIONS (LINES when libdw is built in) */
+} mp_prof_config;
+
+/** Counters of the process recorder (cumulative since process start). */
+typedef struct mp_prof_stats {
+    uint64_t samples_taken;            /**< sampling hits recorded into a ring or shard */
+    uint64_t samples_reported;         /**< records consumed by reports */
+    uint64_t dropped_registration;     /**< hits dropped: thread ring not registered (registry contended) */
+    uint64_t dropped_teardown;         /**< hits dropped: thread-local storage gone (thread exit) */
+    uint64_t dropped_overflow_full;    /**< hits dropped: ring full and overflow shards full */
+    uint64_t dropped_live_table_full;  /**< live entries dropped: table at max_live_samples */
+    uint64_t ring_records;             /**< records waiting in thread rings now */
+    uint64_t overflow_records;         /**< records waiting in overflow shards now */
+    uint64_t live_samples;             /**< sampled pointers currently live */
+    uint64_t registered_threads;       /**< thread rings registered now */
+    uint64_t last_report_nanos;        /**< duration of the last report */
+    uint64_t symbol_bytes;             /**< memory held by symbol data */
+    int last_symbol_quality;           /**< mp_prof_symbol_quality of the last report, -1 before one */
+} mp_prof_stats;
+
+/** An exclusive profiling session (opaque). */
+typedef struct mp_profiler mp_profiler;
+
+/** Fills `cfg` with the defaults. */
+void mp_prof_config_init(mp_prof_config *cfg);
+
+/**
+ * Validates `cfg`, checks that a sampling allocator has served at least one
+ * allocation in this process, claims the process recorder and starts a new
+ * session generation.
+ * @return MP_PROF_OK and `*out`; MP_PROF_E_INVALID_CONFIG,
+ *         MP_PROF_E_ALLOCATOR_NOT_OBSERVED, MP_PROF_E_BUSY or
+ *         MP_PROF_E_NOMEM otherwise (`*out` untouched).
+ */
+mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out);
+
+/**
+ * Drains every thread ring and overflow shard and returns one uncompressed
+ * pprof: the interval samples since the previous report and the live
+ * snapshot. `*pprof` is owned by the caller: release it with
+ * mp_prof_buffer_free().
+ * @return MP_PROF_E_INACTIVE when `p` was stopped.
+ */
+mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len);
+
+/** Frees a buffer returned by mp_profiler_report(). NULL is a no-op. */
+void mp_prof_buffer_free(uint8_t *pprof);
+
+/**
+ * Ends the session: releases the process recorder and the pending
+ * metadata. Idempotent; a stopped owner cannot affect a later session.
+ */
+mp_prof_status mp_profiler_stop(mp_profiler *p);
+
+/** Stops the session (if running) and releases `p`. NULL is a no-op. */
+void mp_profiler_free(mp_profiler *p);
+
+/** A human sentence for `s`; never NULL. */
+const char *mp_prof_strerror(mp_prof_status s);
+
+/** Copies the recorder's counters into `out`. */
+void mp_prof_diagnostics(mp_prof_stats *out);
+
+/**
+ * Symbol quality of a profile, by the share of its locations' frames that
+ * carry a function name and a file:line.
+ *
+ * | class | rule (shares over all frames of all locations) |
+ * |---|---|
+ * | MP_PROF_QUALITY_FULL | functions >= 95% and lines >= 80% |
+ * | MP_PROF_QUALITY_FUNCTIONS | functions >= 95% |
+ * | MP_PROF_QUALITY_PARTIAL | functions >= 20% |
+ * | MP_PROF_QUALITY_ADDRESSES_ONLY | functions < 20% (or no frames) |
+ *
+ * (The thresholds are fixed by the implementation in src/pprof and tested
+ * on both sides of each boundary.)
+ */
+typedef enum mp_prof_symbol_quality {
+    MP_PROF_QUALITY_ADDRESSES_ONLY = 0,
+    MP_PROF_QUALITY_PARTIAL = 1,
+    MP_PROF_QUALITY_FUNCTIONS = 2,
+    MP_PROF_QUALITY_FULL = 3
+} mp_prof_symbol_quality;
+
+/**
+ * Classifies an encoded (uncompressed) pprof by symbol quality.
+ * @return MP_PROF_OK and `*out`, or MP_PROF_E_INVALID_CONFIG when the bytes
+ *         are not a decodable profile.
+ */
+mp_prof_status mp_prof_classify_symbols(const uint8_t *pprof, size_t len,
+                                        mp_prof_symbol_quality *out);
+
+/** "FULL", "FUNCTIONS", "PARTIAL" or "ADDRESSES_ONLY". */
+const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
+
+/** The version of the mimprof-profiling package, e.g. "0.1.0". */
+const char *mp_prof_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIMPROF_PROFILING_H */

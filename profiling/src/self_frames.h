@@ -1,0 +1,32 @@
+/* Internal: which instruction addresses belong to the profiler itself, so
+ * that captured stacks start at the application's frame. By address range,
+ * never by name: an application function named like a profiler function,
+ * or one that calls the profiler's API, is kept.
+ *
+ * Ranges: the executable segments of the object that contains the
+ * profiler's code (libmimprof-profiling.so, or the preload object that
+ * links it statically), of libunwind, and every hook range registered by a
+ * sampling-allocator instantiation (MP_PROF_SAMPLING_ALLOCATOR puts its
+ * functions in the section "mimprof_hooks" of the object that instantiates
+ * it and registers __start_/__stop_ of that section from a constructor).
+ */
+#ifndef MIMPROF_PROFILING_SELF_FRAMES_H
+#define MIMPROF_PROFILING_SELF_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Computes the profiler's own ranges (dl_iterate_phdr; may allocate; takes
+ * the loader lock). Called at session start, under the recursion guard,
+ * never from an allocation hook. Idempotent. */
+void mp_self_frames_init(void);
+
+/* Registers [start, end) as profiler code (a hook section). Async-signal
+ * and hook safe: a fixed table, no allocation. */
+void mp_self_frames_register(uintptr_t start, uintptr_t end);
+
+/* Number of leading entries of pcs[0..n) that are profiler frames. Hook
+ * safe: reads the fixed table only. */
+size_t mp_frames_skip_profiler(const uintptr_t *pcs, size_t n);
+
+#endif
