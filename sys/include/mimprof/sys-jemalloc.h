@@ -42,6 +42,7 @@ static inline void *mp_sys_jemalloc_enomem_(void *p)
 {
     if (__builtin_expect(p == NULL, 0))
         errno = ENOMEM;
+    MP_SYS_TSAN_ACQUIRE_(p);
     return p;
 }
 
@@ -57,6 +58,7 @@ static inline void mp_sys_jemalloc_dealloc(void *p, size_t size, size_t align)
 {
     if (p == NULL)
         return;
+    MP_SYS_TSAN_RELEASE_(p);
     if (size == 0)
         dallocx(p, mp_sys_jemalloc_flags_(align));
     else
@@ -70,6 +72,7 @@ static inline void *mp_sys_jemalloc_realloc(void *p, size_t old_size, size_t ali
     (void)old_size;
     if (p == NULL)
         return mp_sys_jemalloc_alloc(new_size, align);
+    MP_SYS_TSAN_RELEASE_(p);
     return mp_sys_jemalloc_enomem_(
         rallocx(p, new_size ? new_size : 1, mp_sys_jemalloc_flags_(align)));
 }

@@ -34,6 +34,7 @@ static inline void *mp_sys_mimalloc_enomem_(void *p)
 {
     if (__builtin_expect(p == NULL, 0))
         errno = ENOMEM;
+    MP_SYS_TSAN_ACQUIRE_(p);
     return p;
 }
 
@@ -48,6 +49,7 @@ static inline void *mp_sys_mimalloc_alloc(size_t size, size_t align)
 /** Frees `p`, allocated with `size` (0 = unknown) and `align`. */
 static inline void mp_sys_mimalloc_dealloc(void *p, size_t size, size_t align)
 {
+    MP_SYS_TSAN_RELEASE_(p);
     if (size == 0)
         mi_free(p);
     else
@@ -59,6 +61,7 @@ static inline void *mp_sys_mimalloc_realloc(void *p, size_t old_size, size_t ali
                                             size_t new_size)
 {
     (void)old_size; /* mimalloc finds the block's size itself */
+    MP_SYS_TSAN_RELEASE_(p);
     if (align <= MP_SYS_NATURAL_ALIGN)
         return mp_sys_mimalloc_enomem_(mi_realloc(p, new_size));
     return mp_sys_mimalloc_enomem_(mi_realloc_aligned(p, new_size, align));

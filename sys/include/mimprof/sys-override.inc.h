@@ -46,10 +46,13 @@ static size_t mp_ovr_page_size_(void)
     return page;
 }
 
+/** malloc(3): `size` bytes at the provider's natural alignment. */
 MP_OVR_EXPORT void *malloc(size_t size) { return MP_OVR_(alloc)(size, MP_OVR_MALLOC_ALIGN); }
 
+/** free(3): an unsized free (the size is unknown here). */
 MP_OVR_EXPORT void free(void *p) { MP_OVR_(dealloc)(p, 0, 0); }
 
+/** calloc(3): zeroed; NULL with ENOMEM when nmemb * size overflows. */
 MP_OVR_EXPORT void *calloc(size_t nmemb, size_t size)
 {
     size_t total;
@@ -60,6 +63,8 @@ MP_OVR_EXPORT void *calloc(size_t nmemb, size_t size)
     return MP_OVR_(alloc_zeroed)(total, MP_OVR_MALLOC_ALIGN);
 }
 
+/** realloc(3) with glibc semantics: NULL p allocates; size 0 frees and returns NULL;
+ *  on failure NULL with the old block intact. */
 MP_OVR_EXPORT void *realloc(void *p, size_t size)
 {
     if (p == NULL)
@@ -71,6 +76,7 @@ MP_OVR_EXPORT void *realloc(void *p, size_t size)
     return MP_OVR_(realloc)(p, 0, MP_OVR_MALLOC_ALIGN, size);
 }
 
+/** reallocarray(3): realloc of nmemb * size, NULL with ENOMEM on overflow. */
 MP_OVR_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 {
     size_t total;
@@ -81,6 +87,7 @@ MP_OVR_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
     return realloc(p, total);
 }
 
+/** posix_memalign(3): EINVAL unless align is a power of two multiple of sizeof(void *). */
 MP_OVR_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
     if (!MP_SYS_IS_POW2(align) || align % sizeof(void *) != 0)
@@ -92,6 +99,7 @@ MP_OVR_EXPORT int posix_memalign(void **out, size_t align, size_t size)
     return 0;
 }
 
+/** aligned_alloc(3): any power-of-two alignment, EINVAL otherwise. */
 MP_OVR_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
     if (!MP_SYS_IS_POW2(align)) {
@@ -101,6 +109,7 @@ MP_OVR_EXPORT void *aligned_alloc(size_t align, size_t size)
     return MP_OVR_(alloc)(size, align);
 }
 
+/** memalign(3): a non-power-of-two alignment is rounded up, as glibc does. */
 MP_OVR_EXPORT void *memalign(size_t align, size_t size)
 {
     /* glibc rounds a non-power-of-two alignment up to the next one. */
@@ -117,8 +126,10 @@ MP_OVR_EXPORT void *memalign(size_t align, size_t size)
     return MP_OVR_(alloc)(size, align);
 }
 
+/** valloc(3): page-aligned. */
 MP_OVR_EXPORT void *valloc(size_t size) { return MP_OVR_(alloc)(size, mp_ovr_page_size_()); }
 
+/** pvalloc(3): page-aligned, size rounded up to whole pages. */
 MP_OVR_EXPORT void *pvalloc(size_t size)
 {
     size_t page = mp_ovr_page_size_();
@@ -130,4 +141,5 @@ MP_OVR_EXPORT void *pvalloc(size_t size)
     return MP_OVR_(alloc)(rounded ? rounded : page, page);
 }
 
+/** malloc_usable_size(3): the provider's usable size; 0 for NULL. */
 MP_OVR_EXPORT size_t malloc_usable_size(void *p) { return p ? MP_OVR_(usable_size)(p) : 0; }

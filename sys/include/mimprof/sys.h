@@ -50,6 +50,29 @@ extern "C" {
 /** Size of the buffer `P_version()` writes into. */
 #define MP_SYS_VERSION_LEN 64
 
+/* ThreadSanitizer does not see the native allocators' own synchronization
+ * (they are not instrumented), so a block freed on one thread and handed
+ * out again on another looks like a data race. Providers announce the
+ * hand-over: release at free, acquire at allocation, on the block's
+ * address, which is what TSan's own malloc interceptors do. No code in
+ * other builds. */
+#if defined(__SANITIZE_THREAD__)
+#define MP_SYS_TSAN_ 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MP_SYS_TSAN_ 1
+#endif
+#endif
+#ifdef MP_SYS_TSAN_
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define MP_SYS_TSAN_ACQUIRE_(p) ((p) ? __tsan_acquire((void *)(p)) : (void)0)
+#define MP_SYS_TSAN_RELEASE_(p) ((p) ? __tsan_release((void *)(p)) : (void)0)
+#else
+#define MP_SYS_TSAN_ACQUIRE_(p) ((void)0)
+#define MP_SYS_TSAN_RELEASE_(p) ((void)0)
+#endif
+
 /** True when `a` is a power of two (the only alignments a provider takes). */
 #define MP_SYS_IS_POW2(a) ((a) != 0 && ((a) & ((a) - 1)) == 0)
 

@@ -1,0 +1,2 @@
+/* Part of the TSan stand-in for Criterion: logging lives in criterion.h. */
+#include <criterion/criterion.h>

@@ -1,0 +1,147 @@
+/* Runner of the TSan stand-in for Criterion (see criterion/criterion.h). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_TESTS 1024
+#define MAX_SUITES 128
+#define SKIP_STATUS 77
+
+struct test {
+    const char *suite, *name;
+    void (*fn)(void);
+    struct criterion_test_extra_data extra;
+};
+struct suite {
+    const char *name;
+    struct criterion_test_extra_data extra;
+};
+
+static struct test tests[MAX_TESTS];
+static size_t ntests;
+static struct suite suites[MAX_SUITES];
+static size_t nsuites;
+static int expect_failed; /* in the child: a cr_expect* failed */
+
+void mpcr_register_test(const char *suite, const char *name, void (*fn)(void),
+                        struct criterion_test_extra_data extra)
+{
+    if (ntests == MAX_TESTS)
+        abort();
+    tests[ntests++] = (struct test){suite, name, fn, extra};
+}
+
+void mpcr_register_suite(const char *suite, struct criterion_test_extra_data extra)
+{
+    if (nsuites == MAX_SUITES)
+        abort();
+    suites[nsuites++] = (struct suite){suite, extra};
+}
+
+void mpcr_fail(const char *file, int line, int fatal, const char *text, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "[----] %s:%d: Assertion Failed: %s: ", file, line, text);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (fatal)
+        _exit(1);
+    expect_failed = 1;
+}
+
+void mpcr_skip(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "[SKIP] ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    _exit(SKIP_STATUS);
+}
+
+void mpcr_log(const char *level, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "[%s] ", level);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static const struct criterion_test_extra_data *suite_extra(const char *name)
+{
+    for (size_t i = 0; i < nsuites; i++)
+        if (strcmp(suites[i].name, name) == 0)
+            return &suites[i].extra;
+    return NULL;
+}
+
+/* 0 pass, 1 fail, 2 crash, 3 skip */
+static int run_one(const struct test *t)
+{
+    const struct criterion_test_extra_data *s = suite_extra(t->suite);
+    double timeout = t->extra.timeout > 0 ? t->extra.timeout : s && s->timeout > 0 ? s->timeout : 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (timeout > 0)
+            alarm((unsigned)timeout + 1);
+        if (s && s->init)
+            s->init();
+        if (t->extra.init)
+            t->extra.init();
+        t->fn();
+        if (t->extra.fini)
+            t->extra.fini();
+        if (s && s->fini)
+            s->fini();
+        fflush(NULL);
+        _exit(expect_failed ? 1 : 0);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return 2;
+    int want_code = t->extra.exit_code, want_signal = t->extra.signal;
+    if (WIFSIGNALED(status))
+        return WTERMSIG(status) == want_signal && want_signal ? 0 : 2;
+    if (want_signal)
+        return 1;
+    if (WEXITSTATUS(status) == SKIP_STATUS)
+        return 3;
+    return WEXITSTATUS(status) == want_code ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "--filter=", 9) == 0)
+            filter = argv[i] + 9;
+    unsigned tested = 0, passing = 0, failing = 0, crashing = 0, skipped = 0;
+    for (size_t i = 0; i < ntests; i++) {
+        const struct test *t = &tests[i];
+        char full[512];
+        snprintf(full, sizeof full, "%s::%s", t->suite, t->name);
+        if (t->extra.disabled || (filter && strstr(full, filter) == NULL))
+            continue;
+        int r = run_one(t);
+        tested++;
+        const char *verdict[] = {"PASS", "FAIL", "CRASH", "SKIP"};
+        fprintf(stderr, "[%s] %s\n", verdict[r], full);
+        passing += r == 0;
+        failing += r == 1;
+        crashing += r == 2;
+        skipped += r == 3;
+    }
+    fprintf(stderr, "[====] Synthesis: Tested: %u | Passing: %u | Failing: %u | Crashing: %u\n",
+            tested - skipped, passing, failing, crashing);
+    return failing + crashing ? 1 : 0;
+}
