@@ -40,6 +40,10 @@ mp_report_cache *mp_report_cache_new(void);
 void mp_report_cache_free(mp_report_cache *c);
 /* Bytes of symbol data held, for mp_prof_diagnostics. */
 size_t mp_report_cache_symbol_bytes(const mp_report_cache *c);
+/* mp_prof_symbol_quality of the last report finished with this cache
+ * (computed while encoding, no decode needed), -1 before the first; for
+ * mp_prof_stats.last_symbol_quality. */
+int mp_report_cache_last_quality(const mp_report_cache *c);
 
 typedef struct mp_report_builder mp_report_builder;
 
