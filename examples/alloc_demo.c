@@ -44,8 +44,8 @@ int main(void)
     for (size_t k = 1; k < used; k++)
         if (table[k].count > table[best].count)
             best = k;
-    printf("alloc-demo: %zu distinct words, most frequent %s (%zu times)\n", used,
-           table[best].word, table[best].count);
+    printf("alloc-demo: %zu distinct words, most frequent %s (%zu times)\n", used, table[best].word,
+           table[best].count);
     printf("alloc-demo: %zu allocations (%zu bytes of words, table of %zu slots, %zu usable "
            "bytes) served by %s through libmimprof-allocator %s\n",
            calls, bytes, cap, mp_alloc_usable_size(table), mp_alloc_provider_name(),

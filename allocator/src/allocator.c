@@ -5,8 +5,8 @@
 #include <mimprof/sys.h>
 
 #define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
-#define P(op) CAT(MP_ALLOC_PROVIDER, op)
+#define CAT(a, b)  CAT2(a, b)
+#define P(op)      CAT(MP_ALLOC_PROVIDER, op)
 
 void *mp_alloc_alloc(size_t size, size_t align) { return P(alloc)(size, align); }
 

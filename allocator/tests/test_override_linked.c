@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
-#define P(op) CAT(MP_ALLOC_PROVIDER, op)
+#define CAT(a, b)  CAT2(a, b)
+#define P(op)      CAT(MP_ALLOC_PROVIDER, op)
 
 static void assert_provider_block(void *p, size_t size)
 {
@@ -52,7 +52,7 @@ Test(override_linked, aligned_entry_points)
     cr_assert_eq((uintptr_t)p % 65536, 0);
     free(p);
     volatile size_t odd = 48; /* hidden from -Wnon-power-of-two-alignment */
-    p = memalign(odd, 10); /* rounded up to 64, as glibc does */
+    p = memalign(odd, 10);    /* rounded up to 64, as glibc does */
     cr_assert_eq((uintptr_t)p % 64, 0);
     free(p);
     long page = sysconf(_SC_PAGESIZE);

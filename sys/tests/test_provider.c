@@ -5,8 +5,8 @@
 #include <string.h>
 
 #define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
-#define P(op) CAT(PROVIDER, op)
+#define CAT(a, b)  CAT2(a, b)
+#define P(op)      CAT(PROVIDER, op)
 
 Test(provider, name) { cr_assert_str_eq(P(name)(), PROVIDER_NAME); }
 

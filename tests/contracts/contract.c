@@ -14,8 +14,8 @@
 #include CONTRACT_INCLUDE
 
 #define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
-#define P(op) CAT(CONTRACT_PROVIDER, op)
+#define CAT(a, b)  CAT2(a, b)
+#define P(op)      CAT(CONTRACT_PROVIDER, op)
 
 /* Optional per-provider set-up (the sampling allocator starts a session). */
 #ifdef CONTRACT_SETUP
@@ -146,16 +146,16 @@ Test(contract, usable_size_covers_request)
         unsigned char *p = P(alloc)(n, 8);
         size_t u = P(usable_size)(p);
         cr_assert_geq(u, n);
-        memset(p, 1, u); /* the whole usable area is writable */
+        memset(p, 1, u);     /* the whole usable area is writable */
         P(dealloc)(p, 0, 8); /* size unknown */
     }
 }
 
 /* 8 threads: each allocates blocks and hands them to its neighbour, which
  * checks and frees them: every free is a cross-thread free. */
-#define THREADS 8
+#define THREADS    8
 #define PER_THREAD 20000
-#define SLOTS 64
+#define SLOTS      64
 
 struct mailbox {
     pthread_mutex_t lock;

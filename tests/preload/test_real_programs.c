@@ -27,8 +27,8 @@ static void run(const char *cmd, int preload, struct run *r)
     close(fd);
     char full[8192];
     if (preload)
-        snprintf(full, sizeof full, "LD_PRELOAD=%s:%s MIMPROF_CHECK_OUT=%s %s",
-                 OVERRIDE_PATH, CHECK_PATH, check, cmd);
+        snprintf(full, sizeof full, "LD_PRELOAD=%s:%s MIMPROF_CHECK_OUT=%s %s", OVERRIDE_PATH,
+                 CHECK_PATH, check, cmd);
     else
         snprintf(full, sizeof full, "%s", cmd);
     FILE *p = popen(full, "r");
@@ -40,8 +40,8 @@ static void run(const char *cmd, int preload, struct run *r)
     r->peak_commit = 0;
     FILE *c = fopen(check, "r");
     if (c != NULL) {
-        if (fscanf(c, "in_heap=%d sizes_agree=%d peak_commit=%zu", &r->in_heap,
-                   &r->sizes_agree, &r->peak_commit) != 3)
+        if (fscanf(c, "in_heap=%d sizes_agree=%d peak_commit=%zu", &r->in_heap, &r->sizes_agree,
+                   &r->peak_commit) != 3)
             r->in_heap = -2;
         fclose(c);
     }
@@ -71,7 +71,8 @@ Test(override_real_programs, python3_allocation_heavy_script, .timeout = 120)
         "xs = [str(i) * 8 for i in range(400000)]\n"
         "buf = bytearray(32 << 20)\n"
         "d = {x: len(x) for x in xs}\n"
-        "print(len(xs), sum(d.values()), len(buf), hashlib.sha256(''.join(xs[::997]).encode()).hexdigest())\"",
+        "print(len(xs), sum(d.values()), len(buf), "
+        "hashlib.sha256(''.join(xs[::997]).encode()).hexdigest())\"",
         48u << 20);
 }
 

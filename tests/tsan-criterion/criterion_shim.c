@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_TESTS 1024
-#define MAX_SUITES 128
+#define MAX_TESTS   1024
+#define MAX_SUITES  128
 #define SKIP_STATUS 77
 
 struct test {

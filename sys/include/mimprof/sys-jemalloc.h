@@ -49,8 +49,7 @@ static inline void *mp_sys_jemalloc_enomem_(void *p)
 /** Allocates `size` bytes aligned to `align` (a power of two). */
 static inline void *mp_sys_jemalloc_alloc(size_t size, size_t align)
 {
-    return mp_sys_jemalloc_enomem_(
-        mallocx(size ? size : 1, mp_sys_jemalloc_flags_(align)));
+    return mp_sys_jemalloc_enomem_(mallocx(size ? size : 1, mp_sys_jemalloc_flags_(align)));
 }
 
 /** Frees `p`, allocated with `size` (0 = unknown) and `align`. */
@@ -66,8 +65,7 @@ static inline void mp_sys_jemalloc_dealloc(void *p, size_t size, size_t align)
 }
 
 /** Resizes `p`; NULL on failure with `p` intact. */
-static inline void *mp_sys_jemalloc_realloc(void *p, size_t old_size, size_t align,
-                                            size_t new_size)
+static inline void *mp_sys_jemalloc_realloc(void *p, size_t old_size, size_t align, size_t new_size)
 {
     (void)old_size;
     if (p == NULL)

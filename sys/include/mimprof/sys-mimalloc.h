@@ -14,8 +14,8 @@
 
 #include <errno.h>
 #include <mimalloc.h>
-#include <stdio.h>
 #include <mimprof/sys.h>
+#include <stdio.h>
 
 /** "mimalloc". */
 static inline const char *mp_sys_mimalloc_name(void) { return "mimalloc"; }
@@ -57,8 +57,7 @@ static inline void mp_sys_mimalloc_dealloc(void *p, size_t size, size_t align)
 }
 
 /** Resizes `p`; NULL on failure with `p` intact. */
-static inline void *mp_sys_mimalloc_realloc(void *p, size_t old_size, size_t align,
-                                            size_t new_size)
+static inline void *mp_sys_mimalloc_realloc(void *p, size_t old_size, size_t align, size_t new_size)
 {
     (void)old_size; /* mimalloc finds the block's size itself */
     MP_SYS_TSAN_RELEASE_(p);
@@ -76,9 +75,6 @@ static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
 }
 
 /** Usable bytes at `p`. */
-static inline size_t mp_sys_mimalloc_usable_size(const void *p)
-{
-    return mi_usable_size(p);
-}
+static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usable_size(p); }
 
 #endif /* MIMPROF_SYS_MIMALLOC_H */

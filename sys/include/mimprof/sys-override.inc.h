@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #define MP_OVR_CAT2_(a, b) a##_##b
-#define MP_OVR_CAT_(a, b) MP_OVR_CAT2_(a, b)
-#define MP_OVR_(op) MP_OVR_CAT_(MP_OVERRIDE_PROVIDER, op)
+#define MP_OVR_CAT_(a, b)  MP_OVR_CAT2_(a, b)
+#define MP_OVR_(op)        MP_OVR_CAT_(MP_OVERRIDE_PROVIDER, op)
 
 #define MP_OVR_EXPORT __attribute__((visibility("default")))
 
