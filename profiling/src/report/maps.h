@@ -1,0 +1,81 @@
+/* Internal: the loaded objects of the process and their executable
+ * segments, as pprof mappings. Built from dl_iterate_phdr at report time
+ * only (it takes the loader lock and may allocate), cached, and refreshed
+ * only when the loader's dlpi_adds/dlpi_subs counters changed.
+ *
+ * An object that disappears (dlclose) is retained, marked unloaded, so
+ * samples taken while it was loaded still find their mapping, unless a
+ * newly loaded object overlaps its address range. */
+#ifndef MIMPROF_PROFILING_REPORT_MAPS_H
+#define MIMPROF_PROFILING_REPORT_MAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elf_reader.h"
+
+struct mp_obj_syms; /* symbols.c */
+
+/* One executable PT_LOAD segment, page-aligned like /proc/self/maps. */
+typedef struct mp_map_seg {
+    uintptr_t start, limit;
+    uint64_t file_offset;
+} mp_map_seg;
+
+typedef struct mp_obj {
+    char *path;        /* real path (main binary: /proc/self/exe); "[vdso]" */
+    bool has_file;     /* `path` names a file on disk */
+    bool is_main;
+    bool loaded;       /* present at the last refresh */
+    uintptr_t base;    /* dlpi_addr: runtime address - ELF virtual address */
+    char build_id[2 * MP_ELF_BUILD_ID_MAX + 1]; /* lower-case hex, "" if none */
+    mp_map_seg *segs;
+    size_t nsegs;
+    uint64_t seen_refresh; /* refresh number that last saw it loaded */
+    struct mp_obj_syms *syms; /* symbol state, owned by symbols.c (NULL until used) */
+} mp_obj;
+
+/* An entry of the sorted address index. */
+typedef struct mp_map_ref {
+    uintptr_t start, limit;
+    uint32_t obj;      /* index into mp_maps.objs */
+    uint32_t seg;      /* index into that object's segs */
+    uint32_t id;       /* pprof mapping id (1-based, in mp_maps order) */
+} mp_map_ref;
+
+typedef struct mp_maps {
+    mp_obj **objs;     /* objs[0] is the main binary once refreshed */
+    size_t nobjs, cap;
+    mp_map_ref *index; /* sorted by start, non-overlapping */
+    size_t nindex;
+    unsigned long long adds, subs;
+    bool valid;
+    uint64_t refreshes; /* how many real rebuilds happened (tests) */
+    uint64_t unloads;   /* objects seen to disappear, cumulative */
+    /* Called for every object dropped for good (to free its symbols). */
+    void (*on_drop)(mp_obj *o, void *arg);
+    void *on_drop_arg;
+} mp_maps;
+
+/* How many unloaded objects are retained at most. */
+#define MP_MAPS_MAX_RETAINED 64
+
+void mp_maps_init(mp_maps *m);
+void mp_maps_destroy(mp_maps *m);
+
+/* Re-reads the loaded objects when dlpi_adds/dlpi_subs changed (or never
+ * read). Returns false on out-of-memory (the previous state is kept). */
+bool mp_maps_refresh(mp_maps *m);
+
+/* The segment containing `addr`, or NULL. */
+const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr);
+
+/* Total number of mappings (segments) in id order: ids 1..n. */
+size_t mp_maps_count(const mp_maps *m);
+
+/* Reads the GNU build-id of a loaded image from its PT_NOTE segments. */
+size_t mp_maps_image_build_id(uintptr_t base, const void *phdrs, size_t phnum,
+                              uint8_t out[MP_ELF_BUILD_ID_MAX]);
+
+#endif

@@ -1,0 +1,479 @@
+/* Report-time symbolization (see symbols.h). */
+#define _GNU_SOURCE
+#include "symbols.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef MP_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#endif
+
+/* ---- a bump arena: strings, frames and entries never move ---- */
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} chunk;
+
+typedef struct arena {
+    chunk *head;
+    size_t bytes;
+} arena;
+
+static void *arena_alloc(arena *a, size_t n)
+{
+    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    if (a->head == NULL || a->head->cap - a->head->used < n) {
+        size_t cap = n > 60000 ? n : 60000;
+        chunk *c = malloc(sizeof *c + cap);
+        if (c == NULL)
+            return NULL;
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+        a->bytes += sizeof *c + cap;
+    }
+    void *p = (char *)a->head->data + a->head->used;
+    a->head->used += n;
+    return p;
+}
+
+static void arena_clear(arena *a)
+{
+    chunk *c = a->head;
+    while (c) {
+        chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    a->head = NULL;
+    a->bytes = 0;
+}
+
+/* ---- per-object symbol state ---- */
+
+struct mp_obj_syms {
+    bool symtab_tried;
+    mp_elf_symtab symtab;
+#ifdef MP_HAVE_LIBDW
+    bool dwfl_tried;
+    Dwfl *dwfl;
+    Dwfl_Module *mod;
+#endif
+};
+
+struct mp_syms {
+    arena mem;            /* pc entries, frames, strings */
+    const char **strs;    /* interned strings (open addressing) */
+    size_t nstrs, strs_cap;
+    mp_pcinfo **pcs;      /* pc cache (open addressing on addr) */
+    size_t npcs, pcs_cap;
+    size_t symtab_bytes;  /* sum over objects' symbol tables */
+    size_t dwfl_count;    /* open DWARF sessions */
+};
+
+bool mp_syms_have_lines(void)
+{
+#ifdef MP_HAVE_LIBDW
+    return true;
+#else
+    return false;
+#endif
+}
+
+mp_syms *mp_syms_new(void)
+{
+    return calloc(1, sizeof(mp_syms));
+}
+
+void mp_syms_clear_addresses(mp_syms *s)
+{
+    arena_clear(&s->mem);
+    free(s->strs);
+    free(s->pcs);
+    s->strs = NULL;
+    s->pcs = NULL;
+    s->nstrs = s->strs_cap = s->npcs = s->pcs_cap = 0;
+}
+
+void mp_syms_free(mp_syms *s)
+{
+    if (s == NULL)
+        return;
+    mp_syms_clear_addresses(s);
+    free(s);
+}
+
+void mp_syms_forget_obj(mp_syms *s, mp_obj *o)
+{
+    struct mp_obj_syms *os = o->syms;
+    if (os == NULL)
+        return;
+    if (s != NULL)
+        s->symtab_bytes -= mp_elf_symtab_bytes(&os->symtab);
+    mp_elf_symtab_free(&os->symtab);
+#ifdef MP_HAVE_LIBDW
+    if (os->dwfl) {
+        dwfl_end(os->dwfl);
+        if (s != NULL)
+            s->dwfl_count--;
+    }
+#endif
+    free(os);
+    o->syms = NULL;
+}
+
+size_t mp_syms_bytes(const mp_syms *s)
+{
+    if (s == NULL)
+        return 0;
+    return sizeof *s + s->mem.bytes + s->strs_cap * sizeof *s->strs
+         + s->pcs_cap * sizeof *s->pcs + s->symtab_bytes;
+}
+
+void mp_syms_trim(mp_syms *s, mp_maps *m, size_t budget)
+{
+    if (mp_syms_bytes(s) <= budget)
+        return;
+    mp_syms_clear_addresses(s);
+    for (size_t i = 0; i < m->nobjs && mp_syms_bytes(s) > budget; i++)
+        mp_syms_forget_obj(s, m->objs[i]);
+}
+
+/* ---- interning ---- */
+
+static uint64_t hash_str(const char *p)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+static bool grow_strs(mp_syms *s)
+{
+    size_t nc = s->strs_cap ? s->strs_cap * 2 : 1024;
+    const char **t = calloc(nc, sizeof *t);
+    if (t == NULL)
+        return false;
+    for (size_t i = 0; i < s->strs_cap; i++) {
+        const char *v = s->strs[i];
+        if (v == NULL)
+            continue;
+        size_t j = hash_str(v) & (nc - 1);
+        while (t[j])
+            j = (j + 1) & (nc - 1);
+        t[j] = v;
+    }
+    free(s->strs);
+    s->strs = t;
+    s->strs_cap = nc;
+    return true;
+}
+
+static const char *intern(mp_syms *s, const char *str)
+{
+    if (str == NULL || str[0] == '\0')
+        return NULL;
+    if ((s->nstrs + 1) * 2 > s->strs_cap && !grow_strs(s))
+        return NULL;
+    size_t j = hash_str(str) & (s->strs_cap - 1);
+    while (s->strs[j]) {
+        if (strcmp(s->strs[j], str) == 0)
+            return s->strs[j];
+        j = (j + 1) & (s->strs_cap - 1);
+    }
+    size_t len = strlen(str) + 1;
+    char *copy = arena_alloc(&s->mem, len);
+    if (copy == NULL)
+        return NULL;
+    memcpy(copy, str, len);
+    s->strs[j] = copy;
+    s->nstrs++;
+    return copy;
+}
+
+/* ---- the pc cache ---- */
+
+static size_t hash_addr(uintptr_t a)
+{
+    uint64_t x = (uint64_t)a * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x ^ (x >> 29));
+}
+
+static mp_pcinfo **pc_slot(mp_syms *s, uintptr_t addr)
+{
+    size_t j = hash_addr(addr) & (s->pcs_cap - 1);
+    while (s->pcs[j] && s->pcs[j]->addr != addr)
+        j = (j + 1) & (s->pcs_cap - 1);
+    return &s->pcs[j];
+}
+
+static bool grow_pcs(mp_syms *s)
+{
+    size_t nc = s->pcs_cap ? s->pcs_cap * 2 : 1024;
+    mp_pcinfo **old = s->pcs;
+    size_t oc = s->pcs_cap;
+    s->pcs = calloc(nc, sizeof *s->pcs);
+    if (s->pcs == NULL) {
+        s->pcs = old;
+        return false;
+    }
+    s->pcs_cap = nc;
+    for (size_t i = 0; i < oc; i++)
+        if (old[i])
+            *pc_slot(s, old[i]->addr) = old[i];
+    free(old);
+    return true;
+}
+
+/* ---- functions: ELF symbols ---- */
+
+static struct mp_obj_syms *obj_syms(mp_obj *o)
+{
+    if (o->syms == NULL)
+        o->syms = calloc(1, sizeof *o->syms);
+    return o->syms;
+}
+
+static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
+{
+    struct mp_obj_syms *os = obj_syms(o);
+    if (os == NULL || !o->has_file)
+        return NULL;
+    if (!os->symtab_tried) {
+        os->symtab_tried = true;
+        if (mp_elf_read_symbols_file(o->path, o->build_id, &os->symtab) == MP_ELF_OK)
+            s->symtab_bytes += mp_elf_symtab_bytes(&os->symtab);
+    }
+    const mp_elf_sym *sym = mp_elf_symtab_lookup(&os->symtab, (uint64_t)(addr - o->base));
+    return sym ? intern(s, os->symtab.names + sym->name) : NULL;
+}
+
+/* ---- lines: DWARF ---- */
+
+#define MAX_INLINE 32
+
+#ifdef MP_HAVE_LIBDW
+/* Separate debug info, offline only: /usr/lib/debug/.build-id and the
+ * .gnu_debuglink places. (dwfl_standard_find_debuginfo may query a
+ * debuginfod server over the network; a profiler must not.) */
+static int try_open(const char *path, char **name)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        *name = strdup(path);
+        if (*name == NULL) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+static int offline_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                                  GElf_Addr base, const char *file_name,
+                                  const char *debuglink_file, GElf_Word debuglink_crc,
+                                  char **debuginfo_file_name)
+{
+    (void)userdata;
+    (void)modname;
+    (void)base;
+    (void)debuglink_crc;
+    char path[4096];
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr;
+    int n = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (n > 1 && n <= MP_ELF_BUILD_ID_MAX) {
+        char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
+        mp_elf_hex(bits, (size_t)n, hex);
+        snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+        int fd = try_open(path, debuginfo_file_name);
+        if (fd >= 0)
+            return fd;
+    }
+    if (debuglink_file != NULL && file_name != NULL && strchr(debuglink_file, '/') == NULL) {
+        const char *slash = strrchr(file_name, '/');
+        int dirlen = slash ? (int)(slash - file_name) : 0;
+        static const char *const fmts[] = {"%.*s/%s", "%.*s/.debug/%s", "/usr/lib/debug%.*s/%s"};
+        for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+            int len = snprintf(path, sizeof path, fmts[i], dirlen, file_name, debuglink_file);
+            if (len <= 0 || (size_t)len >= sizeof path || strcmp(path, file_name) == 0)
+                continue;
+            int fd = try_open(path, debuginfo_file_name);
+            if (fd >= 0)
+                return fd;
+        }
+    }
+    return -1;
+}
+
+static char *no_path = NULL;
+static const Dwfl_Callbacks dwfl_cbs = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = offline_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &no_path,
+};
+
+static Dwfl_Module *obj_module(mp_syms *s, mp_obj *o)
+{
+    struct mp_obj_syms *os = obj_syms(o);
+    if (os == NULL || !o->has_file)
+        return NULL;
+    if (!os->dwfl_tried) {
+        os->dwfl_tried = true;
+        os->dwfl = dwfl_begin(&dwfl_cbs);
+        if (os->dwfl == NULL)
+            return NULL;
+        s->dwfl_count++;
+        dwfl_report_begin(os->dwfl);
+        os->mod = dwfl_report_elf(os->dwfl, o->path, o->path, -1, o->base, true);
+        dwfl_report_end(os->dwfl, NULL, NULL);
+        if (os->mod != NULL && o->build_id[0] != '\0') {
+            /* A file replaced on disk since it was loaded is not used. */
+            const unsigned char *bits = NULL;
+            GElf_Addr vaddr;
+            int n = dwfl_module_build_id(os->mod, &bits, &vaddr);
+            char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
+            if (n > 0 && n <= MP_ELF_BUILD_ID_MAX) {
+                mp_elf_hex(bits, (size_t)n, hex);
+                if (strcmp(hex, o->build_id) != 0)
+                    os->mod = NULL;
+            }
+        }
+    }
+    return os->mod;
+}
+
+static const char *die_name(Dwarf_Die *d)
+{
+    Dwarf_Attribute a;
+    if (dwarf_attr_integrate(d, DW_AT_name, &a) != NULL)
+        return dwarf_formstring(&a);
+    return NULL;
+}
+
+/* Frames of `addr` from DWARF, innermost first; -1 when the address has
+ * no DWARF unit. */
+static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uint8_t *flags)
+{
+    Dwfl_Module *mod = obj_module(s, o);
+    if (mod == NULL)
+        return -1;
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    if (cu == NULL)
+        return -1;
+    const char *file = NULL;
+    int line = 0;
+    Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+    if (l != NULL) {
+        const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+        file = f;
+        if (f == NULL)
+            line = 0;
+    }
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    bool have_files = dwarf_getsrcfiles(cu, &files, &nfiles) == 0;
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes(cu, addr - bias, &scopes);
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_INLINE; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
+            continue;
+        fr[k].func = intern(s, die_name(&scopes[i]));
+        fr[k].file = intern(s, file);
+        fr[k].line = line > 0 ? line : 0;
+        k++;
+        if (tag == DW_TAG_subprogram)
+            break;
+        /* The caller's position is the inlined call site. */
+        Dwarf_Attribute a;
+        Dwarf_Word v;
+        file = NULL;
+        line = 0;
+        if (have_files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &v) == 0
+            && v < nfiles)
+            file = dwarf_filesrc(files, v, NULL, NULL);
+        if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &v) == 0 && v < INT32_MAX)
+            line = (int)v;
+    }
+    free(scopes);
+    if (n > 0)
+        *flags |= MP_PC_INLINE;
+    if (k == 0) { /* a unit without a scope here: line table only */
+        fr[0].func = NULL;
+        fr[0].file = intern(s, file);
+        fr[0].line = line > 0 ? line : 0;
+        k = 1;
+    }
+    /* The outermost frame without a DWARF name takes the ELF symbol's. */
+    if (fr[k - 1].func == NULL)
+        fr[k - 1].func = elf_name(s, o, addr);
+    return k;
+}
+#endif
+
+const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_symbolize mode)
+{
+    if ((s->npcs + 1) * 2 > s->pcs_cap && !grow_pcs(s))
+        return NULL;
+    mp_pcinfo **slot = pc_slot(s, addr);
+    if (*slot != NULL && (*slot)->mode == (uint8_t)mode)
+        return *slot;
+
+    mp_frame fr[MAX_INLINE];
+    int k = 0;
+    uint8_t flags = 0;
+    if (o != NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
+#ifdef MP_HAVE_LIBDW
+        if (mode == MP_PROF_SYMBOLIZE_LINES)
+            k = dwarf_frames(s, o, addr, fr, &flags);
+#endif
+        if (k <= 0) {
+            const char *name = elf_name(s, o, addr);
+            k = 0;
+            if (name != NULL) {
+                fr[0].func = name;
+                fr[0].file = NULL;
+                fr[0].line = 0;
+                k = 1;
+            }
+        }
+    }
+    mp_pcinfo *pi = *slot;
+    if (pi == NULL) {
+        pi = arena_alloc(&s->mem, sizeof *pi);
+        if (pi == NULL)
+            return NULL;
+        s->npcs++;
+    }
+    pi->addr = addr;
+    pi->mode = (uint8_t)mode;
+    pi->flags = flags;
+    pi->nframes = (uint16_t)k;
+    pi->frames = NULL;
+    if (k > 0) {
+        pi->frames = arena_alloc(&s->mem, (size_t)k * sizeof *pi->frames);
+        if (pi->frames == NULL) {
+            pi->nframes = 0;
+            pi->mode = 0xff; /* resolved again next time */
+            *slot = pi;
+            return NULL;
+        }
+        memcpy(pi->frames, fr, (size_t)k * sizeof *fr);
+    }
+    *slot = pi;
+    return pi;
+}
