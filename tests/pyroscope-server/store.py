@@ -1,0 +1,242 @@
+"""Storage and queries of the Pyroscope stand-in (protocol reference
+sections 3 and 6): series labels, v1 server-side delta or v2 as-sent
+storage, and the four query methods."""
+
+import re
+import threading
+
+MEMORY_MARKERS = ("alloc_", "inuse_")
+DELTA_TYPES = ("alloc_objects", "alloc_space")
+
+
+class QueryError(ValueError):
+    """An invalid query (400 invalid_argument)."""
+
+
+def metric_name(sample_types):
+    for t, _u in sample_types:
+        if any(m in t for m in MEMORY_MARKERS) or t in ("space", "objects"):
+            return "memory"
+    for t, u in sample_types:
+        if t in ("cpu", "samples") or u == "nanoseconds":
+            return "process_cpu"
+    return "unknown"
+
+
+# --- label selectors ------------------------------------------------------
+
+_SEL_ITEM = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+
+
+def parse_selector(text):
+    """`{k="v", k2!="v", k3=~"re", k4!~"re"}` -> [(name, op, value)]."""
+    text = (text or "").strip()
+    if text == "":
+        return []
+    if not (text.startswith("{") and text.endswith("}")):
+        raise QueryError("parse error: label selector must be enclosed in {}: %r" % text)
+    body = text[1:-1]
+    out = []
+    pos = 0
+    while pos < len(body):
+        if body[pos:].strip() == "":
+            break
+        m = _SEL_ITEM.match(body, pos)
+        if not m:
+            raise QueryError("parse error in label selector at %r" % body[pos:])
+        value = bytes(m.group(3), "utf-8").decode("unicode_escape")
+        if m.group(2) in ("=~", "!~"):
+            try:
+                re.compile(value)
+            except re.error as e:
+                raise QueryError("bad regex %r: %s" % (value, e)) from e
+        out.append((m.group(1), m.group(2), value))
+        pos = m.end()
+        if pos < len(body):
+            if body[pos] != ",":
+                raise QueryError("parse error: expected , at %r" % body[pos:])
+            pos += 1
+    return out
+
+
+def matches(labels, selector):
+    for name, op, value in selector:
+        have = labels.get(name, "")
+        if op == "=" and have != value:
+            return False
+        if op == "!=" and have == value:
+            return False
+        if op == "=~" and not re.fullmatch(value, have):
+            return False
+        if op == "!~" and re.fullmatch(value, have):
+            return False
+    return True
+
+
+# --- storage --------------------------------------------------------------
+
+class Record:
+    """One stored profile of one profile type in one series."""
+    __slots__ = ("tenant", "labels", "type_id", "ts_ms", "stacks", "period_type", "sample_type")
+
+    def __init__(self, tenant, labels, type_id, ts_ms, stacks, sample_type, period_type):
+        self.tenant = tenant
+        self.labels = labels
+        self.type_id = type_id
+        self.ts_ms = ts_ms
+        self.stacks = stacks            # {stack tuple (root first): value}
+        self.sample_type = sample_type
+        self.period_type = period_type
+
+    def total(self):
+        return sum(self.stacks.values())
+
+
+class Store:
+    def __init__(self, storage="v2"):
+        if storage not in ("v1", "v2"):
+            raise ValueError("storage must be v1 or v2")
+        self.storage = storage
+        self.lock = threading.Lock()
+        self.records = []
+        self.delta_prev = {}   # (tenant, labels tuple, type_id) -> {stack: cumulative}
+        self.profiles_accepted = 0
+
+    def reset(self):
+        with self.lock:
+            self.records = []
+            self.delta_prev = {}
+            self.profiles_accepted = 0
+
+    def add_profile(self, tenant, series_labels, prof, ts_ms):
+        """Stores a decoded pprof under `series_labels` (already holding
+        __name__, service_name and, for /ingest, __delta__ and
+        pyroscope_spy). String sample labels are promoted to series labels
+        unless the series has that label. Returns records stored."""
+        groups = {}
+        for smp in prof.samples:
+            extra = tuple(sorted((k, v) for k, v in smp["labels"].items() if k not in series_labels))
+            groups.setdefault(extra, []).append(smp)
+        stored = 0
+        with self.lock:
+            self.profiles_accepted += 1
+            for extra, samples in groups.items():
+                labels = dict(series_labels)
+                labels.update(dict(extra))
+                delta_on = self.storage == "v1" and labels.get("__delta__") != "false"
+                if self.storage == "v2":
+                    labels.pop("__delta__", None)
+                for i, (stype, sunit) in enumerate(prof.sample_types):
+                    type_id = "%s:%s:%s:%s:%s" % (labels.get("__name__", ""), stype, sunit,
+                                                  prof.period_type[0], prof.period_type[1])
+                    stacks = {}
+                    for smp in samples:
+                        v = smp["values"][i]
+                        if v:
+                            st = prof.stack(smp)
+                            stacks[st] = stacks.get(st, 0) + v
+                    if delta_on and labels.get("__name__") == "memory" and stype in DELTA_TYPES:
+                        stacks = self._delta(tenant, labels, type_id, stacks)
+                    self.records.append(Record(tenant, labels, type_id, ts_ms, stacks,
+                                               (stype, sunit), prof.period_type))
+                    stored += 1
+        return stored
+
+    def _delta(self, tenant, labels, type_id, cur):
+        """v1 ingester delta: the first profile of a series is stored empty;
+        later ones store the increase; a decrease is a reset."""
+        key = (tenant, tuple(sorted(labels.items())), type_id)
+        prev = self.delta_prev.get(key)
+        self.delta_prev[key] = dict(cur)
+        if prev is None:
+            return {}
+        out = {}
+        for st, v in cur.items():
+            p = prev.get(st, 0)
+            d = v - p if v >= p else v
+            if d:
+                out[st] = d
+        return out
+
+    # --- queries -----------------------------------------------------------
+
+    @staticmethod
+    def _check_range(start, end):
+        if not start or not end:
+            raise QueryError("start and end must be set")
+        if start > end:
+            raise QueryError("start must be before end")
+        if end - start > 24 * 3600 * 1000:
+            raise QueryError("the query time range exceeds the limit (max_query_length, limit: 24h)")
+
+    def _select(self, tenant, type_id, selector, start, end):
+        sel = parse_selector(selector)
+        with self.lock:
+            return [r for r in self.records
+                    if r.tenant == tenant and (type_id is None or r.type_id == type_id)
+                    and start <= r.ts_ms <= end and matches(r.labels, sel)]
+
+    def select_merge(self, tenant, type_id, selector, start, end):
+        self._check_range(start, end)
+        merged = {}
+        sample_type = period_type = None
+        for r in self._select(tenant, type_id, selector, start, end):
+            sample_type, period_type = r.sample_type, r.period_type
+            for st, v in r.stacks.items():
+                merged[st] = merged.get(st, 0) + v
+        if sample_type is None:
+            parts = (type_id or "::::").split(":")
+            parts += [""] * (5 - len(parts))
+            sample_type, period_type = (parts[1], parts[2]), (parts[3], parts[4])
+        return merged, sample_type, period_type
+
+    def select_series(self, tenant, type_id, selector, start, end, step_s, group_by, aggregation):
+        self._check_range(start, end)
+        step_ms = int(step_s * 1000) if step_s and step_s > 0 else 15000
+        series = {}
+        for r in self._select(tenant, type_id, selector, start, end):
+            gkey = tuple((g, r.labels[g]) for g in group_by if g in r.labels)
+            bucket = start + ((r.ts_ms - start) // step_ms) * step_ms
+            series.setdefault(gkey, {}).setdefault(bucket, []).append(r.total())
+        out = []
+        for gkey in sorted(series):
+            points = []
+            for ts in sorted(series[gkey]):
+                vals = series[gkey][ts]
+                v = sum(vals) / len(vals) if aggregation == 1 else sum(vals)
+                points.append((float(v), ts))
+            out.append((list(gkey), points))
+        return out
+
+    def label_values(self, tenant, name, matchers, start, end):
+        sels = [parse_selector(m) for m in matchers] or [[]]
+        vals = set()
+        with self.lock:
+            for r in self.records:
+                if r.tenant != tenant or name not in r.labels:
+                    continue
+                if start and end and not start <= r.ts_ms <= end:
+                    continue
+                if any(matches(r.labels, s) for s in sels):
+                    vals.add(r.labels[name])
+        return sorted(vals)
+
+    def profile_types(self, tenant, start, end):
+        types = {}
+        with self.lock:
+            for r in self.records:
+                if r.tenant != tenant:
+                    continue
+                if start and end and not start <= r.ts_ms <= end:
+                    continue
+                types[r.type_id] = r
+        out = []
+        for tid in sorted(types):
+            parts = (tid.split(":") + [""] * 5)[:5]
+            out.append({"ID": tid, "name": parts[0], "sampleType": parts[1], "sampleUnit": parts[2],
+                        "periodType": parts[3], "periodUnit": parts[4]})
+        return out
+
+    def dump(self):
+        with self.lock:
+            return list(self.records)
