@@ -1,7 +1,9 @@
 /* A small, bounds-checked ELF reader: function symbols and GNU build-id.
  * See elf_reader.h. Every structure is copied out with memcpy, so
  * unaligned input is fine; every offset is checked before use. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "elf_reader.h"
 
 #include <elf.h>

@@ -1,5 +1,7 @@
 /* Loaded objects and their executable segments (see maps.h). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "maps.h"
 
 #include <elf.h>

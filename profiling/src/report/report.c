@@ -7,7 +7,9 @@
  * frame handed to the builder is a call site (the profiler's frames are
  * cut before), so the adjustment applies to all of them.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

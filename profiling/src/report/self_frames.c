@@ -17,7 +17,9 @@
  * inside it is profiler (or provider) code; the application's frames start
  * after it. Nothing is ever matched by name.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "../self_frames.h"
 
 #include <dlfcn.h>

@@ -1,5 +1,7 @@
 /* Report-time symbolization (see symbols.h). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "symbols.h"
 
 #include <fcntl.h>
@@ -362,6 +364,52 @@ static const char *die_name(Dwarf_Die *d)
     return NULL;
 }
 
+/* `file` made absolute against the unit's compilation directory and
+ * lexically normalized ("a/b/../c" -> "a/c"), interned. */
+static const char *abs_file(mp_syms *s, const char *comp_dir, const char *file)
+{
+    if (file == NULL)
+        return NULL;
+    char buf[4096];
+    int n;
+    if (file[0] != '/' && comp_dir != NULL && comp_dir[0] != '\0')
+        n = snprintf(buf, sizeof buf, "%s/%s", comp_dir, file);
+    else
+        n = snprintf(buf, sizeof buf, "%s", file);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return intern(s, file);
+    /* Normalize in place: drop "." and "" segments, resolve "..". */
+    char out[4096];
+    size_t o = 0;
+    bool absolute = buf[0] == '/';
+    size_t segs[512];
+    size_t nseg = 0;
+    char *save = NULL;
+    for (char *seg = strtok_r(buf, "/", &save); seg; seg = strtok_r(NULL, "/", &save)) {
+        if (strcmp(seg, ".") == 0)
+            continue;
+        if (strcmp(seg, "..") == 0 && nseg > 0) {
+            size_t prev = segs[nseg - 1];
+            if (strcmp(out + prev + (prev > 0 || absolute ? 1 : 0), "..") != 0) {
+                o = prev;
+                out[o] = '\0';
+                nseg--;
+                continue;
+            }
+        }
+        if (nseg == sizeof segs / sizeof segs[0])
+            return intern(s, file);
+        segs[nseg++] = o;
+        int w = snprintf(out + o, sizeof out - o, "%s%s", (o > 0 || absolute) ? "/" : "", seg);
+        if (w < 0 || (size_t)w >= sizeof out - o)
+            return intern(s, file);
+        o += (size_t)w;
+    }
+    if (o == 0)
+        snprintf(out, sizeof out, "%s", absolute ? "/" : ".");
+    return intern(s, out);
+}
+
 /* Frames of `addr` from DWARF, innermost first; -1 when the address has
  * no DWARF unit. */
 static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uint8_t *flags)
@@ -373,6 +421,8 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
     Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
     if (cu == NULL)
         return -1;
+    Dwarf_Attribute cda;
+    const char *comp_dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &cda));
     const char *file = NULL;
     int line = 0;
     Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
@@ -385,15 +435,24 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     bool have_files = dwarf_getsrcfiles(cu, &files, &nfiles) == 0;
-    Dwarf_Die *scopes = NULL;
+    /* The innermost function scope at addr; then its containing scopes in
+     * the concrete tree (an inlined instance sits inside its caller). */
+    Dwarf_Die *scopes = NULL, *chain = NULL;
     int n = dwarf_getscopes(cu, addr - bias, &scopes);
-    int k = 0;
-    for (int i = 0; i < n && k < MAX_INLINE; i++) {
+    int inner = -1;
+    for (int i = 0; i < n && inner < 0; i++) {
         int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+            inner = i;
+    }
+    int nchain = inner >= 0 ? dwarf_getscopes_die(&scopes[inner], &chain) : 0;
+    int k = 0;
+    for (int i = 0; i < nchain && k < MAX_INLINE; i++) {
+        int tag = dwarf_tag(&chain[i]);
         if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
             continue;
-        fr[k].func = intern(s, die_name(&scopes[i]));
-        fr[k].file = intern(s, file);
+        fr[k].func = intern(s, die_name(&chain[i]));
+        fr[k].file = abs_file(s, comp_dir, file);
         fr[k].line = line > 0 ? line : 0;
         k++;
         if (tag == DW_TAG_subprogram)
@@ -403,18 +462,19 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
         Dwarf_Word v;
         file = NULL;
         line = 0;
-        if (have_files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &v) == 0
+        if (have_files && dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &v) == 0
             && v < nfiles)
             file = dwarf_filesrc(files, v, NULL, NULL);
-        if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &v) == 0 && v < INT32_MAX)
+        if (dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &a), &v) == 0 && v < INT32_MAX)
             line = (int)v;
     }
     free(scopes);
-    if (n > 0)
+    free(chain);
+    if (nchain > 0)
         *flags |= MP_PC_INLINE;
-    if (k == 0) { /* a unit without a scope here: line table only */
+    if (k == 0) { /* a unit without a function scope here: line table only */
         fr[0].func = NULL;
-        fr[0].file = intern(s, file);
+        fr[0].file = abs_file(s, comp_dir, file);
         fr[0].line = line > 0 ? line : 0;
         k = 1;
     }

@@ -1,0 +1,232 @@
+/* The ELF reader: build-ids (file, loaded image, readelf agree), symbol
+ * tables (.symtab, .dynsym fallback), and robustness to malformed files. */
+#include <criterion/criterion.h>
+#include <elf.h>
+#include <link.h>
+
+#include "elf_reader.h"
+#include "maps.h"
+#include "sites.h"
+#include "util.h"
+
+static char *self_path(void)
+{
+    static char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    cr_assert_gt(n, 0);
+    exe[n] = '\0';
+    return exe;
+}
+
+static int main_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uint8_t *id = arg;
+    size_t n = mp_maps_image_build_id(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, id + 1);
+    id[0] = (uint8_t)n;
+    return 1; /* the main program only */
+}
+
+Test(report_elf, build_id_file_image_readelf_agree)
+{
+    size_t len = 0;
+    uint8_t *data = ut_read(self_path(), &len);
+    cr_assert_not_null(data);
+    uint8_t id[MP_ELF_BUILD_ID_MAX];
+    size_t n = mp_elf_file_build_id(data, len, id);
+    cr_assert_gt(n, 0);
+    char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
+    mp_elf_hex(id, n, hex);
+    uint8_t img[1 + MP_ELF_BUILD_ID_MAX];
+    dl_iterate_phdr(main_cb, img);
+    cr_assert_eq(img[0], n);
+    cr_assert_arr_eq(img + 1, id, n);
+    int st;
+    char *o = ut_run(&st, "'%s' -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", READELF, self_path());
+    o[strcspn(o, "\n")] = '\0';
+    cr_assert_str_eq(hex, o);
+    free(o);
+    free(data);
+}
+
+static uintptr_t main_base(void)
+{
+    mp_maps m;
+    mp_maps_init(&m);
+    cr_assert(mp_maps_refresh(&m));
+    uintptr_t b = m.objs[0]->base;
+    cr_assert(m.objs[0]->is_main);
+    mp_maps_destroy(&m);
+    return b;
+}
+
+Test(report_elf, symtab_names_own_functions)
+{
+    mp_elf_symtab t;
+    cr_assert_eq(mp_elf_read_symbols_file(self_path(), "", &t), MP_ELF_OK);
+    cr_assert_eq(t.source, MP_ELF_SYMS_SYMTAB);
+    report_site_alpha();
+    const mp_elf_sym *s = mp_elf_symtab_lookup(&t, sites_pc - 1 - main_base());
+    cr_assert_not_null(s);
+    cr_assert_str_eq(t.names + s->name, "report_site_alpha");
+    /* The function's first byte is in it; an address before the first
+     * symbol is not. */
+    s = mp_elf_symtab_lookup(&t, (uintptr_t)&report_outer_gamma - main_base());
+    cr_assert_not_null(s);
+    cr_assert_str_eq(t.names + s->name, "report_outer_gamma");
+    cr_assert_null(mp_elf_symtab_lookup(&t, 0));
+    cr_assert_gt(mp_elf_symtab_bytes(&t), 0);
+    for (size_t i = 1; i < t.count; i++)
+        cr_assert_lt(t.syms[i - 1].addr, t.syms[i].addr, "sorted, one per address");
+    mp_elf_symtab_free(&t);
+    /* A file whose build-id differs from the loaded image's is refused. */
+    cr_assert_eq(mp_elf_read_symbols_file(self_path(), "00112233", &t), MP_ELF_E_MISMATCH);
+    cr_assert_eq(mp_elf_read_symbols_file("/nonexistent/file", "", &t), MP_ELF_E_IO);
+    cr_assert_eq(mp_elf_read_symbols_file("/proc/self/maps", "", &t), MP_ELF_E_IO);
+}
+
+Test(report_elf, dynsym_fallback_on_stripped_file)
+{
+    mp_elf_symtab t;
+    cr_assert_eq(mp_elf_read_symbols_file(PROBE_STRIPPED_PATH, "", &t), MP_ELF_OK);
+    cr_assert_eq(t.source, MP_ELF_SYMS_DYNSYM);
+    bool found = false, hook = false;
+    for (size_t i = 0; i < t.count; i++) {
+        found = found || strcmp(t.names + t.syms[i].name, "report_site_alpha") == 0;
+        hook = hook || strcmp(t.names + t.syms[i].name, "mp_prof_sample_hook") == 0;
+    }
+    cr_assert(found, "the exported function is in .dynsym");
+    cr_assert_not(hook, "an unexported one is not");
+    mp_elf_symtab_free(&t);
+}
+
+/* Every parser entry point on `data`: must not crash or read outside. */
+static void parse_all(const uint8_t *data, size_t len)
+{
+    uint8_t id[MP_ELF_BUILD_ID_MAX];
+    mp_elf_symtab t;
+    (void)mp_elf_file_build_id(data, len, id);
+    if (mp_elf_read_symbols(data, len, &t) == MP_ELF_OK) {
+        for (size_t i = 0; i < t.count; i++)
+            cr_assert_lt(t.syms[i].name, t.names_len);
+        (void)mp_elf_symtab_lookup(&t, 0x1234);
+        mp_elf_symtab_free(&t);
+    }
+    (void)mp_elf_notes_build_id(data, len, 4, id);
+    (void)mp_elf_notes_build_id(data, len, 8, id);
+}
+
+/* Copies into an exactly sized heap block, so ASan sees any overread. */
+static void parse_copy(const uint8_t *data, size_t len)
+{
+    uint8_t *c = malloc(len ? len : 1);
+    memcpy(c, data, len);
+    parse_all(c, len);
+    free(c);
+}
+
+Test(report_elf, malformed_files_are_refused_safely, .timeout = 120)
+{
+    size_t len = 0;
+    uint8_t *data = ut_read(self_path(), &len);
+    cr_assert_not_null(data);
+    /* Truncations, including inside the headers and tables. */
+    for (size_t n = 0; n < 256 && n < len; n++)
+        parse_copy(data, n);
+    for (size_t n = 256; n < len; n += len / 61 + 1)
+        parse_copy(data, n);
+    /* Hostile header fields. */
+    Elf64_Ehdr eh;
+    memcpy(&eh, data, sizeof eh);
+    uint8_t *m = malloc(len);
+    static const uint64_t bad[] = {0, 1, 0x7fffffff, 0xffffffff, UINT64_MAX, UINT64_MAX - 63};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Elf64_Ehdr e = eh;
+        memcpy(m, data, len);
+        e.e_shoff = bad[i];
+        memcpy(m, &e, sizeof e);
+        parse_all(m, len);
+        e = eh;
+        e.e_phoff = bad[i];
+        e.e_phnum = 0xffff;
+        memcpy(m, &e, sizeof e);
+        parse_all(m, len);
+        e = eh;
+        e.e_shnum = 0;
+        memcpy(m, &e, sizeof e);
+        parse_all(m, len);
+        /* Every section header's offset/size/link/entsize corrupted. */
+        for (size_t s = 0; s < eh.e_shnum; s++) {
+            memcpy(m, data, len);
+            Elf64_Shdr sh;
+            size_t at = eh.e_shoff + s * sizeof sh;
+            memcpy(&sh, m + at, sizeof sh);
+            Elf64_Shdr v = sh;
+            v.sh_offset = bad[i];
+            memcpy(m + at, &v, sizeof v);
+            parse_all(m, len);
+            v = sh;
+            v.sh_size = bad[i];
+            memcpy(m + at, &v, sizeof v);
+            parse_all(m, len);
+            v = sh;
+            v.sh_link = (uint32_t)bad[i];
+            v.sh_entsize = bad[i];
+            memcpy(m + at, &v, sizeof v);
+            parse_all(m, len);
+        }
+    }
+    /* Random byte flips, fixed seed. */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int round = 0; round < 300; round++) {
+        memcpy(m, data, len);
+        for (int k = 0; k < 16; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            size_t at = (size_t)(x % (k < 8 ? 4096 : len));
+            m[at] ^= (uint8_t)(x >> 32);
+        }
+        parse_all(m, len);
+    }
+    free(m);
+    free(data);
+}
+
+Test(report_elf, notes_parser_bounds)
+{
+    uint8_t id[MP_ELF_BUILD_ID_MAX];
+    /* A valid GNU build-id note after a foreign one. */
+    uint8_t buf[64] = {0};
+    uint32_t h1[3] = {4, 4, 1};
+    memcpy(buf, h1, 12);
+    memcpy(buf + 12, "XYZ", 4);
+    uint32_t h2[3] = {4, 8, NT_GNU_BUILD_ID};
+    memcpy(buf + 20, h2, 12);
+    memcpy(buf + 32, "GNU", 4);
+    memcpy(buf + 36, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+    cr_assert_eq(mp_elf_notes_build_id(buf, 44, 4, id), 8);
+    cr_assert_eq(id[0], 1);
+    cr_assert_eq(id[7], 8);
+    char hex[17];
+    mp_elf_hex(id, 8, hex);
+    cr_assert_str_eq(hex, "0102030405060708");
+    /* One byte short: nothing. */
+    cr_assert_eq(mp_elf_notes_build_id(buf, 43, 4, id), 0);
+    /* Sizes that overflow. */
+    uint32_t h3[3] = {0xfffffffc, 0xffffffff, NT_GNU_BUILD_ID};
+    memcpy(buf, h3, 12);
+    cr_assert_eq(mp_elf_notes_build_id(buf, sizeof buf, 4, id), 0);
+    cr_assert_eq(mp_elf_notes_build_id(buf, sizeof buf, 8, id), 0);
+    cr_assert_eq(mp_elf_notes_build_id(NULL, 10, 4, id), 0);
+    /* A very long id is cut at MP_ELF_BUILD_ID_MAX. */
+    uint8_t big[12 + 4 + 100] = {0};
+    uint32_t h4[3] = {4, 100, NT_GNU_BUILD_ID};
+    memcpy(big, h4, 12);
+    memcpy(big + 12, "GNU", 4);
+    cr_assert_eq(mp_elf_notes_build_id(big, sizeof big, 4, id), MP_ELF_BUILD_ID_MAX);
+    /* Not ELF. */
+    mp_elf_symtab t;
+    cr_assert_eq(mp_elf_read_symbols((const uint8_t *)"\x7f" "ELF", 4, &t), MP_ELF_E_FORMAT);
+    cr_assert_eq(mp_elf_read_symbols(NULL, 0, &t), MP_ELF_E_FORMAT);
+}
