@@ -243,7 +243,7 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
         return MP_PROF_E_INTERNAL;
     size_t n = depth + (truncated ? 1 : 0);
     if (b->nsmp >= UINT32_MAX - 1
-        || !reserve((void **)&b->stk, &b->stk_cap, b->nstk + n, sizeof *b->stk)
+        || !reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk)
         || ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
         return MP_PROF_E_NOMEM;
     uint32_t *s = b->stk + b->nstk;

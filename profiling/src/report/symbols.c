@@ -69,8 +69,22 @@ struct mp_obj_syms {
     bool dwfl_tried;
     Dwfl *dwfl;
     Dwfl_Module *mod;
+    Dwarf_Addr bias;
+    /* Units by address range, built from the units themselves when the
+     * object has no .debug_aranges (clang does not emit it by default and
+     * libdw 0.188 then finds no unit by address). */
+    bool cus_built;
+    struct cu_range *cus;
+    size_t ncus;
 #endif
 };
+
+#ifdef MP_HAVE_LIBDW
+typedef struct cu_range {
+    Dwarf_Addr lo, hi; /* [lo, hi) in the module's (biased) addresses */
+    Dwarf_Die die;
+} cu_range;
+#endif
 
 struct mp_syms {
     arena mem;            /* pc entries, frames, strings */
@@ -128,6 +142,9 @@ void mp_syms_forget_obj(mp_syms *s, mp_obj *o)
         if (s != NULL)
             s->dwfl_count--;
     }
+    if (s != NULL)
+        s->symtab_bytes -= os->ncus * sizeof *os->cus;
+    free(os->cus);
 #endif
     free(os);
     o->syms = NULL;
@@ -410,6 +427,73 @@ static const char *abs_file(mp_syms *s, const char *comp_dir, const char *file)
     return intern(s, out);
 }
 
+static int cu_cmp(const void *a, const void *b)
+{
+    const cu_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : 0;
+}
+
+static void build_cus(mp_syms *s, struct mp_obj_syms *os)
+{
+    os->cus_built = true;
+    size_t cap = 0;
+    Dwarf_Die *cu = NULL;
+    Dwarf_Addr bias = 0;
+    while ((cu = dwfl_module_nextcu(os->mod, cu, &bias)) != NULL) {
+        ptrdiff_t off = 0;
+        Dwarf_Addr base, lo, hi;
+        while ((off = dwarf_ranges(cu, off, &base, &lo, &hi)) > 0) {
+            if (hi <= lo)
+                continue;
+            if (os->ncus == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                cu_range *n = realloc(os->cus, nc * sizeof *n);
+                if (n == NULL)
+                    goto done;
+                os->cus = n;
+                cap = nc;
+            }
+            os->cus[os->ncus].lo = lo + bias;
+            os->cus[os->ncus].hi = hi + bias;
+            os->cus[os->ncus].die = *cu;
+            os->ncus++;
+        }
+    }
+done:
+    if (os->ncus > 1)
+        qsort(os->cus, os->ncus, sizeof *os->cus, cu_cmp);
+    os->bias = bias;
+    s->symtab_bytes += os->ncus * sizeof *os->cus;
+}
+
+/* The compilation unit containing `addr`, through .debug_aranges, else
+ * through the units' own ranges. */
+static Dwarf_Die *find_cu(mp_syms *s, struct mp_obj_syms *os, Dwarf_Addr addr, Dwarf_Addr *bias)
+{
+    Dwarf_Die *cu = dwfl_module_addrdie(os->mod, addr, bias);
+    if (cu != NULL)
+        return cu;
+    if (!os->cus_built)
+        build_cus(s, os);
+    size_t lo = 0, hi = os->ncus;
+    while (lo < hi) { /* first range with lo > addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (os->cus[mid].lo <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i-- > 0;) { /* ranges may nest or overlap: look back a little */
+        if (addr < os->cus[i].hi) {
+            *bias = os->bias;
+            return &os->cus[i].die;
+        }
+        if (lo - i > 8)
+            break;
+    }
+    return NULL;
+}
+
 /* Frames of `addr` from DWARF, innermost first; -1 when the address has
  * no DWARF unit. */
 static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uint8_t *flags)
@@ -418,18 +502,17 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
     if (mod == NULL)
         return -1;
     Dwarf_Addr bias = 0;
-    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
+    Dwarf_Die *cu = find_cu(s, o->syms, addr, &bias);
     if (cu == NULL)
         return -1;
     Dwarf_Attribute cda;
     const char *comp_dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &cda));
     const char *file = NULL;
     int line = 0;
-    Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+    Dwarf_Line *l = dwarf_getsrc_die(cu, addr - bias);
     if (l != NULL) {
-        const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
-        file = f;
-        if (f == NULL)
+        file = dwarf_linesrc(l, NULL, NULL);
+        if (file == NULL || dwarf_lineno(l, &line) != 0)
             line = 0;
     }
     Dwarf_Files *files = NULL;

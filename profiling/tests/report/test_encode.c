@@ -218,7 +218,7 @@ Test(report_encode, protoc_decodes_it)
     cr_assert_not_null(strstr(out, "period: 524288"));
     cr_assert_not_null(strstr(out, "build_id:"));
     free(out);
-    ut_run(&st, "rm -rf '%s'", dir);
+    free(ut_run(&st, "rm -rf '%s'", dir));
     free(dir);
     free(buf);
     mp_report_cache_free(c);
@@ -253,7 +253,7 @@ Test(report_encode, go_tool_pprof_reads_it, .timeout = 240)
     free(top);
     free(raw);
     free(env);
-    ut_run(&st, "rm -rf '%s'", dir);
+    free(ut_run(&st, "rm -rf '%s'", dir));
     free(dir);
     free(buf);
     mp_report_cache_free(c);
