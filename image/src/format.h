@@ -1,0 +1,128 @@
+/* The on-disk layout of an image (image/FORMAT.md is the prose version).
+ *
+ * Every integer is in the writer's byte order, every table entry is a 64-bit
+ * file word, and every section starts and ends on a word boundary. Sections
+ * follow the header back to back, in this order, with nothing between them:
+ *
+ *   header | type table | foreign table | root table | extent table |
+ *   object table | byte blob
+ *
+ * Index 0 is nil in every index space (objects, foreign entries, byte blob
+ * offsets), so a unit of value 0 needs no tag. */
+#ifndef MP_IMG_FORMAT_H
+#define MP_IMG_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "MPIMG\r\n\x1a": the CR/LF pair and ^Z catch text-mode mangling. */
+#define IMG_MAGIC "MPIMG\r\n\x1a"
+#define IMG_MAGIC_LEN 8
+
+/* Format version. Not equal to its own byte swap (0x01000000), so a
+ * byte-swapped header can never pass as a valid version. */
+#define IMG_VERSION UINT32_C(1)
+#define IMG_VERSION_SWAPPED UINT32_C(0x01000000)
+_Static_assert(IMG_VERSION != IMG_VERSION_SWAPPED, "format version must not be swap-invariant");
+
+/* Read as a native word: reveals the writer's byte order. */
+#define IMG_BYTE_ORDER UINT64_C(0x0102030405060708)
+#define IMG_BYTE_ORDER_SWAPPED UINT64_C(0x0807060504030201)
+
+/* The incomplete marker while the writer is busy ("INCOMPLE" as text);
+ * cleared to 0 by the writer's very last write. Anything else is corrupt. */
+#define IMG_INCOMPLETE UINT64_C(0x454C504D4F434E49)
+
+/* The checksum covers every byte from this offset to the end of the file,
+ * with the incomplete marker read as 0. */
+#define IMG_CHECKSUM_FROM 24
+
+#define IMG_TEXT_FIELD 16 /* release, os, arch: NUL-padded text */
+
+struct img_header {
+    char magic[IMG_MAGIC_LEN];     /*   0 */
+    uint32_t version;              /*   8 */
+    uint32_t header_size;          /*  12 sizeof(struct img_header) */
+    uint64_t checksum;             /*  16 XXH64 of [24, end), marker as 0 */
+    uint64_t incomplete;           /*  24 IMG_INCOMPLETE, then 0 */
+    uint64_t byte_order;           /*  32 IMG_BYTE_ORDER */
+    uint32_t word_size;            /*  40 sizeof(mp_img_word) of the writer */
+    uint32_t meta_width;           /*  44 metadata words per object */
+    char release[IMG_TEXT_FIELD];  /*  48 library release, e.g. "0.1.0" */
+    char os[IMG_TEXT_FIELD];       /*  64 e.g. "linux" */
+    char arch[IMG_TEXT_FIELD];     /*  80 e.g. "x86_64" */
+    uint64_t type_digest;          /*  96 XXH64 of the type table section */
+    uint64_t n_types;              /* 104 */
+    uint64_t n_foreign;            /* 112 entries, index 0 (nil) not stored */
+    uint64_t n_roots;              /* 120 */
+    uint64_t n_objects;            /* 128 index 0 (nil) not stored */
+    uint64_t n_bytes;              /* 136 size of the byte blob */
+    uint64_t types_size;           /* 144 bytes of the type table */
+    uint64_t foreign_size;         /* 152 bytes of the foreign table */
+    uint64_t roots_size;           /* 160 bytes of the root table */
+    uint64_t objects_size;         /* 168 bytes of the object table */
+    uint64_t reserved[4];          /* 176 zero */
+};                                 /* 208 */
+_Static_assert(sizeof(struct img_header) == 208, "header layout");
+_Static_assert(offsetof(struct img_header, incomplete) == IMG_CHECKSUM_FROM, "checksum start");
+
+/* Type table entry:
+ *   str name | u64 shape class | u64 count | u64 described | u64 mask |
+ *   u64 foreign policy
+ * A "str" is a u64 length followed by the bytes, zero-padded to a word. */
+enum img_shape_class {
+    IMG_SHAPE_NONE = 0,    /* no shape: the writer refuses instances */
+    IMG_SHAPE_FIXED = 1,   /* count units */
+    IMG_SHAPE_DYNAMIC = 2, /* unit 0 is a word holding the count after it */
+    IMG_SHAPE_CUSTOM = 3,  /* per object: 2 shape words lead its record */
+};
+
+/* Foreign table entry: u64 kind, then per kind:
+ *   DLSYM: str library ("" = the main program) | str symbol
+ *   FD:    u64 role (0 stdin, 1 stdout, 2 stderr)
+ *   CODE:  str build-id | str path | u64 offset from the load bias
+ *   EXT:   u64 type index | str name from the type's externalise */
+enum img_foreign_kind {
+    IMG_FOREIGN_NIL = 0, /* reserved: nil is index 0 and never stored */
+    IMG_FOREIGN_DLSYM = 1,
+    IMG_FOREIGN_FD = 2,
+    IMG_FOREIGN_CODE = 3,
+    IMG_FOREIGN_EXT = 4,
+};
+
+/* Root table entry: u64 object index (0 = nil) | str name. Sorted by name,
+ * names unique. */
+
+/* Extent table: one word per object, in index order (object 1 first):
+ *   bits  0..31 unit count
+ *   bits 32..47 type index (0-based into the type table)
+ *   bits 48..63 user flags */
+#define IMG_EXTENT(units, type, flags)                                                     \
+    ((uint64_t)(units) | ((uint64_t)(type) << 32) | ((uint64_t)(flags) << 48))
+#define IMG_EXTENT_UNITS(e) ((uint32_t)((e) & 0xFFFFFFFFu))
+#define IMG_EXTENT_TYPE(e) ((uint32_t)(((e) >> 32) & 0xFFFFu))
+#define IMG_EXTENT_FLAGS(e) ((uint32_t)((e) >> 48))
+#define IMG_MAX_UNITS UINT32_MAX
+#define IMG_MAX_TYPES 0xFFFFu
+
+/* Object table: per object, in index order:
+ *   [custom shape: u64 described | u64 mask] [meta_width words] [units]
+ * A unit is written per its kind:
+ *   ref:     object index (0 = nil)
+ *   word:    the value
+ *   bytes:   0 for NULL, else the blob offset of the data; the u64 length
+ *            sits in the word before it
+ *   foreign: foreign index (0 = nil)
+ *
+ * Byte blob: per bytes unit, in unit order: u64 length | data | zero
+ * padding, at least one byte, to the next word. */
+
+#define IMG_NAME_MAX 255u
+
+/* Bounds a str may not exceed (a build-id, a path, a symbol, an
+ * externalised name). */
+#define IMG_STR_MAX (1u << 20)
+
+static inline uint64_t img_pad8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
+
+#endif /* MP_IMG_FORMAT_H */

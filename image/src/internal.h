@@ -1,0 +1,239 @@
+/* In-memory structures shared by the implementation files. Nothing here is
+ * part of the public API. */
+#ifndef MP_IMG_INTERNAL_H
+#define MP_IMG_INTERNAL_H
+
+#include <mimprof/image.h>
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- status.c ---------------------------------------------------- */
+
+/* Records status + a printf-style sentence in err (if non-NULL) and
+ * returns status. */
+mp_img_status img_fail(mp_img_error *err, mp_img_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Records success in err (if non-NULL); returns MP_IMG_OK. */
+mp_img_status img_ok(mp_img_error *err);
+
+/* ---- platform.c ---------------------------------------------------- */
+
+/* The release, OS and arch this process writes and accepts, NUL-padded to
+ * the header's 16-byte text fields. */
+void img_platform(char release[16], char os[16], char arch[16]);
+
+/* ---- shape.c ----------------------------------------------------- */
+
+/* Checks the invariants every shape keeps: described <= 32, no mask bits
+ * past described units, unit 0 a word when dynamic. */
+mp_img_status img_shape_check(const mp_img_shape *s, mp_img_error *err);
+/* Rewrites a valid shape into its one canonical form (the type table and
+ * its digest hold canonical shapes only). */
+void img_shape_canon(mp_img_shape *s);
+/* True when the shape has a unit of `kind` among its first `units` units. */
+int img_shape_has_kind(const mp_img_shape *s, size_t units, mp_img_kind kind);
+
+/* ---- type.c ------------------------------------------------------ */
+
+struct mp_img_type {
+    char *name;
+    size_t name_len;
+    uint32_t index;         /* position in the registry = in the type table */
+    unsigned shape_class;   /* enum img_shape_class */
+    mp_img_shape shape;     /* valid for FIXED and DYNAMIC */
+    mp_img_type_options opts;
+};
+
+struct mp_img_registry {
+    mp_img_type **types;
+    size_t n_types, cap_types;
+    size_t meta_width;
+    size_t live_heaps;      /* heaps made from it and not yet freed */
+};
+
+/* Serialises the registry's type table exactly as the writer stores it;
+ * returns a malloc'ed buffer (NULL on ENOMEM) and its size. */
+unsigned char *img_type_table(const mp_img_registry *reg, size_t *size);
+
+/* ---- heap.c ------------------------------------------------------ */
+
+/* The hidden header, immediately before unit 0. The metadata words (meta
+ * width of them) sit immediately before the header. */
+struct img_obj {
+    uint32_t type;   /* registry index */
+    uint32_t units;  /* allocated unit count */
+    uint32_t flags;  /* user flags (low 16 bits) | library bits */
+    uint32_t stamp;  /* image index; meaningful only while IMG_TRACED is set */
+};
+_Static_assert(sizeof(struct img_obj) == 16, "object header is two words");
+
+/* The trace flag: set by a trace, cleared by a chain walk. It is the
+ * library's alone, above the user bits, so tracing never disturbs them. */
+#define IMG_TRACED 0x10000u
+
+static inline struct img_obj *img_hdr(const void *obj) { return (struct img_obj *)obj - 1; }
+
+/* A chunk of the chain: objects back to back in allocation order, each
+ * [meta words][header][units]. `starts` has one bit per word of the chunk,
+ * set at every object's unit 0: the exact membership test. */
+struct img_chunk {
+    unsigned char *base;
+    size_t cap;        /* bytes */
+    size_t used;       /* bytes; objects occupy [base, base + used) */
+    size_t objects;
+    uint64_t *starts;  /* cap / 8 bits */
+};
+
+struct img_root {
+    char *name;
+    void *obj;
+};
+
+struct img_code_rec; /* foreign.c */
+
+/* A library a load reacquired symbols from; closed with the heap. */
+struct img_handle {
+    char *library; /* "" = the main program */
+    void *handle;
+};
+
+struct mp_img_heap {
+    mp_img_registry *reg;
+    size_t meta_width;
+    /* The chain: chunks in allocation order. */
+    struct img_chunk *chunks;
+    size_t n_chunks, cap_chunks;
+    /* The same chunks sorted by base address, for the membership test. */
+    size_t *by_addr;
+    size_t last_chunk;       /* membership cache */
+    size_t count;            /* objects on the chain */
+    struct img_root *roots;  /* sorted by name */
+    size_t n_roots, cap_roots;
+    /* What a load leaves the heap owning. */
+    void **blocks;           /* byte blobs */
+    size_t n_blocks, cap_blocks;
+    struct img_handle *handles; /* dlopen handles, by library name */
+    size_t n_handles, cap_handles;
+    struct img_code_rec *codes; /* named code locations */
+    size_t n_codes;
+};
+
+/* Allocates an object without zeroing its units (the loader fills every
+ * one); units == its unit count. NULL on ENOMEM. */
+void *img_alloc_raw(mp_img_heap *h, uint32_t type, size_t units);
+/* Reserves room for `bytes` of objects in one chunk, so that a loader's
+ * objects are contiguous. */
+int img_reserve(mp_img_heap *h, size_t bytes);
+/* Bytes one object of `units` units occupies on a heap. */
+static inline size_t img_obj_size(size_t meta_width, size_t units)
+{
+    return (meta_width + 2 + units) * sizeof(mp_img_word);
+}
+/* Takes ownership of a malloc'ed block (freed with the heap). */
+int img_heap_own_block(mp_img_heap *h, void *block);
+/* The heap's handle on `library` ("" = main program), opened on first use
+ * and closed with the heap; NULL with the dlerror() text in `why`. */
+void *img_heap_library(mp_img_heap *h, const char *library, const char **why);
+
+/* Calls fn on every object of the chain, in allocation order. */
+void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void *ctx);
+
+/* ---- trace.c ----------------------------------------------------- */
+
+/* The result of a trace: reachable objects in index order (order[0] has
+ * index 1), the units each contributes, and the shapes of the objects whose
+ * type has a shape callback (in index order). */
+struct img_custom {
+    size_t index;        /* 1-based object index */
+    mp_img_shape shape;  /* canonical, fixed */
+};
+struct img_trace {
+    void **order;
+    uint32_t *extents;   /* units written for order[i] */
+    size_t n, cap;
+    struct img_custom *custom;
+    size_t n_custom, cap_custom;
+};
+
+/* The shape the writer uses for object `index` (1-based) of type t. */
+const mp_img_shape *img_trace_shape(const struct img_trace *tr, const mp_img_type *t,
+                                    size_t index, size_t *cursor);
+
+/* Fast kind lookup for hot loops. */
+static inline mp_img_kind img_kind(const mp_img_shape *s, size_t unit)
+{
+    if (s->mask == 0)
+        return MP_IMG_REF;
+    size_t i = unit < s->described ? unit : s->described - 1;
+    return (mp_img_kind)((s->mask >> (2 * i)) & 3u);
+}
+
+/* Traces from the roots in name order, breadth first: every reachable
+ * object gets IMG_TRACED and stamp = its index. Refuses references that are
+ * not objects of the heap, shapeless types and contradicted shapes. The
+ * caller must call img_trace_clear() whatever the result. */
+mp_img_status img_trace_run(mp_img_heap *h, struct img_trace *t, mp_img_error *err);
+/* Clears IMG_TRACED by a chain walk and frees the trace. */
+void img_trace_clear(mp_img_heap *h, struct img_trace *t);
+
+/* ---- foreign.c / modules.c ---------------------------------------- */
+
+/* A named foreign value, as the writer names it and the loader reads it. */
+struct img_foreign {
+    unsigned kind;              /* enum img_foreign_kind */
+    const unsigned char *a;     /* DLSYM library / CODE build-id / EXT name */
+    size_t a_len;
+    const unsigned char *b;     /* DLSYM symbol / CODE path */
+    size_t b_len;
+    uint64_t n;                 /* FD role / CODE offset / EXT type index */
+};
+
+/* A named code location owned by a heap: what an unresolved `code` unit
+ * points at. */
+struct img_code_rec {
+    uint64_t magic;
+    unsigned char *build_id;
+    size_t build_id_len;
+    char *path;
+    uintptr_t offset;
+};
+
+/* A loaded module, for naming and resolving `code`. */
+struct img_module {
+    uintptr_t bias;      /* dlpi_addr */
+    uintptr_t lo, hi;    /* span of its PT_LOAD segments */
+    const unsigned char *build_id;
+    size_t build_id_len;
+    const char *path;
+};
+
+/* Snapshot of the modules of this process (dl_iterate_phdr). */
+struct img_modules {
+    struct img_module *m;
+    size_t n;
+};
+int img_modules_load(struct img_modules *mods);
+void img_modules_free(struct img_modules *mods);
+const struct img_module *img_modules_find_addr(const struct img_modules *mods, uintptr_t addr);
+const struct img_module *img_modules_find_build_id(const struct img_modules *mods,
+                                                   const unsigned char *id, size_t len);
+
+/* Writer side: names `value` per the type's policy into *out (its strings
+ * live until the namer is freed). Returns MP_IMG_OK (kind NIL for a value
+ * written as nil), MP_IMG_ERR_UNNAMEABLE with `why` set to the reason
+ * clause, or MP_IMG_ERR_NOMEM. */
+struct img_namer;
+struct img_namer *img_namer_new(void);
+void img_namer_free(struct img_namer *nm);
+mp_img_status img_name_value(struct img_namer *nm, const mp_img_type *type, uintptr_t value,
+                             struct img_foreign *out, const char **why);
+
+/* Loader side: reacquires foreign entry `index` (1-based) for heap h. An
+ * unresolved `code` entry becomes h->codes[h->n_codes++], whose capacity the
+ * caller reserved. */
+mp_img_status img_resolve(mp_img_heap *h, const struct img_foreign *f, size_t index,
+                          uintptr_t *value, const struct img_modules *mods, mp_img_error *err);
+
+#endif /* MP_IMG_INTERNAL_H */

@@ -1,0 +1,62 @@
+/* A verified view of an image in memory: the header checked field by field,
+ * the sections located, the checksum confirmed and the small tables (types,
+ * foreign entries, roots) parsed and checked. The per-object pass over the
+ * extent and object tables is the loader's (loader.c). */
+#ifndef MP_IMG_VIEW_H
+#define MP_IMG_VIEW_H
+
+#include "format.h"
+#include "internal.h"
+
+#include <string.h>
+
+struct img_vtype {
+    const unsigned char *name;
+    size_t name_len;
+    unsigned shape_class;
+    mp_img_shape shape;
+    unsigned policy;
+};
+
+struct img_vroot {
+    uint64_t index;
+    const unsigned char *name;
+    size_t name_len;
+};
+
+struct img_view {
+    struct img_header hd; /* aligned copy */
+    const unsigned char *data;
+    size_t len;
+    const unsigned char *types_at, *foreign_at, *roots_at, *extents_at, *objects_at, *blob_at;
+    struct img_vtype *types;
+    struct img_foreign *foreign; /* foreign[k] is entry k + 1 */
+    struct img_vroot *roots;
+    size_t n_code;               /* entries of kind CODE */
+    uint64_t heap_bytes;         /* room every object takes on a heap */
+    unsigned char *owned_types;  /* registry's own table, for the comparison */
+};
+
+/* What img_view_open() checks against: the loading registry, or NULL to
+ * check only what does not depend on one (verify). */
+mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
+                            const mp_img_registry *reg, mp_img_error *err);
+void img_view_close(struct img_view *v);
+
+/* The per-object pass without a heap: checks every extent's record and
+ * every unit against the image's own tables (loader.c). */
+mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err);
+
+/* Reads a native word at any alignment. */
+static inline uint64_t img_rd64(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* A header text field as a C string (fields are NUL-padded; a field without
+ * a NUL is cut at 15 bytes). */
+void img_text_field(const char field[IMG_TEXT_FIELD], char out[IMG_TEXT_FIELD]);
+
+#endif /* MP_IMG_VIEW_H */

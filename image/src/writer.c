@@ -1,0 +1,485 @@
+/* The writer: a mark phase that emits.
+ *
+ *   1. trace   - stamp an index on every object reachable from the roots
+ *                (trace.c); refuses what it cannot place.
+ *   2. measure - resolve every unit by its kind without writing: collect
+ *                foreign values and bytes lengths, size every section.
+ *   3. name    - name the foreign values, over the foreign table alone,
+ *                never during the walk; refuses what the vocabulary cannot
+ *                name.
+ *   4. emit    - one pass of write(2) calls to a temporary, fsync, checksum,
+ *                clear the incomplete marker last, rename.
+ *
+ * Every refusal happens before step 4 creates a file. The trace flag is
+ * taken back by a chain walk whatever happens. */
+#define _GNU_SOURCE
+#include "format.h"
+#include "internal.h"
+#include "map.h"
+#include "sink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* One distinct foreign value (per naming class), in first-occurrence order. */
+struct value_ent {
+    uintptr_t value;
+    const mp_img_type *type;
+    size_t obj, unit;  /* its first occurrence, for the refusal */
+    uint64_t index;    /* foreign table index once named (0 = nil) */
+};
+
+struct plan {
+    size_t meta_width;
+    unsigned char *types;
+    size_t types_size;
+    /* foreign values and the foreign table */
+    struct img_map values; /* (value, class) -> position in vals */
+    struct value_ent *vals;
+    size_t n_vals, cap_vals;
+    unsigned char *ftab;
+    size_t ftab_size, ftab_cap;
+    uint64_t *entry_off; /* offset of entry k (0-based) in ftab */
+    size_t n_foreign, cap_entries;
+    struct img_map names; /* (hash, length) of an entry -> its index */
+    /* bytes units, in unit order */
+    uint64_t *blens;
+    size_t n_blens, cap_blens;
+    uint64_t blob_size;
+    uint64_t roots_size, objects_size;
+};
+
+/* Bytes one blob entry takes: length word, data, at least one zero. */
+static inline uint64_t blob_entry(uint64_t len) { return 8 + img_pad8(len + 1); }
+
+/* The key that makes two foreign values "the same" before naming. */
+static uint64_t value_class(const mp_img_type *t)
+{
+    return t->opts.foreign == MP_IMG_FOREIGN_CALLBACKS ? 16 + (uint64_t)t->index
+                                                       : (uint64_t)t->opts.foreign;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    while (c < need)
+        c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+static void plan_free(struct plan *p)
+{
+    free(p->types);
+    img_map_free(&p->values);
+    img_map_free(&p->names);
+    free(p->vals);
+    free(p->ftab);
+    free(p->entry_off);
+    free(p->blens);
+}
+
+static mp_img_status note_foreign(struct plan *p, const mp_img_type *t, uintptr_t v,
+                                  size_t index, size_t unit, mp_img_error *err)
+{
+    if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
+        return MP_IMG_OK; /* nil, without an entry */
+    int inserted;
+    uint64_t *slot = img_map_put(&p->values, v, value_class(t), p->n_vals, &inserted);
+    if (!slot)
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+    if (!inserted)
+        return MP_IMG_OK;
+    if (grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1, sizeof *p->vals))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+    p->vals[p->n_vals++] = (struct value_ent){v, t, index, unit, 0};
+    return MP_IMG_OK;
+}
+
+static mp_img_status note_bytes(struct plan *p, const mp_img_type *t, const mp_img_word *obj,
+                                size_t index, size_t unit, mp_img_error *err)
+{
+    if (!t->opts.bytes_length)
+        return img_fail(err, MP_IMG_ERR_SHAPE,
+                        "object %zu (type '%s') unit %zu: a bytes unit, but the type has no "
+                        "bytes_length function",
+                        index, t->name, unit);
+    size_t len = t->opts.bytes_length(t->opts.ctx, obj, unit);
+    if (len == SIZE_MAX)
+        return img_fail(err, MP_IMG_ERR_SHAPE,
+                        "object %zu (type '%s') unit %zu: the type's bytes_length refused it",
+                        index, t->name, unit);
+    if ((uint64_t)len > (UINT64_C(1) << 40) || p->blob_size > (UINT64_C(1) << 48))
+        return img_fail(err, MP_IMG_ERR_LIMIT,
+                        "object %zu (type '%s') unit %zu: %zu bytes is beyond the format's limits",
+                        index, t->name, unit, len);
+    if (grow((void **)&p->blens, &p->cap_blens, p->n_blens + 1, sizeof *p->blens))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+    p->blens[p->n_blens++] = len;
+    p->blob_size += blob_entry(len);
+    return MP_IMG_OK;
+}
+
+/* Step 2: every unit resolved by its kind, nothing written. */
+static mp_img_status measure(mp_img_heap *h, const struct img_trace *tr, struct plan *p,
+                             mp_img_error *err)
+{
+    size_t cursor = 0;
+    mp_img_status st;
+    for (size_t i = 0; i < tr->n; i++) {
+        const mp_img_word *obj = tr->order[i];
+        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
+        const mp_img_shape *s = img_trace_shape(tr, t, i + 1, &cursor);
+        size_t ext = tr->extents[i];
+        p->objects_size += 8 * ((uint64_t)ext + p->meta_width) +
+                           (t->shape_class == IMG_SHAPE_CUSTOM ? 16 : 0);
+        if (s->mask == 0)
+            continue; /* references only, all placed by the trace */
+        for (size_t u = 0; u < ext; u++) {
+            mp_img_kind k = img_kind(s, u);
+            if (k == MP_IMG_BYTES && obj[u])
+                st = note_bytes(p, t, obj, i + 1, u, err);
+            else if (k == MP_IMG_FOREIGN)
+                st = note_foreign(p, t, obj[u], i + 1, u, err);
+            else
+                continue;
+            if (st != MP_IMG_OK)
+                return st;
+        }
+    }
+    for (size_t r = 0; r < h->n_roots; r++)
+        p->roots_size += 16 + img_pad8(strlen(h->roots[r].name));
+    return MP_IMG_OK;
+}
+
+static int ftab_put(struct plan *p, const void *data, size_t len)
+{
+    if (grow((void **)&p->ftab, &p->ftab_cap, p->ftab_size + img_pad8(len), 1))
+        return -1;
+    memcpy(p->ftab + p->ftab_size, data, len);
+    memset(p->ftab + p->ftab_size + len, 0, img_pad8(len) - len);
+    p->ftab_size += img_pad8(len);
+    return 0;
+}
+
+static int ftab_word(struct plan *p, uint64_t w) { return ftab_put(p, &w, 8); }
+
+static int ftab_str(struct plan *p, const unsigned char *s, size_t len)
+{
+    return ftab_word(p, len) || ftab_put(p, s, len);
+}
+
+/* Appends a named entry to the foreign table, or finds the identical entry
+ * already there: one name, one index, so identity survives the load. */
+static int add_entry(struct plan *p, const struct img_foreign *f, uint64_t *index)
+{
+    size_t start = p->ftab_size;
+    int bad = ftab_word(p, f->kind);
+    switch (f->kind) {
+    case IMG_FOREIGN_DLSYM:
+        bad = bad || ftab_str(p, f->a, f->a_len) || ftab_str(p, f->b, f->b_len);
+        break;
+    case IMG_FOREIGN_FD:
+        bad = bad || ftab_word(p, f->n);
+        break;
+    case IMG_FOREIGN_CODE:
+        bad = bad || ftab_str(p, f->a, f->a_len) || ftab_str(p, f->b, f->b_len) ||
+              ftab_word(p, f->n);
+        break;
+    default: /* IMG_FOREIGN_EXT */
+        bad = bad || ftab_word(p, f->n) || ftab_str(p, f->a, f->a_len);
+        break;
+    }
+    if (bad)
+        return -1;
+    size_t len = p->ftab_size - start;
+    int inserted;
+    uint64_t *slot = img_map_put(&p->names, img_hash(p->ftab + start, len), len,
+                                 p->n_foreign + 1, &inserted);
+    if (!slot)
+        return -1;
+    if (!inserted) {
+        size_t k = (size_t)*slot - 1;
+        size_t klen = (k + 1 < p->n_foreign ? p->entry_off[k + 1] : start) - p->entry_off[k];
+        if (klen == len && memcmp(p->ftab + p->entry_off[k], p->ftab + start, len) == 0) {
+            p->ftab_size = start; /* drop the duplicate */
+            *index = *slot;
+            return 0;
+        }
+        /* A hash collision between different names: keep both entries. */
+    }
+    if (grow((void **)&p->entry_off, &p->cap_entries, p->n_foreign + 1, sizeof *p->entry_off))
+        return -1;
+    p->entry_off[p->n_foreign++] = start;
+    *index = p->n_foreign;
+    return 0;
+}
+
+/* Step 3: name every distinct foreign value, in first-occurrence order. */
+static mp_img_status name_all(struct plan *p, mp_img_error *err)
+{
+    struct img_namer *nm = img_namer_new();
+    if (!nm)
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
+    mp_img_status st = MP_IMG_OK;
+    for (size_t i = 0; i < p->n_vals && st == MP_IMG_OK; i++) {
+        struct value_ent *v = &p->vals[i];
+        struct img_foreign f;
+        const char *why = "";
+        st = img_name_value(nm, v->type, v->value, &f, &why);
+        if (st == MP_IMG_ERR_UNNAMEABLE)
+            st = img_fail(err, st,
+                          "object %zu (type '%s') unit %zu: foreign value 0x%lx cannot be "
+                          "named: %s",
+                          v->obj, v->type->name, v->unit, (unsigned long)v->value, why);
+        else if (st != MP_IMG_OK)
+            st = img_fail(err, st, "out of memory naming foreign values");
+        else if (f.kind == IMG_FOREIGN_NIL)
+            v->index = 0;
+        else if (f.a_len > IMG_STR_MAX || f.b_len > IMG_STR_MAX)
+            st = img_fail(err, MP_IMG_ERR_LIMIT,
+                          "object %zu (type '%s') unit %zu: the name of foreign value 0x%lx is "
+                          "longer than 1 MiB",
+                          v->obj, v->type->name, v->unit, (unsigned long)v->value);
+        else if (add_entry(p, &f, &v->index))
+            st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
+    }
+    img_namer_free(nm);
+    return st;
+}
+
+/* ---- step 4 --------------------------------------------------------- */
+
+static void put_header(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
+                       const struct plan *p)
+{
+    struct img_header hd;
+    memset(&hd, 0, sizeof hd);
+    memcpy(hd.magic, IMG_MAGIC, IMG_MAGIC_LEN);
+    hd.version = IMG_VERSION;
+    hd.header_size = sizeof hd;
+    hd.checksum = 0; /* patched once everything after it is written */
+    hd.incomplete = IMG_INCOMPLETE; /* cleared last */
+    hd.byte_order = IMG_BYTE_ORDER;
+    hd.word_size = sizeof(mp_img_word);
+    hd.meta_width = (uint32_t)p->meta_width;
+    img_platform(hd.release, hd.os, hd.arch);
+    hd.type_digest = img_hash(p->types, p->types_size);
+    hd.n_types = h->reg->n_types;
+    hd.n_foreign = p->n_foreign;
+    hd.n_roots = h->n_roots;
+    hd.n_objects = tr->n;
+    hd.n_bytes = p->blob_size;
+    hd.types_size = p->types_size;
+    hd.foreign_size = p->ftab_size;
+    hd.roots_size = p->roots_size;
+    hd.objects_size = p->objects_size;
+    img_sink_put(sk, &hd, sizeof hd);
+}
+
+static void put_str(struct img_sink *sk, const char *s)
+{
+    size_t len = strlen(s);
+    img_sink_word(sk, len);
+    img_sink_put(sk, s, len);
+    img_sink_zeros(sk, img_pad8(len) - len);
+}
+
+static inline uint64_t ref_index(mp_img_word p) { return p ? img_hdr((void *)p)->stamp : 0; }
+
+static uint64_t foreign_index(const struct plan *p, const mp_img_type *t, mp_img_word v)
+{
+    if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
+        return 0;
+    const uint64_t *slot = img_map_get(&p->values, v, value_class(t));
+    return p->vals[*slot].index; /* measure() noted every foreign unit */
+}
+
+static void put_objects(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
+                        const struct plan *p)
+{
+    size_t cursor = 0;
+    uint64_t blob_at = 0; /* offset of the next blob entry */
+    size_t nb = 0;
+    for (size_t i = 0; i < tr->n; i++) {
+        mp_img_word *obj = tr->order[i];
+        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
+        const mp_img_shape *s = img_trace_shape(tr, t, i + 1, &cursor);
+        size_t ext = tr->extents[i];
+        if (t->shape_class == IMG_SHAPE_CUSTOM) {
+            img_sink_word(sk, s->described);
+            img_sink_word(sk, s->mask);
+        }
+        const mp_img_word *meta = obj - 2 - p->meta_width;
+        for (size_t m = 0; m < p->meta_width; m++)
+            img_sink_word(sk, meta[m]);
+        if (s->mask == 0) {
+            for (size_t u = 0; u < ext; u++)
+                img_sink_word(sk, ref_index(obj[u]));
+            continue;
+        }
+        for (size_t u = 0; u < ext; u++) {
+            switch (img_kind(s, u)) {
+            case MP_IMG_REF:
+                img_sink_word(sk, ref_index(obj[u]));
+                break;
+            case MP_IMG_WORD:
+                img_sink_word(sk, obj[u]);
+                break;
+            case MP_IMG_BYTES:
+                if (!obj[u]) {
+                    img_sink_word(sk, 0);
+                } else {
+                    img_sink_word(sk, blob_at + 8); /* the data, after its length */
+                    blob_at += blob_entry(p->blens[nb++]);
+                }
+                break;
+            case MP_IMG_FOREIGN:
+                img_sink_word(sk, foreign_index(p, t, obj[u]));
+                break;
+            }
+        }
+    }
+}
+
+static void put_blob(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
+                     const struct plan *p)
+{
+    size_t cursor = 0, nb = 0;
+    for (size_t i = 0; i < tr->n && nb < p->n_blens; i++) {
+        mp_img_word *obj = tr->order[i];
+        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
+        const mp_img_shape *s = img_trace_shape(tr, t, i + 1, &cursor);
+        if (s->mask == 0)
+            continue;
+        for (size_t u = 0; u < tr->extents[i]; u++) {
+            if (img_kind(s, u) != MP_IMG_BYTES || !obj[u])
+                continue;
+            uint64_t len = p->blens[nb++];
+            img_sink_word(sk, len);
+            img_sink_put(sk, (const void *)obj[u], (size_t)len);
+            img_sink_zeros(sk, (size_t)(img_pad8(len + 1) - len));
+        }
+    }
+}
+
+/* Streams the whole image into fd; returns 0 or an errno. */
+static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr,
+                     const struct plan *p)
+{
+    struct img_sink sk;
+    if (img_sink_open(&sk, fd, IMG_CHECKSUM_FROM, IMG_CHECKSUM_FROM, IMG_CHECKSUM_FROM + 8))
+        return ENOMEM;
+    put_header(&sk, h, tr, p);
+    img_sink_put(&sk, p->types, p->types_size);
+    img_sink_put(&sk, p->ftab, p->ftab_size);
+    for (size_t r = 0; r < h->n_roots; r++) {
+        img_sink_word(&sk, ref_index((mp_img_word)h->roots[r].obj));
+        put_str(&sk, h->roots[r].name);
+    }
+    for (size_t i = 0; i < tr->n; i++)
+        img_sink_word(&sk, IMG_EXTENT(tr->extents[i], img_hdr(tr->order[i])->type,
+                                      img_hdr(tr->order[i])->flags & MP_IMG_USER_FLAGS));
+    put_objects(&sk, h, tr, p);
+    put_blob(&sk, h, tr, p);
+    int e = img_sink_flush(&sk);
+    uint64_t sum = img_hash_final(&sk.hash);
+    img_sink_close(&sk);
+    if (e)
+        return e;
+    if ((e = img_pwrite_all(fd, &sum, 8, offsetof(struct img_header, checksum))))
+        return e;
+    if (fsync(fd))
+        return errno;
+    /* Last: the marker, once everything it vouches for is on disk. */
+    uint64_t done = 0;
+    if ((e = img_pwrite_all(fd, &done, 8, offsetof(struct img_header, incomplete))))
+        return e;
+    if (fsync(fd))
+        return errno;
+    return 0;
+}
+
+/* Makes the rename durable; a failure here leaves a complete file. */
+static void sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    if (!dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr,
+                          const struct plan *p, const char *path, mp_img_error *err)
+{
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 8);
+    if (!tmp)
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory writing '%s'", path);
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, ".XXXXXX", 8);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return img_fail(err, MP_IMG_ERR_IO, "cannot create a temporary next to '%s': %s", path,
+                        strerror(e));
+    }
+    int e = fchmod(fd, 0644) ? errno : 0;
+    if (!e)
+        e = put_image(fd, h, tr, p);
+    if (close(fd) && !e)
+        e = errno;
+    if (!e && rename(tmp, path))
+        e = errno;
+    if (e) {
+        unlink(tmp);
+        free(tmp);
+        return img_fail(err, MP_IMG_ERR_IO, "writing '%s': %s", path, strerror(e));
+    }
+    free(tmp);
+    sync_dir(path);
+    return MP_IMG_OK;
+}
+
+mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
+{
+    if (!h || !path || !*path)
+        return img_fail(err, MP_IMG_ERR_ARGUMENT, "heap and path must be given");
+    struct plan p;
+    memset(&p, 0, sizeof p);
+    p.meta_width = h->meta_width;
+    struct img_trace tr;
+    mp_img_status st = img_trace_run(h, &tr, err);
+    if (st == MP_IMG_OK) {
+        p.types = img_type_table(h->reg, &p.types_size);
+        if (!p.types)
+            st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory writing the type table");
+    }
+    if (st == MP_IMG_OK)
+        st = measure(h, &tr, &p, err);
+    if (st == MP_IMG_OK)
+        st = name_all(&p, err);
+    if (st == MP_IMG_OK)
+        st = emit(h, &tr, &p, path, err);
+    img_trace_clear(h, &tr);
+    plan_free(&p);
+    return st == MP_IMG_OK ? img_ok(err) : st;
+}
