@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -65,7 +65,7 @@ static void arena_clear(arena *a)
 struct mp_obj_syms {
     bool symtab_tried;
     mp_elf_symtab symtab;
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
     bool dwfl_tried;
     Dwfl *dwfl;
     Dwfl_Module *mod;
@@ -79,7 +79,7 @@ struct mp_obj_syms {
 #endif
 };
 
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
 typedef struct cu_range {
     Dwarf_Addr lo, hi; /* [lo, hi) in the module's (biased) addresses */
     Dwarf_Die die;
@@ -98,7 +98,7 @@ struct mp_syms {
 
 bool mp_syms_have_lines(void)
 {
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
     return true;
 #else
     return false;
@@ -136,7 +136,7 @@ void mp_syms_forget_obj(mp_syms *s, mp_obj *o)
     if (s != NULL)
         s->symtab_bytes -= mp_elf_symtab_bytes(&os->symtab);
     mp_elf_symtab_free(&os->symtab);
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
     if (os->dwfl) {
         dwfl_end(os->dwfl);
         if (s != NULL)
@@ -281,7 +281,7 @@ static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
 
 #define MAX_INLINE 32
 
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
 /* Separate debug info, offline only: /usr/lib/debug/.build-id and the
  * .gnu_debuglink places. (dwfl_standard_find_debuginfo may query a
  * debuginfod server over the network; a profiler must not.) */
@@ -580,7 +580,7 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
     int k = 0;
     uint8_t flags = 0;
     if (o != NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
         if (mode == MP_PROF_SYMBOLIZE_LINES)
             k = dwarf_frames(s, o, addr, fr, &flags);
 #endif

@@ -88,7 +88,7 @@ Test(report_stripped, names_drop_to_dynsym_and_addresses)
     mp_prof_symbol_quality qf, qb;
     cr_assert_eq(mp_prof_classify_symbols(full.raw, full.len, &qf), MP_PROF_OK);
     cr_assert_eq(mp_prof_classify_symbols(bare.raw, bare.len, &qb), MP_PROF_OK);
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
     cr_assert_eq(qf, MP_PROF_QUALITY_FULL);
 #else
     cr_assert_eq(qf, MP_PROF_QUALITY_FUNCTIONS);

@@ -241,7 +241,7 @@ Test(report_symbols, functions_mode_names)
 
 Test(report_symbols, lines_mode_file_line_and_inlined)
 {
-#ifndef MP_HAVE_LIBDW
+#if !MP_HAVE_LIBDW
     cr_skip_test("built without libdw");
 #endif
     uintptr_t pcs[2];
@@ -284,7 +284,7 @@ Test(report_symbols, lines_mode_file_line_and_inlined)
 
 Test(report_symbols, flags_only_when_true_for_every_location)
 {
-#ifndef MP_HAVE_LIBDW
+#if !MP_HAVE_LIBDW
     cr_skip_test("built without libdw");
 #endif
     uintptr_t pcs[2];
@@ -343,7 +343,7 @@ Test(report_symbols, dlopened_library_and_dlclose)
     cr_assert_str_eq(ut_str(p, m->filename), real);
     cr_assert_gt(strlen(ut_str(p, m->build_id)), 0);
     cr_assert_str_eq(ut_line_fn(p, l, 0), "report_dl_site");
-#ifdef MP_HAVE_LIBDW
+#if MP_HAVE_LIBDW
     cr_assert(ends_with(ut_line_file(p, l, 0), "/dlsite.c"));
     cr_assert_eq(l->line[0]->line, dl_line);
 #endif
