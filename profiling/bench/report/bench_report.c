@@ -70,6 +70,13 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static long rss_kib(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -115,13 +122,14 @@ int main(int argc, char **argv)
 
     mp_report_cache *c = mp_report_cache_new();
     double *t = calloc((size_t)reports, sizeof *t);
+    double *ct = calloc((size_t)reports, sizeof *ct);
     size_t bytes = 0, len = 0, symbol_bytes = 0, heap_growth = 0;
     long rss_growth = 0;
     int quality = -1;
     for (int r = 0; r < reports; r++) {
         struct mallinfo2 m0 = mallinfo2();
         long rss0 = rss_kib();
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         mp_report_options o = {.period = 524288, .symbolize = mode};
         mp_report_builder *b = mp_report_begin(c, &o);
         double v[MP_VAL_COUNT] = {0, 0, 1.25, 655360.5};
@@ -132,6 +140,7 @@ int main(int argc, char **argv)
         if (mp_report_finish(b, &out, &len) != MP_PROF_OK)
             return 1;
         t[r] = now() - t0;
+        ct[r] = cpu_now() - c0;
         if (r == 0) {
             struct mallinfo2 m1 = mallinfo2();
             heap_growth = m1.uordblks > m0.uordblks ? m1.uordblks - m0.uordblks : 0;
@@ -142,13 +151,16 @@ int main(int argc, char **argv)
         bytes = len;
         free(out);
     }
-    double first = t[0];
+    double first = t[0], cfirst = ct[0];
     qsort(t + 1, (size_t)reports - 1, sizeof *t, cmp_double);
+    qsort(ct + 1, (size_t)reports - 1, sizeof *ct, cmp_double);
     double warm = reports > 1 ? t[1 + (reports - 1) / 2] : 0;
+    double cwarm = reports > 1 ? ct[1 + (reports - 1) / 2] : 0;
     printf("samples %zu  mode %s\n", n,
            mode == MP_PROF_SYMBOLIZE_LINES ? "lines" : mode == MP_PROF_SYMBOLIZE_FUNCTIONS ? "functions" : "none");
-    printf("first report (cold)      %8.1f ms\n", first * 1e3);
-    printf("later reports (median)   %8.1f ms  (%d reports)\n", warm * 1e3, reports - 1);
+    printf("first report (cold)      %8.1f ms wall %8.1f ms cpu\n", first * 1e3, cfirst * 1e3);
+    printf("later reports (median)   %8.1f ms wall %8.1f ms cpu  (%d reports)\n", warm * 1e3,
+           cwarm * 1e3, reports - 1);
     printf("symbol bytes (cache)     %8.2f MiB\n", (double)symbol_bytes / (1 << 20));
     printf("heap held after report 1 %8.2f MiB  (mallinfo2, incl. libdw)\n",
            (double)heap_growth / (1 << 20));
@@ -156,6 +168,7 @@ int main(int argc, char **argv)
     printf("profile size             %8.2f MiB  quality %d\n", (double)bytes / (1 << 20), quality);
     mp_report_cache_free(c);
     free(t);
+    free(ct);
     free(pcs);
     free(depth);
     return 0;

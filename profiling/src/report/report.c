@@ -96,6 +96,11 @@ bool mp_report_cache_refresh(mp_report_cache *c)
 
 #define NO_LOC UINT32_MAX
 
+struct loc_slot {
+    uintptr_t pc;
+    uint32_t idx; /* location index + 1; 0 = empty */
+};
+
 typedef struct bsample {
     uint64_t hash;
     size_t off;      /* into stk */
@@ -109,14 +114,14 @@ struct mp_report_builder {
     mp_report_options opt;
     uintptr_t *loc_pc; /* per location: the return address (0 = the marker) */
     size_t nloc, loc_cap;
-    uint32_t *loc_tab; /* open addressing: location index + 1 */
+    struct loc_slot *loc_tab; /* open addressing on pc */
     size_t loc_tab_cap;
     uint32_t marker;   /* location index of "[truncated]", NO_LOC until used */
     uint32_t *stk;
     size_t nstk, stk_cap;
     bsample *smp;
     size_t nsmp, smp_cap;
-    uint32_t *smp_tab; /* open addressing: sample index + 1 */
+    uint64_t *smp_tab; /* open addressing: (hash high 32 bits << 32) | (sample index + 1) */
     size_t smp_tab_cap;
 };
 
@@ -175,16 +180,16 @@ void mp_report_abort(mp_report_builder *b)
 static bool grow_loc_tab(mp_report_builder *b)
 {
     size_t nc = b->loc_tab_cap ? b->loc_tab_cap * 2 : 1024;
-    uint32_t *t = calloc(nc, sizeof *t);
+    struct loc_slot *t = calloc(nc, sizeof *t);
     if (t == NULL)
         return false;
-    for (size_t i = 0; i < b->nloc; i++) {
-        if ((uint32_t)i == b->marker)
+    for (size_t i = 0; i < b->loc_tab_cap; i++) {
+        if (b->loc_tab[i].idx == 0)
             continue;
-        size_t j = mix(b->loc_pc[i]) & (nc - 1);
-        while (t[j])
+        size_t j = mix(b->loc_tab[i].pc) & (nc - 1);
+        while (t[j].idx)
             j = (j + 1) & (nc - 1);
-        t[j] = (uint32_t)i + 1;
+        t[j] = b->loc_tab[i];
     }
     free(b->loc_tab);
     b->loc_tab = t;
@@ -206,29 +211,33 @@ static uint32_t loc_of(mp_report_builder *b, uintptr_t pc)
     if ((b->nloc + 1) * 2 > b->loc_tab_cap && !grow_loc_tab(b))
         return NO_LOC;
     size_t j = mix(pc) & (b->loc_tab_cap - 1);
-    while (b->loc_tab[j]) {
-        uint32_t i = b->loc_tab[j] - 1;
-        if (b->loc_pc[i] == pc && i != b->marker)
-            return i;
+    while (b->loc_tab[j].idx) {
+        if (b->loc_tab[j].pc == pc)
+            return b->loc_tab[j].idx - 1;
         j = (j + 1) & (b->loc_tab_cap - 1);
     }
     uint32_t i = new_loc(b, pc);
-    if (i != NO_LOC)
-        b->loc_tab[j] = i + 1;
+    if (i != NO_LOC) {
+        b->loc_tab[j].pc = pc;
+        b->loc_tab[j].idx = i + 1;
+    }
     return i;
 }
 
 static bool grow_smp_tab(mp_report_builder *b)
 {
     size_t nc = b->smp_tab_cap ? b->smp_tab_cap * 2 : 1024;
-    uint32_t *t = calloc(nc, sizeof *t);
+    uint64_t *t = calloc(nc, sizeof *t);
     if (t == NULL)
         return false;
-    for (size_t i = 0; i < b->nsmp; i++) {
-        size_t j = b->smp[i].hash & (nc - 1);
+    for (size_t i = 0; i < b->smp_tab_cap; i++) {
+        uint64_t e = b->smp_tab[i];
+        if (e == 0)
+            continue;
+        size_t j = (size_t)(e >> 32) & (nc - 1);
         while (t[j])
             j = (j + 1) & (nc - 1);
-        t[j] = (uint32_t)i + 1;
+        t[j] = e;
     }
     free(b->smp_tab);
     b->smp_tab = t;
@@ -265,11 +274,13 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
         h = (h ^ b->marker) * 1099511628211ull;
     }
     h = mix(h ^ n);
-    size_t j = h & (b->smp_tab_cap - 1);
+    uint64_t tag = h & 0xffffffff00000000ull; /* also the slot: rehash needs no sample */
+    size_t j = (size_t)(h >> 32) & (b->smp_tab_cap - 1);
     while (b->smp_tab[j]) {
-        bsample *o = &b->smp[b->smp_tab[j] - 1];
-        if (o->hash == h && o->depth == n && o->interval == interval
-            && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
+        uint64_t e = b->smp_tab[j];
+        bsample *o = &b->smp[(uint32_t)e - 1];
+        if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n
+            && o->interval == interval && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
             for (int k = 0; k < MP_VAL_COUNT; k++)
                 o->v[k] += values[k];
             return MP_PROF_OK;
@@ -284,7 +295,7 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
     o->depth = (uint32_t)n;
     o->interval = interval;
     memcpy(o->v, values, sizeof o->v);
-    b->smp_tab[j] = (uint32_t)++b->nsmp;
+    b->smp_tab[j] = tag | (uint32_t)++b->nsmp;
     b->nstk += n;
     return MP_PROF_OK;
 }
