@@ -62,23 +62,55 @@ typedef struct mp_prof_config {
     size_t max_live_samples;      /**< bound on the live table; default 1<<20; grows on demand up to it */
     uint64_t seed;                /**< 0 = random; a fixed seed makes sampling deterministic per thread */
     mp_prof_symbolize symbolize;  /**< default MP_PROF_SYMBOLIZE_FUNCTIONS (LINES when libdw is built in) */
+    size_t overflow_stacks;       /**< distinct stacks the global overflow shards can hold (they aggregate
+                                       full-ring handoffs and thread-exit data per stack, so their memory
+                                       does not grow with the sampling rate); default 65536;
+                                       1..MP_PROF_MAX_OVERFLOW */
+    size_t report_max_records;    /**< budget of records one report drains (shared fairly between thread
+                                       rings and overflow shards; the rest waits for the next report);
+                                       default 1<<24; >= 1 */
 } mp_prof_config;
 
-/** Counters of the process recorder (cumulative since process start). */
+/** Largest accepted mp_prof_config::sample_interval_bytes (1 TiB). */
+#define MP_PROF_MAX_INTERVAL ((size_t)1 << 40)
+/** Largest accepted mp_prof_config::ring_capacity. */
+#define MP_PROF_MAX_RING ((size_t)1 << 20)
+/** Largest accepted mp_prof_config::overflow_stacks. */
+#define MP_PROF_MAX_OVERFLOW ((size_t)1 << 26)
+
+/**
+ * Counters of the process recorder (cumulative since process start, except
+ * the "now" gauges).
+ *
+ * Every sampling hit in a running session counts in samples_taken and then
+ * ends in exactly one of: a thread ring (ring_records), an overflow shard
+ * (overflow_records), a report (samples_reported), a counted drop
+ * (dropped_registration, dropped_teardown, dropped_overflow_full), or the
+ * records a stop (or fork) discarded unreported (records_discarded). So,
+ * once rings and shards are drained:
+ * samples_taken == samples_reported + dropped_registration +
+ * dropped_teardown + dropped_overflow_full + records_discarded.
+ * dropped_live_table_full counts live-table entries, not records.
+ */
 typedef struct mp_prof_stats {
-    uint64_t samples_taken;            /**< sampling hits recorded into a ring or shard */
+    uint64_t samples_taken;            /**< sampling hits in a session (see above) */
     uint64_t samples_reported;         /**< records consumed by reports */
     uint64_t dropped_registration;     /**< hits dropped: thread ring not registered (registry contended) */
     uint64_t dropped_teardown;         /**< hits dropped: thread-local storage gone (thread exit) */
-    uint64_t dropped_overflow_full;    /**< hits dropped: ring full and overflow shards full */
+    uint64_t dropped_overflow_full;    /**< hits dropped: ring full and the overflow shards could take no
+                                            new stack (overflow_stacks reached) */
     uint64_t dropped_live_table_full;  /**< live entries dropped: table at max_live_samples */
     uint64_t ring_records;             /**< records waiting in thread rings now */
-    uint64_t overflow_records;         /**< records waiting in overflow shards now */
+    uint64_t overflow_records;         /**< records waiting (aggregated) in overflow shards now */
     uint64_t live_samples;             /**< sampled pointers currently live */
     uint64_t registered_threads;       /**< thread rings registered now */
     uint64_t last_report_nanos;        /**< duration of the last report */
     uint64_t symbol_bytes;             /**< memory held by symbol data */
     int last_symbol_quality;           /**< mp_prof_symbol_quality of the last report, -1 before one */
+    uint64_t records_discarded;        /**< records released unreported by a stop, a fork or a failed report */
+    uint64_t stacks;                   /**< distinct stacks held by the running session now */
+    bool active;                       /**< a session is running now */
+    bool allocator_observed;           /**< a sampling allocator has served an allocation */
 } mp_prof_stats;
 
 /** An exclusive profiling session (opaque). */

@@ -1,0 +1,240 @@
+/**
+ * @file sampling.h
+ * @brief The sampling allocator: a compile-time template over a provider.
+ *
+ * A provider is a prefix `P` with the static inline operations of
+ * <mimprof/sys.h> (`P_alloc`, `P_dealloc`, `P_realloc`, `P_alloc_zeroed`,
+ * `P_usable_size`, `P_name`, `P_version`). Instantiating
+ *
+ * @code
+ * #include <mimprof/sys.h>       // with mimprof-sys-mimalloc: mp_sys_mimalloc
+ * #include <mimprof/sampling.h>
+ * MP_PROF_SAMPLING_ALLOCATOR(myalloc, mp_sys_mimalloc)
+ * @endcode
+ *
+ * defines `myalloc_alloc`, `myalloc_dealloc`, `myalloc_realloc`,
+ * `myalloc_alloc_zeroed`, `myalloc_usable_size`, `myalloc_name` and
+ * `myalloc_version` with the provider contract of <mimprof/sys.h>. Each calls
+ * the provider's function directly (inlined; never through a function
+ * pointer) and forwards exactly the pointer, size and alignment it was given.
+ *
+ * Cost model
+ * ----------
+ * - Allocation: one subtraction from a thread-local byte countdown
+ *   (initial-exec TLS) and one branch. When the countdown would go below
+ *   zero the allocation takes the out-of-line *sampling path*: a fresh
+ *   exponential interval is drawn (one RNG draw), and if a session is
+ *   running the stack is captured and the block is recorded with the
+ *   weight of the unbiased estimator p = 1 - exp(-S/R).
+ * - Free: a cheap filter (one bit of a 128 KiB bitmap, indexed by a
+ *   multiplicative hash of the address) says whether the block may be
+ *   sampled; only then is the live table consulted. Unsampled blocks never
+ *   touch a lock or a table.
+ * - No lock, no atomic read-modify-write and no out-of-line call on either
+ *   fast path.
+ *
+ * Semantics
+ * ---------
+ * - `P_dealloc(p, 0, align)` means "size unknown" (as from free()).
+ * - `P_realloc` is a free of the old block and an allocation of the new one
+ *   by the normal sampling rule; on failure it returns NULL, the old block
+ *   and its live-table entry stay (rollback).
+ * - A sampled pointer is in the live table before the allocation returns;
+ *   a free from any thread removes it.
+ *
+ * Three forms:
+ * - MP_PROF_SAMPLING_ALLOCATOR(name, provider): external definitions, in
+ *   one translation unit; other units use
+ *   MP_PROF_SAMPLING_ALLOCATOR_DECLARE(name).
+ * - MP_PROF_SAMPLING_ALLOCATOR_INLINE(name, provider): `static inline`
+ *   definitions, so that the fast path inlines into the caller (the
+ *   LD_PRELOAD objects use this form inside malloc() and free()).
+ *
+ * The functions are placed in the ELF section `mimprof_hooks`, whose range
+ * a constructor registers with the profiler, so that captured stacks start
+ * at the application's frame. The instantiating object must be linked with
+ * libmimprof-profiling (dependency `mimprof-profiling`) and the provider's
+ * own dependency; the profiling library itself depends on no allocator.
+ *
+ * The declarations below prefixed `mp_prof_hook_` are the template's
+ * interface to the library: they are exported for the template only and
+ * are not meant to be called directly.
+ */
+#ifndef MIMPROF_SAMPLING_H
+#define MIMPROF_SAMPLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mimprof/profiling.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** log2 of the number of bits of the free-path filter. */
+#define MP_PROF_HOOK_FILTER_BITS 20
+
+/** Words (64 bits each) of the free-path filter. */
+#define MP_PROF_HOOK_FILTER_WORDS (1u << (MP_PROF_HOOK_FILTER_BITS - 6))
+
+/**
+ * Per-thread byte countdown (template interface): the number of bytes this
+ * thread may still allocate before the next sample point. An allocation of
+ * S bytes is sampled when S exceeds it (the subtraction borrows). Zero in
+ * a new thread, so a thread's first allocation initializes its state.
+ */
+extern __thread uint64_t mp_prof_hook_countdown __attribute__((tls_model("initial-exec")));
+
+/**
+ * The free-path filter (template interface): bit h(p) is set while a live
+ * sampled block hashes to it. Written by the library under its locks, read
+ * here with relaxed atomic loads.
+ */
+extern uint64_t mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORDS];
+
+/**
+ * Template interface: the countdown borrowed on an allocation of `size`
+ * bytes that returned `p` (NULL when the provider failed). Draws the next
+ * interval and, when a session runs, records `p`. Never fails.
+ */
+void mp_prof_hook_sample(void *p, size_t size);
+
+/** Template interface: `p`, which passed the filter, is being freed. */
+void mp_prof_hook_forget(void *p);
+
+/**
+ * Template interface: before a realloc of `p` (which passed the filter):
+ * the identity of its live entry, 0 if it has none.
+ */
+uint64_t mp_prof_hook_live_id(const void *p);
+
+/**
+ * Template interface: after a successful realloc of `p`: removes its live
+ * entry if it still is the one identified by `id` (a block reallocated
+ * away may already hold a newer sample at the same address).
+ */
+void mp_prof_hook_forget_id(const void *p, uint64_t id);
+
+/** Template interface: registers [start, end) as profiler code (a hook section). */
+void mp_prof_hook_register(uintptr_t start, uintptr_t end);
+
+/** Template interface: the filter test, h(p) = top bits of p * 2^64/phi. */
+static inline int mp_prof_hook_maybe_sampled(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t w = __atomic_load_n(&mp_prof_hook_filter[h >> (64 - MP_PROF_HOOK_FILTER_BITS + 6)],
+                                 __ATOMIC_RELAXED);
+    return (int)((w >> ((h >> (64 - MP_PROF_HOOK_FILTER_BITS)) & 63)) & 1);
+}
+
+/** Template interface: subtracts `size` from the countdown; nonzero on a borrow. */
+static inline int mp_prof_hook_consume(size_t size)
+{
+    return __builtin_sub_overflow(mp_prof_hook_countdown, (uint64_t)size, &mp_prof_hook_countdown);
+}
+
+/* Linker-provided bounds of this object's hook section. */
+extern const char __start_mimprof_hooks[] __attribute__((weak, visibility("hidden")));
+extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden")));
+
+#define MP_PROF_HOOK_SECTION_ __attribute__((section("mimprof_hooks")))
+#define MP_PROF_CAT2_(a, b)   a##_##b
+#define MP_PROF_CAT_(a, b)    MP_PROF_CAT2_(a, b)
+
+/** Prototypes of an allocator defined with MP_PROF_SAMPLING_ALLOCATOR(name, ...). */
+#define MP_PROF_SAMPLING_ALLOCATOR_DECLARE(nm_)                                                    \
+    void *MP_PROF_CAT_(nm_, alloc)(size_t size, size_t align);                                     \
+    void MP_PROF_CAT_(nm_, dealloc)(void *p, size_t size, size_t align);                           \
+    void *MP_PROF_CAT_(nm_, realloc)(void *p, size_t old_size, size_t align, size_t new_size);     \
+    void *MP_PROF_CAT_(nm_, alloc_zeroed)(size_t size, size_t align);                              \
+    size_t MP_PROF_CAT_(nm_, usable_size)(const void *p);                                          \
+    const char *MP_PROF_CAT_(nm_, name)(void);                                                     \
+    const char *MP_PROF_CAT_(nm_, version)(char *buf)
+
+/* The body shared by both forms; `storage` is empty or `static inline`. */
+#define MP_PROF_SAMPLING_ALLOCATOR_BODY_(nm_, prov_, storage_)                                     \
+    __attribute__((noinline)) MP_PROF_HOOK_SECTION_ static void *MP_PROF_CAT_(nm_, alloc_slow_)(   \
+        size_t size, size_t align, int zeroed)                                                     \
+    {                                                                                              \
+        void *p_ = zeroed ? MP_PROF_CAT_(prov_, alloc_zeroed)(size, align)                         \
+                          : MP_PROF_CAT_(prov_, alloc)(size, align);                               \
+        mp_prof_hook_sample(p_, size);                                                             \
+        return p_;                                                                                 \
+    }                                                                                              \
+    __attribute__((noinline)) MP_PROF_HOOK_SECTION_ static void *MP_PROF_CAT_(nm_, realloc_slow_)( \
+        void *p, size_t old_size, size_t align, size_t new_size, int hit)                          \
+    {                                                                                              \
+        uint64_t id_ = mp_prof_hook_maybe_sampled(p) ? mp_prof_hook_live_id(p) : 0;                \
+        void *q_ = MP_PROF_CAT_(prov_, realloc)(p, old_size, align, new_size);                     \
+        if (q_ != NULL && id_ != 0)                                                                \
+            mp_prof_hook_forget_id(p, id_);                                                        \
+        if (hit)                                                                                   \
+            mp_prof_hook_sample(q_, new_size);                                                     \
+        return q_;                                                                                 \
+    }                                                                                              \
+    __attribute__((constructor)) static void MP_PROF_CAT_(nm_, register_hooks_)(void)              \
+    {                                                                                              \
+        mp_prof_hook_register((uintptr_t)__start_mimprof_hooks, (uintptr_t)__stop_mimprof_hooks);  \
+    }                                                                                              \
+    MP_PROF_HOOK_SECTION_ storage_ void *MP_PROF_CAT_(nm_, alloc)(size_t size, size_t align)       \
+    {                                                                                              \
+        if (__builtin_expect(mp_prof_hook_consume(size), 0))                                       \
+            return MP_PROF_CAT_(nm_, alloc_slow_)(size, align, 0);                                 \
+        return MP_PROF_CAT_(prov_, alloc)(size, align);                                            \
+    }                                                                                              \
+    MP_PROF_HOOK_SECTION_ storage_ void *MP_PROF_CAT_(nm_, alloc_zeroed)(size_t size,              \
+                                                                         size_t align)             \
+    {                                                                                              \
+        if (__builtin_expect(mp_prof_hook_consume(size), 0))                                       \
+            return MP_PROF_CAT_(nm_, alloc_slow_)(size, align, 1);                                 \
+        return MP_PROF_CAT_(prov_, alloc_zeroed)(size, align);                                     \
+    }                                                                                              \
+    MP_PROF_HOOK_SECTION_ storage_ void MP_PROF_CAT_(nm_, dealloc)(void *p, size_t size,           \
+                                                                   size_t align)                   \
+    {                                                                                              \
+        if (__builtin_expect(mp_prof_hook_maybe_sampled(p), 0))                                    \
+            mp_prof_hook_forget(p);                                                                \
+        MP_PROF_CAT_(prov_, dealloc)(p, size, align);                                              \
+    }                                                                                              \
+    MP_PROF_HOOK_SECTION_ storage_ void *MP_PROF_CAT_(nm_, realloc)(void *p, size_t old_size,      \
+                                                                    size_t align, size_t new_size) \
+    {                                                                                              \
+        int hit_ = mp_prof_hook_consume(new_size);                                                 \
+        if (__builtin_expect(hit_ | mp_prof_hook_maybe_sampled(p), 0))                             \
+            return MP_PROF_CAT_(nm_, realloc_slow_)(p, old_size, align, new_size, hit_);           \
+        return MP_PROF_CAT_(prov_, realloc)(p, old_size, align, new_size);                         \
+    }                                                                                              \
+    storage_ size_t MP_PROF_CAT_(nm_, usable_size)(const void *p)                                  \
+    {                                                                                              \
+        return MP_PROF_CAT_(prov_, usable_size)(p);                                                \
+    }                                                                                              \
+    storage_ const char *MP_PROF_CAT_(nm_, name)(void) { return MP_PROF_CAT_(prov_, name)(); }     \
+    storage_ const char *MP_PROF_CAT_(nm_, version)(char *buf)                                     \
+    {                                                                                              \
+        return MP_PROF_CAT_(prov_, version)(buf);                                                  \
+    }                                                                                              \
+    struct MP_PROF_CAT_(nm_, sampling_allocator_unused_)
+
+/**
+ * Defines the sampling allocator `name` over `provider` with external
+ * linkage (use in exactly one translation unit; declare it elsewhere with
+ * MP_PROF_SAMPLING_ALLOCATOR_DECLARE). Follow it with a semicolon.
+ */
+#define MP_PROF_SAMPLING_ALLOCATOR(nm_, prov_)                                                     \
+    MP_PROF_SAMPLING_ALLOCATOR_DECLARE(nm_);                                                       \
+    MP_PROF_SAMPLING_ALLOCATOR_BODY_(nm_, prov_, )
+
+/**
+ * Defines the sampling allocator `name` over `provider` as `static inline`
+ * functions of this translation unit, so that the fast paths inline into
+ * their callers. Follow it with a semicolon.
+ */
+#define MP_PROF_SAMPLING_ALLOCATOR_INLINE(nm_, prov_)                                              \
+    MP_PROF_SAMPLING_ALLOCATOR_BODY_(nm_, prov_, __attribute__((unused)) static inline)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIMPROF_SAMPLING_H */

@@ -1,0 +1,31 @@
+/* Per-stack aggregation of one report (see aggregate.c). */
+#ifndef MIMPROF_PROFILING_AGGREGATE_H
+#define MIMPROF_PROFILING_AGGREGATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "report_builder.h"
+
+typedef struct mp_agg_entry {
+    const mp_stack *stack; /* NULL = empty slot */
+    double v[MP_VAL_COUNT];
+    uint64_t n_interval; /* allocation records summed into v[ALLOC_*] */
+    uint64_t n_live;     /* live entries summed into v[INUSE_*] */
+} mp_agg_entry;
+
+typedef struct mp_agg {
+    mp_agg_entry *e;
+    size_t cap; /* power of two, or 0 */
+    size_t count;
+    bool oom;
+} mp_agg;
+
+/* Adds one sample of `objects` objects and `bytes` bytes to the stack's
+ * allocation (live = false) or in-use (live = true) sums. */
+bool mp_agg_add(mp_agg *a, const mp_stack *s, bool live, double objects, double bytes);
+void mp_agg_free(mp_agg *a);
+
+#endif

@@ -1,0 +1,119 @@
+/* The stack depot: every distinct captured stack is stored once, so that
+ * records and live entries carry one pointer, and a report can aggregate
+ * by pointer identity.
+ *
+ * Striped chained hash table; a stack, once interned, is immutable and
+ * lives until the session ends (mp_depot_clear, under rw exclusive), so
+ * holders of a pointer need no reference count. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define STRIPES 64u
+
+typedef struct stripe {
+    pthread_mutex_t lock;
+    mp_stack **buckets;
+    size_t nbuckets; /* power of two, or 0 */
+    size_t count;
+} stripe;
+
+static stripe g_stripes[STRIPES];
+static _Atomic uint64_t g_count;
+
+void mp_depot_init(void)
+{
+    for (unsigned i = 0; i < STRIPES; i++)
+        pthread_mutex_init(&g_stripes[i].lock, NULL);
+}
+
+static uint64_t hash_stack(const uintptr_t *pcs, uint32_t depth, bool truncated)
+{
+    uint64_t h = 0x84222325cbf29ce4ULL ^ depth ^ ((uint64_t)truncated << 32);
+    for (uint32_t i = 0; i < depth; i++) {
+        h ^= (uint64_t)pcs[i];
+        h *= 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static bool grow(stripe *s)
+{
+    size_t n = s->nbuckets ? s->nbuckets * 2 : 64;
+    mp_stack **b = calloc(n, sizeof *b);
+    if (b == NULL)
+        return false;
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        mp_stack *e = s->buckets[i];
+        while (e != NULL) {
+            mp_stack *next = e->next;
+            size_t k = (size_t)(e->hash >> 6) & (n - 1);
+            e->next = b[k];
+            b[k] = e;
+            e = next;
+        }
+    }
+    free(s->buckets);
+    s->buckets = b;
+    s->nbuckets = n;
+    return true;
+}
+
+const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool truncated)
+{
+    uint64_t h = hash_stack(pcs, depth, truncated);
+    stripe *s = &g_stripes[h & (STRIPES - 1)];
+    mp_stack *found = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->nbuckets != 0) {
+        for (mp_stack *e = s->buckets[(h >> 6) & (s->nbuckets - 1)]; e != NULL; e = e->next) {
+            if (e->hash == h && e->depth == depth && e->truncated == (uint32_t)truncated &&
+                memcmp(e->pcs, pcs, depth * sizeof *pcs) == 0) {
+                found = e;
+                break;
+            }
+        }
+    }
+    if (found == NULL && (s->count >= s->nbuckets * 2 ? grow(s) : true)) {
+        found = malloc(sizeof *found + depth * sizeof *pcs);
+        if (found != NULL) {
+            found->hash = h;
+            found->depth = depth;
+            found->truncated = truncated;
+            memcpy(found->pcs, pcs, depth * sizeof *pcs);
+            size_t k = (size_t)(h >> 6) & (s->nbuckets - 1);
+            found->next = s->buckets[k];
+            s->buckets[k] = found;
+            s->count++;
+            atomic_fetch_add_explicit(&g_count, 1, memory_order_relaxed);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+void mp_depot_clear(void)
+{
+    for (unsigned i = 0; i < STRIPES; i++) {
+        stripe *s = &g_stripes[i];
+        pthread_mutex_lock(&s->lock);
+        for (size_t k = 0; k < s->nbuckets; k++) {
+            mp_stack *e = s->buckets[k];
+            while (e != NULL) {
+                mp_stack *next = e->next;
+                free(e);
+                e = next;
+            }
+        }
+        free(s->buckets);
+        s->buckets = NULL;
+        s->nbuckets = 0;
+        s->count = 0;
+        pthread_mutex_unlock(&s->lock);
+    }
+    atomic_store_explicit(&g_count, 0, memory_order_relaxed);
+}
+
+uint64_t mp_depot_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }

@@ -1,0 +1,245 @@
+/* The live table: sampled pointer -> (stack, size, weight, generation, id),
+ * and the free-path filter that keeps unsampled frees away from it.
+ *
+ * Layout. h(p) = p * 2^64/phi; its top MP_PROF_HOOK_FILTER_BITS bits are
+ * the filter slot. The top 6 bits of the slot choose one of 64 stripes, so
+ * every pointer of a filter slot, and every filter word, belongs to exactly
+ * one stripe. A stripe has a mutex, an open-addressed table (linear
+ * probing, backward-shift deletion, no tombstones) and a count per filter
+ * slot.
+ *
+ * Filter invariant (under the stripe lock): the bit of a slot is set iff
+ * its count is nonzero; counts saturate at 255 and then stay (the bit then
+ * stays set: a false positive, never a false negative). The bit is set
+ * before the allocation returns the pointer to the application, and
+ * cleared only after the entry is gone, so a free of a sampled pointer
+ * always sees the bit (the application's own hand-over of the pointer
+ * orders our store before its load). Readers use relaxed atomic loads. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mimprof/sampling.h>
+
+#include "internal.h"
+
+#define STRIPE_BITS      6u
+#define STRIPES          (1u << STRIPE_BITS)
+#define SLOT_BITS        (MP_PROF_HOOK_FILTER_BITS - STRIPE_BITS)
+#define SLOTS_PER_STRIPE (1u << SLOT_BITS)
+
+uint64_t mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORDS];
+
+typedef struct entry {
+    uintptr_t ptr; /* 0 = empty */
+    const mp_stack *stack;
+    uint64_t size;
+    double weight;
+    uint64_t gen;
+    uint64_t id;
+} entry;
+
+typedef struct stripe {
+    pthread_mutex_t lock;
+    entry *slots;
+    size_t cap; /* power of two, or 0 */
+    size_t count;
+    uint8_t *counts; /* SLOTS_PER_STRIPE filter-slot counts, lazily allocated */
+} stripe;
+
+static stripe g_stripes[STRIPES];
+static _Atomic uint64_t g_count;
+static _Atomic uint64_t g_limit = (uint64_t)1 << 20;
+
+void mp_live_init(void)
+{
+    for (unsigned i = 0; i < STRIPES; i++)
+        pthread_mutex_init(&g_stripes[i].lock, NULL);
+}
+
+void mp_live_set_limit(size_t max_entries)
+{
+    atomic_store_explicit(&g_limit, max_entries, memory_order_relaxed);
+}
+
+uint64_t mp_live_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }
+
+static inline uint32_t filter_slot(uintptr_t p)
+{
+    return (uint32_t)(((uint64_t)p * UINT64_C(0x9E3779B97F4A7C15)) >>
+                      (64 - MP_PROF_HOOK_FILTER_BITS));
+}
+
+/* Home index of p in a table of `cap` slots: a second, independent mix. */
+static inline size_t home(uintptr_t p, size_t cap)
+{
+    uint64_t x = (uint64_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static void filter_set(uint32_t slot)
+{
+    __atomic_fetch_or(&mp_prof_hook_filter[slot >> 6], (uint64_t)1 << (slot & 63),
+                      __ATOMIC_RELAXED);
+}
+
+static void filter_clear(uint32_t slot)
+{
+    __atomic_fetch_and(&mp_prof_hook_filter[slot >> 6], ~((uint64_t)1 << (slot & 63)),
+                       __ATOMIC_RELAXED);
+}
+
+/* Index of p in s, or s->cap if absent. */
+static size_t find(const stripe *s, uintptr_t p)
+{
+    if (s->cap == 0)
+        return 0;
+    for (size_t i = home(p, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i].ptr == p)
+            return i;
+        if (s->slots[i].ptr == 0)
+            return s->cap;
+    }
+}
+
+static bool grow(stripe *s)
+{
+    size_t ncap = s->cap ? s->cap * 2 : 64;
+    entry *n = calloc(ncap, sizeof *n);
+    if (n == NULL)
+        return false;
+    for (size_t i = 0; i < s->cap; i++) {
+        if (s->slots[i].ptr == 0)
+            continue;
+        size_t k = home(s->slots[i].ptr, ncap);
+        while (n[k].ptr != 0)
+            k = (k + 1) & (ncap - 1);
+        n[k] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = n;
+    s->cap = ncap;
+    return true;
+}
+
+/* Backward-shift deletion of slot i (linear probing). */
+static void erase(stripe *s, size_t i)
+{
+    size_t mask = s->cap - 1;
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (s->slots[j].ptr == 0)
+            break;
+        size_t k = home(s->slots[j].ptr, s->cap);
+        /* j's entry may move to i iff its home k is not in (i, j] (cyclically). */
+        bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            s->slots[i] = s->slots[j];
+            i = j;
+        }
+    }
+    s->slots[i].ptr = 0;
+    s->count--;
+}
+
+bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen)
+{
+    uint32_t slot = filter_slot(p);
+    stripe *s = &g_stripes[slot >> SLOT_BITS];
+    uint64_t id = atomic_fetch_add_explicit(&g_rec.next_live_id, 1, memory_order_relaxed) + 1;
+    bool ok = true;
+    pthread_mutex_lock(&s->lock);
+    size_t i = find(s, p);
+    if (i != s->cap) { /* a stale entry (a free we could not see): replace it */
+        s->slots[i] = (entry){p, stack, size, weight, gen, id};
+        pthread_mutex_unlock(&s->lock);
+        return true;
+    }
+    uint64_t n = atomic_fetch_add_explicit(&g_count, 1, memory_order_relaxed);
+    if (n >= atomic_load_explicit(&g_limit, memory_order_relaxed)) {
+        ok = false;
+    } else if (s->counts == NULL && (s->counts = calloc(SLOTS_PER_STRIPE, 1)) == NULL) {
+        ok = false;
+    } else if ((s->count + 1) * 4 > s->cap * 3 && !grow(s)) {
+        ok = false;
+    }
+    if (!ok) {
+        atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&s->lock);
+        return false;
+    }
+    size_t k = home(p, s->cap);
+    while (s->slots[k].ptr != 0)
+        k = (k + 1) & (s->cap - 1);
+    s->slots[k] = (entry){p, stack, size, weight, gen, id};
+    s->count++;
+    uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
+    if (*c < 255)
+        (*c)++;
+    filter_set(slot);
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+void mp_live_remove(uintptr_t p, uint64_t id)
+{
+    uint32_t slot = filter_slot(p);
+    stripe *s = &g_stripes[slot >> SLOT_BITS];
+    pthread_mutex_lock(&s->lock);
+    size_t i = find(s, p);
+    if (i != s->cap && (id == 0 || s->slots[i].id == id)) {
+        erase(s, i);
+        atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
+        uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
+        if (*c < 255 && --*c == 0)
+            filter_clear(slot);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t mp_live_id(uintptr_t p)
+{
+    uint32_t slot = filter_slot(p);
+    stripe *s = &g_stripes[slot >> SLOT_BITS];
+    uint64_t id = 0;
+    pthread_mutex_lock(&s->lock);
+    size_t i = find(s, p);
+    if (i != s->cap)
+        id = s->slots[i].id;
+    pthread_mutex_unlock(&s->lock);
+    return id;
+}
+
+void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
+{
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i].ptr != 0 && s->slots[i].gen == gen)
+                fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+void mp_live_clear(void)
+{
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        free(s->slots);
+        free(s->counts);
+        s->slots = NULL;
+        s->counts = NULL;
+        s->cap = 0;
+        s->count = 0;
+        for (unsigned w = 0; w < SLOTS_PER_STRIPE / 64; w++)
+            __atomic_store_n(&mp_prof_hook_filter[k * (SLOTS_PER_STRIPE / 64) + w], 0,
+                             __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&s->lock);
+    }
+    atomic_store_explicit(&g_count, 0, memory_order_relaxed);
+}

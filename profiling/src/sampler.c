@@ -1,0 +1,391 @@
+/* The sampling side: per-thread state, the countdown and its RNG, the
+ * recursion guard, stack capture, and the entry points the sampling
+ * allocator template calls (mp_prof_hook_*).
+ *
+ * Countdown semantics. mp_prof_hook_countdown holds floor(X), X ~ Exp(R)
+ * the distance in bytes from the current position to the next sample
+ * point. An allocation of S bytes covers the point iff S > countdown (the
+ * template's subtraction borrows); the probability of that is exactly
+ * 1 - exp(-S/R). After a sampled allocation a fresh X is drawn from its end
+ * (memorylessness: no loop over crossed intervals, one RNG draw per hit).
+ *
+ * Thread state lifecycle. A new thread's countdown is 0, so its first
+ * allocation of a nonzero size borrows and lands here: the thread is
+ * initialized (this is what "observed" means) and its countdown drawn.
+ * When the session generation changes, the next hit re-initializes the
+ * thread for the new session (fresh RNG stream, fresh countdown). While no
+ * session runs the countdown is a fixed MP_IDLE_COUNTDOWN: no RNG draw, no
+ * capture.
+ *
+ * Everything here that may run during a sampling hit is placed in the
+ * `mimprof_hooks` section, so that captured stacks lose these frames by
+ * address even if the library is linked statically. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#if MP_HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#else
+#include <execinfo.h>
+#endif
+
+#include <mimprof/sampling.h>
+
+#include "internal.h"
+#include "self_frames.h"
+
+#define HOOK MP_PROF_HOOK_SECTION_
+
+__thread uint64_t mp_prof_hook_countdown __attribute__((tls_model("initial-exec")));
+
+typedef struct tstate {
+    mp_thread_rec *rec;   /* this thread's record for session `gen` (or stale) */
+    uint64_t gen;         /* session the countdown was drawn for; 0 = idle */
+    uint64_t rng;         /* splitmix64 state */
+    double interval;      /* R of session `gen` */
+    unsigned max_depth;   /* of session `gen` */
+    unsigned ordinal;     /* of this thread in session `gen` */
+    size_t ring_capacity; /* of session `gen` */
+    uint64_t saved_countdown;
+    unsigned guard;
+    bool init;    /* first allocation seen */
+    bool key_set; /* thread-exit destructor armed */
+    bool exited;  /* thread-exit destructor ran: no ring any more */
+} tstate;
+
+static __thread tstate ts __attribute__((tls_model("initial-exec")));
+
+static pthread_key_t g_exit_key;
+
+/* ------------------------------------------------------------------ guard */
+
+HOOK void mp_guard_enter(void)
+{
+    if (ts.guard++ == 0) {
+        ts.saved_countdown = mp_prof_hook_countdown;
+        mp_prof_hook_countdown = UINT64_MAX; /* internal allocations never borrow */
+    }
+}
+
+HOOK void mp_guard_exit(void)
+{
+    if (--ts.guard == 0)
+        mp_prof_hook_countdown = ts.saved_countdown;
+}
+
+bool mp_guard_held(void) { return ts.guard != 0; }
+
+/* -------------------------------------------------------------------- RNG */
+
+static HOOK uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+void mp_sampler_seed(uint64_t state[2], uint64_t seed, uint64_t stream)
+{
+    uint64_t a = seed, b = stream * 0xD1B54A32D192ED03ULL + 1;
+    state[0] = splitmix64(&a) ^ splitmix64(&b);
+    state[1] = 0;
+}
+
+HOOK uint64_t mp_sampler_draw(uint64_t state[2], double mean)
+{
+    uint64_t z = splitmix64(&state[0]);
+    double u = (double)((z >> 11) + 1) * 0x1p-53; /* (0, 1] */
+    double x = -log(u) * mean;                    /* Exp(mean) */
+    if (!(x < (double)MP_MAX_COUNTDOWN))
+        return MP_MAX_COUNTDOWN;
+    return (uint64_t)x; /* floor */
+}
+
+static uint64_t random_seed(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        s = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 32) ^ (uint64_t)(uintptr_t)&ts ^
+            ((uint64_t)getpid() << 48);
+    }
+    return s;
+}
+
+/* -------------------------------------------------------------- estimator */
+
+double mp_estimator_weight(uint64_t size, double interval)
+{
+    /* p = 1 - exp(-S/R), computed without cancellation for S << R */
+    double p = -expm1(-(double)size / interval);
+    return p > 0 ? 1.0 / p : 0.0;
+}
+
+/* ---------------------------------------------------------------- capture */
+
+static HOOK int capture(uintptr_t *buf, int cap)
+{
+#if MP_HAVE_LIBUNWIND
+    return unw_backtrace((void **)buf, cap);
+#else
+    return backtrace((void **)buf, cap);
+#endif
+}
+
+void mp_sampler_warm_up(void)
+{
+    uintptr_t buf[64];
+    mp_guard_enter();
+    (void)capture(buf, 64);
+    mp_guard_exit();
+}
+
+/* ----------------------------------------------------------- thread state */
+
+static void thread_exit(void *arg);
+
+void mp_sampler_global_init(void);
+void mp_sampler_global_init(void) { pthread_key_create(&g_exit_key, thread_exit); }
+
+/* Re-initializes this thread for the current session; returns the new
+ * countdown. The caller stores it (outside any guard). */
+static HOOK uint64_t thread_reset(void)
+{
+    mp_thread_rec *stale = NULL;
+    uint64_t cd;
+    mp_guard_enter();
+    if (!ts.init) {
+        ts.init = true;
+        if (!atomic_load_explicit(&g_rec.observed, memory_order_relaxed))
+            atomic_store_explicit(&g_rec.observed, 1, memory_order_relaxed);
+    }
+    bool locked = atomic_load_explicit(&g_rec.active_gen, memory_order_acquire) != 0;
+    if (locked)
+        pthread_rwlock_rdlock(&g_rec.rw);
+    uint64_t gen = atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed);
+    if (ts.rec != NULL && ts.rec->gen != gen) {
+        stale = ts.rec; /* its session ended: it was unregistered then */
+        ts.rec = NULL;
+    }
+    if (gen == 0) {
+        ts.gen = 0;
+        cd = MP_IDLE_COUNTDOWN;
+    } else {
+        uint64_t st[2];
+        ts.gen = gen;
+        ts.interval = g_rec.cfg.interval;
+        ts.max_depth = g_rec.cfg.max_depth;
+        ts.ring_capacity = g_rec.cfg.ring_capacity;
+        ts.ordinal = atomic_fetch_add_explicit(&g_rec.next_ordinal, 1, memory_order_relaxed);
+        mp_sampler_seed(st, g_rec.cfg.seed ? g_rec.cfg.seed : random_seed(), ts.ordinal);
+        ts.rng = st[0];
+        cd = mp_sampler_draw(st, ts.interval);
+        ts.rng = st[0];
+    }
+    if (locked)
+        pthread_rwlock_unlock(&g_rec.rw);
+    mp_rec_thread_free(stale);
+    mp_guard_exit();
+    return cd;
+}
+
+void mp_sampler_reset_current_thread(void) { mp_prof_hook_countdown = thread_reset(); }
+
+bool mp_sampler_observed(void)
+{
+    return atomic_load_explicit(&g_rec.observed, memory_order_relaxed) != 0;
+}
+
+/* Thread exit (pthread key destructor): hands the ring's records to the
+ * overflow shards and releases the record. Hits after this point find no
+ * ring and are counted as dropped_teardown. */
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    mp_guard_enter();
+    ts.exited = true;
+    mp_thread_rec *t = ts.rec;
+    ts.rec = NULL;
+    if (t != NULL) {
+        pthread_rwlock_rdlock(&g_rec.rw);
+        if (t->gen == atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed)) {
+            uint64_t lost = mp_rec_thread_exit(t);
+            if (lost != 0)
+                MP_COUNT(dropped_overflow_full, lost);
+        }
+        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rec_thread_free(t);
+    }
+    mp_guard_exit();
+}
+
+/* --------------------------------------------------------------- recording */
+
+/* Records the sampled block p of `size` bytes for session ts.gen. Runs
+ * under the guard; the capture happens before any lock is taken. */
+static HOOK __attribute__((noinline)) void record(void *p, size_t size)
+{
+    mp_guard_enter();
+    uint64_t gen = ts.gen;
+    if (ts.exited) {
+        pthread_rwlock_rdlock(&g_rec.rw);
+        if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == gen) {
+            MP_COUNT(taken, 1);
+            MP_COUNT(dropped_teardown, 1);
+        }
+        pthread_rwlock_unlock(&g_rec.rw);
+        mp_guard_exit();
+        return;
+    }
+    if (ts.rec == NULL) {
+        pthread_rwlock_rdlock(&g_rec.rw);
+        if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == gen)
+            ts.rec = mp_rec_thread_new(gen, ts.ordinal, ts.ring_capacity,
+                                       ts.max_depth + MP_CAPTURE_SLACK);
+        pthread_rwlock_unlock(&g_rec.rw);
+        if (ts.rec != NULL && !ts.key_set) {
+            ts.key_set = pthread_setspecific(g_exit_key, &ts) == 0;
+        }
+        if (ts.rec == NULL) {
+            pthread_rwlock_rdlock(&g_rec.rw);
+            if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == gen) {
+                MP_COUNT(taken, 1);
+                MP_COUNT(dropped_registration, 1); /* no memory for a ring */
+            }
+            pthread_rwlock_unlock(&g_rec.rw);
+            mp_guard_exit();
+            return;
+        }
+    }
+
+    mp_thread_rec *t = ts.rec;
+    int cap = (int)(ts.max_depth + MP_CAPTURE_SLACK);
+    int n = capture(t->pcs, cap);
+    if (n < 0)
+        n = 0;
+    size_t skip = mp_frames_skip_profiler(t->pcs, (size_t)n);
+    size_t avail = (size_t)n - skip;
+    uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
+    bool truncated = avail > ts.max_depth || n == cap;
+    mp_record r = {.size = size, .weight = mp_estimator_weight(size, ts.interval)};
+
+    pthread_rwlock_rdlock(&g_rec.rw);
+    if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != gen)
+        goto out; /* the session ended while we captured */
+    MP_COUNT(taken, 1);
+    r.stack = mp_depot_intern(t->pcs + skip, depth, truncated);
+    if (r.stack == NULL) {
+        MP_COUNT(dropped_registration, 1); /* no memory for the stack */
+        goto out;
+    }
+    if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen))
+        MP_COUNT(dropped_live_table_full, 1);
+    if (!t->registered && !mp_rec_register(t)) {
+        MP_COUNT(dropped_registration, 1);
+        goto out;
+    }
+    if (!mp_rec_push(t, &r))
+        MP_COUNT(dropped_overflow_full, 1);
+out:
+    pthread_rwlock_unlock(&g_rec.rw);
+    mp_guard_exit();
+}
+
+/* ------------------------------------------------------- template entries */
+
+HOOK void mp_prof_hook_sample(void *p, size_t size)
+{
+    if (ts.guard != 0) { /* cannot borrow under the guard; keep it so */
+        mp_prof_hook_countdown = UINT64_MAX;
+        return;
+    }
+    uint64_t gen = atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed);
+    if (__builtin_expect(!ts.init || ts.gen != gen, 0)) {
+        mp_prof_hook_countdown = thread_reset();
+        if (!mp_prof_hook_consume(size))
+            return; /* the new interval does not end inside this block */
+    }
+    if (ts.gen == 0) {
+        mp_prof_hook_countdown = MP_IDLE_COUNTDOWN;
+        return;
+    }
+    uint64_t st[2] = {ts.rng, 0};
+    mp_prof_hook_countdown = mp_sampler_draw(st, ts.interval);
+    ts.rng = st[0];
+    if (p != NULL)
+        record(p, size);
+}
+
+HOOK void mp_prof_hook_forget(void *p)
+{
+    if (ts.guard != 0)
+        return; /* profiler-internal memory: never sampled */
+    mp_guard_enter();
+    pthread_rwlock_rdlock(&g_rec.rw);
+    mp_live_remove((uintptr_t)p, 0);
+    pthread_rwlock_unlock(&g_rec.rw);
+    mp_guard_exit();
+}
+
+HOOK uint64_t mp_prof_hook_live_id(const void *p)
+{
+    if (ts.guard != 0)
+        return 0;
+    mp_guard_enter();
+    pthread_rwlock_rdlock(&g_rec.rw);
+    uint64_t id = mp_live_id((uintptr_t)p);
+    pthread_rwlock_unlock(&g_rec.rw);
+    mp_guard_exit();
+    return id;
+}
+
+HOOK void mp_prof_hook_forget_id(const void *p, uint64_t id)
+{
+    if (ts.guard != 0)
+        return;
+    mp_guard_enter();
+    pthread_rwlock_rdlock(&g_rec.rw);
+    mp_live_remove((uintptr_t)p, id);
+    pthread_rwlock_unlock(&g_rec.rw);
+    mp_guard_exit();
+}
+
+void mp_prof_hook_register(uintptr_t start, uintptr_t end)
+{
+    if (start < end)
+        mp_self_frames_register(start, end);
+}
+
+/* The library's own hook-section range (the functions above). */
+__attribute__((constructor)) static void register_own_hooks(void)
+{
+    mp_prof_hook_register((uintptr_t)__start_mimprof_hooks, (uintptr_t)__stop_mimprof_hooks);
+}
+
+/* -------------------------------------------------------------------- fork */
+
+mp_thread_rec *mp_sampler_current_rec(void);
+mp_thread_rec *mp_sampler_current_rec(void) { return ts.rec; }
+
+/* --------------------------------------------------------------------- time */
+
+uint64_t mp_now_nanos(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+uint64_t mp_wall_nanos(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
