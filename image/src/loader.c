@@ -131,21 +131,30 @@ static mp_img_status patch_objects(const struct img_view *v, mp_img_word *const 
     return objects_pass(v, ptrs, fvals, blob, err, 1);
 }
 
-/* Resolve foreign: every entry reacquired by name, before any object. */
+/* Resolve foreign: every entry reacquired by name, before any object. The
+ * `code` entries come last, against the modules loaded by then (including
+ * any a dlsym entry just opened), so the result does not depend on the
+ * order of the table. */
 static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintptr_t *fvals,
                                  mp_img_error *err)
 {
-    struct img_modules mods = {0};
-    if (v->n_code && img_modules_load(&mods))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory listing modules");
-    if (v->n_code && !(h->codes = calloc(v->n_code, sizeof *h->codes))) {
-        img_modules_free(&mods);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming code locations");
-    }
     mp_img_status st = MP_IMG_OK;
     fvals[0] = 0;
     for (uint64_t k = 0; k < v->hd.n_foreign && st == MP_IMG_OK; k++)
-        st = img_resolve(h, &v->foreign[k], (size_t)k + 1, &fvals[k + 1], &mods, err);
+        if (v->foreign[k].kind != IMG_FOREIGN_CODE)
+            st = img_resolve(h, &v->foreign[k], (size_t)k + 1, &fvals[k + 1], NULL, err);
+    if (st != MP_IMG_OK || v->n_code == 0)
+        return st;
+    struct img_modules mods = {0};
+    if (img_modules_load(&mods))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory listing modules");
+    if (!(h->codes = calloc(v->n_code, sizeof *h->codes))) {
+        img_modules_free(&mods);
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming code locations");
+    }
+    for (uint64_t k = 0; k < v->hd.n_foreign && st == MP_IMG_OK; k++)
+        if (v->foreign[k].kind == IMG_FOREIGN_CODE)
+            st = img_resolve(h, &v->foreign[k], (size_t)k + 1, &fvals[k + 1], &mods, err);
     img_modules_free(&mods);
     return st;
 }
