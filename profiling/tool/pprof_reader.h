@@ -1,0 +1,87 @@
+/* Internal to the mimprof command: reading any pprof file (gzip-compressed
+ * or not; mimprof's, Go's, or another producer's) into a flat model the
+ * top / flame / diff views work on.
+ *
+ * The input is untrusted: every index and id is checked, sizes are bounded
+ * (mpt_limits), and a malformed file yields an error message, never a
+ * crash. Frame names are sanitized for terminals and XML by the views, not
+ * here: names are kept byte-exact.
+ *
+ * Stacks are lists of *frames*: one per pprof Line (an inlined call
+ * becomes its own frame, innermost first, as pprof shows them), or one per
+ * Location without lines, named "<object basename>+0x<file offset>" when
+ * the location has a mapping with a file name, else "0x<address>".
+ */
+#ifndef MIMPROF_TOOL_PPROF_READER_H
+#define MIMPROF_TOOL_PPROF_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mpt_limits {
+    size_t max_inflated; /* bound on the decompressed size; default 1 GiB */
+    size_t max_frames;   /* bound on the total frames over all samples; default 1<<28 */
+} mpt_limits;
+
+typedef struct mpt_profile {
+    size_t ntypes;
+    char **type_name;      /* sample type names, e.g. "inuse_space" */
+    char **type_unit;      /* their units, e.g. "bytes" */
+    size_t default_type;   /* default_sample_type if set, else the last type */
+
+    size_t nnames;
+    char **names;          /* interned frame names (distinct strings) */
+
+    size_t nsamples;
+    size_t *stack_off;     /* nsamples + 1 offsets into frames[] */
+    uint32_t *frames;      /* frame name ids, leaf (innermost) first */
+    int64_t *values;       /* nsamples * ntypes, row-major */
+
+    int64_t period;
+    char *period_type;     /* may be "" */
+    char *period_unit;
+    int64_t time_nanos;
+    int64_t duration_nanos;
+} mpt_profile;
+
+/* Default limits. */
+void mpt_limits_init(mpt_limits *lim);
+
+/* Parses `len` bytes (gzip or raw pprof). On failure returns -1 and
+ * writes a one-line reason into err. `lim` may be NULL (defaults). */
+int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim,
+                      mpt_profile **out, char *err, size_t errlen);
+
+/* Reads and parses a file ("-" is standard input). */
+int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out,
+                     char *err, size_t errlen);
+
+void mpt_profile_free(mpt_profile *p);
+
+/* Index of the sample type named `name`, or -1. */
+int mpt_profile_find_type(const mpt_profile *p, const char *name);
+
+/* Picks the sample type for a view: `name` (NULL = the default). On failure
+ * writes "no sample type X (have: a, b, c)" into err and returns -1. */
+int mpt_profile_pick_type(const mpt_profile *p, const char *name, char *err, size_t errlen);
+
+/* Sum of type `t` over all samples. */
+int64_t mpt_profile_total(const mpt_profile *p, size_t t);
+
+/* Per-function totals for one sample type: flat (the function is the
+ * innermost frame) and cum (the function appears in the stack; once per
+ * sample even under recursion). Arrays of p->nnames entries, malloc()ed. */
+typedef struct mpt_func_totals {
+    int64_t *flat;
+    int64_t *cum;
+} mpt_func_totals;
+
+int mpt_func_totals_compute(const mpt_profile *p, size_t t, mpt_func_totals *out);
+void mpt_func_totals_free(mpt_func_totals *ft);
+
+/* Copies `s` into buf for display: control characters and invalid UTF-8
+ * become '?'; when longer than `max_chars` characters it is cut and ends
+ * with "..". Returns buf. */
+char *mpt_display_name(const char *s, char *buf, size_t n, size_t max_chars);
+
+#endif

@@ -1,0 +1,651 @@
+/* The preload runtime: environment -> session, reporter thread, gzip
+ * files, signals, fork and exec (see preload_runtime.h for the contract).
+ *
+ * Threads: the reporter thread is the only one that calls
+ * mp_profiler_report() (and, at the end, the thread running exit handlers,
+ * after it has joined the reporter). Signal handlers only post a
+ * semaphore and set atomic flags.
+ */
+#define _GNU_SOURCE
+#include "preload_runtime.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include <mimprof/profiling.h>
+
+#include "../units.h"
+
+/* Fatal signals whose default action ends the process: a last report is
+ * attempted when the program did not set a handler of its own. */
+static const int FATAL_SIGNALS[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT,
+                                    SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+enum { NFATAL = sizeof FATAL_SIGNALS / sizeof FATAL_SIGNALS[0] };
+
+static struct {
+    pthread_mutex_t lock;   /* start / stop / fork */
+    bool started;           /* a session is running in this process */
+    mp_profiler *prof;
+    mp_prof_config cfg;
+    char dir[4096];         /* directory mode: the directory; else "" */
+    char pattern[4096];     /* pattern mode: the absolute pattern */
+    bool gzip;
+    uint64_t every_ms;
+    bool follow_fork;
+    bool quiet;
+    pid_t pid;              /* the process that owns the session */
+    unsigned seq;           /* next file number */
+    pthread_t reporter;
+    bool have_reporter;
+    sem_t wake;
+    atomic_bool stop_req;
+    atomic_bool report_req;
+    atomic_int fatal_sig;       /* a fatal signal waits for its report */
+    atomic_uint reports_done;   /* bumped after every report attempt */
+    bool handlers_installed;
+} rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+    if (rt.quiet)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+        ssize_t w = write(2, buf, len);
+        (void)w;
+    }
+}
+
+/* ---- gzip into mmap()ed memory ---------------------------------------- */
+
+/* zlib's allocator: mmap, so the runtime's buffers never pass through the
+ * malloc the profiler samples. A size header precedes each block. */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    (void)opaque;
+    size_t n = (size_t)items * size + 16;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return Z_NULL;
+    *(size_t *)p = n;
+    return (char *)p + 16;
+}
+
+static void z_free(voidpf opaque, voidpf address)
+{
+    (void)opaque;
+    if (address != Z_NULL) {
+        char *p = (char *)address - 16;
+        munmap(p, *(size_t *)p);
+    }
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* gzip-compresses buf into fd. */
+static int gzip_to_fd(int fd, const uint8_t *buf, size_t len)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    zs.zalloc = z_alloc;
+    zs.zfree = z_free;
+    if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -1;
+    enum { CHUNK = 1 << 18 };
+    uint8_t *out = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (out == MAP_FAILED) {
+        deflateEnd(&zs);
+        return -1;
+    }
+    int rc = 0, z;
+    size_t off = 0;
+    do {
+        if (zs.avail_in == 0 && off < len) {
+            size_t chunk = len - off > (1u << 30) ? (1u << 30) : len - off;
+            zs.next_in = (Bytef *)(uintptr_t)(buf + off);
+            zs.avail_in = (uInt)chunk;
+            off += chunk;
+        }
+        zs.next_out = out;
+        zs.avail_out = CHUNK;
+        z = deflate(&zs, off == len ? Z_FINISH : Z_NO_FLUSH);
+        if (z == Z_STREAM_ERROR) {
+            rc = -1;
+            break;
+        }
+        if (write_all(fd, out, CHUNK - zs.avail_out) != 0) {
+            rc = -1;
+            break;
+        }
+    } while (z != Z_STREAM_END);
+    deflateEnd(&zs);
+    munmap(out, CHUNK);
+    return rc;
+}
+
+/* ---- reports --------------------------------------------------------- */
+
+/* The file of report `seq`: DIR/heap.<pid>.<seq>.pb.gz, or the pattern
+ * with %p, %n, %t and %% expanded. */
+static int expand_path(char *dst, size_t cap, unsigned seq)
+{
+    if (rt.dir[0] != '\0') {
+        int n = snprintf(dst, cap, "%s/heap.%ld.%u.pb.gz", rt.dir, (long)rt.pid, seq);
+        return n > 0 && (size_t)n < cap ? 0 : -1;
+    }
+    size_t o = 0;
+    for (const char *s = rt.pattern; *s; s++) {
+        char piece[32] = {s[0], 0};
+        if (s[0] == '%' && s[1] != '\0') {
+            s++;
+            if (*s == 'p')
+                snprintf(piece, sizeof piece, "%ld", (long)rt.pid);
+            else if (*s == 'n')
+                snprintf(piece, sizeof piece, "%u", seq);
+            else if (*s == 't')
+                snprintf(piece, sizeof piece, "%lld", (long long)time(NULL));
+            else if (*s == '%')
+                piece[0] = '%';
+            else {
+                piece[0] = '%';
+                piece[1] = *s;
+                piece[2] = '\0';
+            }
+        }
+        size_t l = strlen(piece);
+        if (o + l >= cap)
+            return -1;
+        memcpy(dst + o, piece, l);
+        o += l;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+/* Takes one report and writes it (see expand_path). Called by
+ * the reporter thread, or by the exit path after the reporter is gone. */
+static void report_once(void)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_prof_status st = mp_profiler_report(rt.prof, &buf, &len);
+    if (st != MP_PROF_OK) {
+        say("mimprof: report failed: %s\n", mp_prof_strerror(st));
+        return;
+    }
+    char path[4200], tmp[4300];
+    unsigned seq = rt.seq++;
+    if (expand_path(path, sizeof path, seq) != 0) {
+        say("mimprof: report path too long\n");
+        mp_prof_buffer_free(buf);
+        return;
+    }
+    /* The temporary file sits next to the target (same file system). */
+    const char *slash = strrchr(path, '/');
+    int dlen = slash != NULL ? (int)(slash - path) : 0;
+    snprintf(tmp, sizeof tmp, "%.*s/.%s.tmp", dlen, path, slash != NULL ? slash + 1 : path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        say("mimprof: cannot write %s: %s\n", tmp, strerror(errno));
+    } else {
+        int rc = rt.gzip ? gzip_to_fd(fd, buf, len) : write_all(fd, buf, len);
+        if (close(fd) != 0)
+            rc = -1;
+        if (rc == 0 && rename(tmp, path) == 0) {
+            /* written */
+        } else {
+            say("mimprof: cannot write %s: %s\n", path, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    mp_prof_buffer_free(buf);
+}
+
+static void advance(struct timespec *t, uint64_t ms)
+{
+    t->tv_sec += (time_t)(ms / 1000);
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *reporter_main(void *arg)
+{
+    (void)arg;
+    /* Signals are for the application's threads; this one only waits. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    struct timespec next;
+    clock_gettime(CLOCK_REALTIME, &next);
+    advance(&next, rt.every_ms);
+    for (;;) {
+        int r;
+        if (rt.every_ms > 0)
+            while ((r = sem_timedwait(&rt.wake, &next)) != 0 && errno == EINTR)
+                ;
+        else
+            while ((r = sem_wait(&rt.wake)) != 0 && errno == EINTR)
+                ;
+        if (atomic_load(&rt.stop_req))
+            break;
+        bool timed_out = r != 0;
+        if (timed_out) {
+            /* The next period starts from the deadline; after a stall
+             * (suspended process) from now, without catching up. */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            advance(&next, rt.every_ms);
+            if (now.tv_sec > next.tv_sec) {
+                next = now;
+                advance(&next, rt.every_ms);
+            }
+        }
+        bool asked = atomic_exchange(&rt.report_req, false);
+        int fatal = atomic_load(&rt.fatal_sig);
+        if (!timed_out && !asked && fatal == 0)
+            continue; /* a stale post */
+        report_once();
+        atomic_fetch_add(&rt.reports_done, 1);
+        if (fatal != 0)
+            break; /* the process is about to die: no more reports */
+    }
+    return NULL;
+}
+
+void mp_preload_runtime_request(void)
+{
+    atomic_store(&rt.report_req, true);
+    sem_post(&rt.wake);
+}
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    mp_preload_runtime_request();
+    errno = saved;
+}
+
+static void on_fatal(int sig)
+{
+    int saved = errno;
+    if (rt.have_reporter && rt.started && getpid() == rt.pid &&
+        !pthread_equal(pthread_self(), rt.reporter)) {
+        unsigned before = atomic_load(&rt.reports_done);
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&rt.fatal_sig, &expected, sig)) {
+            sem_post(&rt.wake);
+            /* Wait up to 2 s for the reporter (which may be blocked by a
+             * lock this thread holds: then the signal proceeds anyway). */
+            for (int i = 0; i < 200 && atomic_load(&rt.reports_done) == before; i++) {
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    /* SA_RESETHAND restored the default action; the re-raised signal is
+     * delivered when this handler returns. */
+    raise(sig);
+    errno = saved;
+}
+
+static void install_handlers(void)
+{
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR2, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO)) {
+        sa.sa_handler = on_usr2;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR2, &sa, NULL);
+    }
+    for (size_t i = 0; i < NFATAL; i++) {
+        if (sigaction(FATAL_SIGNALS[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        sa.sa_handler = on_fatal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        sigaction(FATAL_SIGNALS[i], &sa, NULL);
+    }
+}
+
+/* ---- environment ----------------------------------------------------- */
+
+static bool env_flag(const char *name, bool dflt)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return dflt;
+    return !(strcmp(v, "0") == 0 || strcmp(v, "no") == 0 || strcmp(v, "false") == 0);
+}
+
+/* Removes every LD_PRELOAD entry naming this object, so that exec'd
+ * programs do not inherit it. */
+static void drop_self_from_ld_preload(void)
+{
+    const char *lp = getenv("LD_PRELOAD");
+    if (lp == NULL)
+        return;
+    char self[4096];
+    ssize_t n = -1;
+    {
+        /* The object that contains this function, by address. */
+        FILE *maps = fopen("/proc/self/maps", "re");
+        uintptr_t me = (uintptr_t)&drop_self_from_ld_preload;
+        char line[4400];
+        while (maps != NULL && fgets(line, sizeof line, maps) != NULL) {
+            unsigned long lo, hi;
+            int off = 0;
+            if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &off) >= 2 && me >= lo &&
+                me < hi && off > 0) {
+                char *path = line + off;
+                path[strcspn(path, "\n")] = '\0';
+                snprintf(self, sizeof self, "%s", path);
+                n = (ssize_t)strlen(self);
+                break;
+            }
+        }
+        if (maps != NULL)
+            fclose(maps);
+    }
+    if (n <= 0)
+        return;
+    const char *self_base = strrchr(self, '/') != NULL ? strrchr(self, '/') + 1 : self;
+    size_t cap = strlen(lp) + 1;
+    char *out = malloc(cap), *copy = strdup(lp);
+    if (out == NULL || copy == NULL) {
+        free(out);
+        free(copy);
+        return;
+    }
+    out[0] = '\0';
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ": ", &save); tok != NULL; tok = strtok_r(NULL, ": ", &save)) {
+        const char *base = strrchr(tok, '/') != NULL ? strrchr(tok, '/') + 1 : tok;
+        char real[4096];
+        bool same = strcmp(tok, self) == 0 ||
+                    (strcmp(base, self_base) == 0 && realpath(tok, real) != NULL &&
+                     strcmp(real, self) == 0);
+        if (same)
+            continue;
+        if (out[0] != '\0')
+            strcat(out, ":");
+        strcat(out, tok);
+    }
+    if (out[0] == '\0')
+        unsetenv("LD_PRELOAD");
+    else
+        setenv("LD_PRELOAD", out, 1);
+    free(out);
+    free(copy);
+}
+
+/* First seq not used by a file of this pid in dir (an exec'd image keeps
+ * its pid). */
+static unsigned first_free_seq(const char *dir, pid_t pid)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    unsigned next = 0;
+    char prefix[64];
+    int plen = snprintf(prefix, sizeof prefix, "heap.%ld.", (long)pid);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        unsigned long s = strtoul(e->d_name + plen, &end, 10);
+        if (strcmp(end, ".pb.gz") == 0 && s + 1 > next)
+            next = (unsigned)(s + 1);
+    }
+    closedir(d);
+    return next;
+}
+
+static int mkdir_p(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* ---- session lifecycle ----------------------------------------------- */
+
+static void after_fork_child(void);
+
+/* Starts the session and the reporter in this process; rt.lock held. */
+static int start_locked(void)
+{
+    /* The sampling allocator must have served this process at least once
+     * (mp_profiler_start checks it): make sure it has. */
+    free(malloc(1));
+    mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
+    if (st != MP_PROF_OK) {
+        say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(), mp_prof_strerror(st));
+        return -1;
+    }
+    rt.pid = getpid();
+    rt.seq = rt.dir[0] != '\0' ? first_free_seq(rt.dir, rt.pid) : 0;
+    atomic_store(&rt.stop_req, false);
+    atomic_store(&rt.report_req, false);
+    atomic_store(&rt.fatal_sig, 0);
+    rt.started = true;
+    rt.have_reporter = pthread_create(&rt.reporter, NULL, reporter_main, NULL) == 0;
+    if (!rt.have_reporter)
+        say("mimprof: no reporter thread in pid %ld: only the final report will be written\n",
+            (long)rt.pid);
+    return 0;
+}
+
+static void after_fork_child(void)
+{
+    /* The core ended the parent's session in this child; the reporter
+     * thread does not exist here. */
+    pthread_mutex_init(&rt.lock, NULL);
+    if (!rt.started)
+        return;
+    rt.started = false;
+    rt.have_reporter = false;
+    mp_profiler_free(rt.prof); /* inactive in the child: only releases the handle */
+    rt.prof = NULL;
+    sem_destroy(&rt.wake);
+    sem_init(&rt.wake, 0, 0);
+    atomic_store(&rt.reports_done, 0);
+    if (rt.follow_fork)
+        start_locked();
+}
+
+/* MIMPROF_OUTPUT -> rt.dir (directory mode) or rt.pattern, absolute. */
+static int set_output(const char *v)
+{
+    if (v == NULL || v[0] == '\0')
+        v = "mimprof-out/";
+    char abs[4096], cwd[4096];
+    if (v[0] == '/') {
+        if (snprintf(abs, sizeof abs, "%s", v) >= (int)sizeof abs)
+            return -1;
+    } else {
+        if (getcwd(cwd, sizeof cwd) == NULL ||
+            snprintf(abs, sizeof abs, "%s/%s", cwd, v) >= (int)sizeof abs)
+            return -1;
+    }
+    size_t len = strlen(abs);
+    struct stat st;
+    bool dir = abs[len - 1] == '/' || (stat(abs, &st) == 0 && S_ISDIR(st.st_mode));
+    if (dir) {
+        while (len > 1 && abs[len - 1] == '/')
+            abs[--len] = '\0';
+        if (mkdir_p(abs) != 0)
+            return -1;
+        memcpy(rt.dir, abs, len + 1);
+        rt.gzip = true;
+    } else {
+        memcpy(rt.pattern, abs, len + 1);
+        rt.gzip = len > 3 && strcmp(abs + len - 3, ".gz") == 0;
+    }
+    return 0;
+}
+
+int mp_preload_runtime_start(void)
+{
+    static bool once;
+    static int result;
+    const char *every = getenv("MIMPROF_EVERY");
+    if (every == NULL)
+        return 0;
+    pthread_mutex_lock(&rt.lock);
+    if (once) {
+        pthread_mutex_unlock(&rt.lock);
+        return result;
+    }
+    once = true;
+    /* The runtime owns the session of this process: the preload's own
+     * constructor (which runs after this one) must not start another. */
+    setenv("MIMPROF_DISABLE", "1", 0);
+    rt.quiet = env_flag("MIMPROF_QUIET", false);
+    int rc = -1;
+    mp_prof_config_init(&rt.cfg);
+    uint64_t v;
+    const char *s;
+    if ((s = getenv("MIMPROF_INTERVAL")) != NULL && s[0] != '\0') {
+        if (!mpt_parse_size(s, &v) || v == 0 || v > MP_PROF_MAX_INTERVAL) {
+            say("mimprof: MIMPROF_INTERVAL=%s is not a size (e.g. 512k, 1m); profiling disabled\n", s);
+            goto out;
+        }
+        rt.cfg.sample_interval_bytes = (size_t)v;
+    }
+    rt.every_ms = 10000;
+    if (every[0] != '\0' && !mpt_parse_duration_ms(every, &rt.every_ms)) {
+        say("mimprof: MIMPROF_EVERY=%s is not a duration (e.g. 10s, 500ms, 0); profiling disabled\n",
+            every);
+        goto out;
+    }
+    if ((s = getenv("MIMPROF_SYMBOLIZE")) != NULL && s[0] != '\0') {
+        if (strcmp(s, "none") == 0)
+            rt.cfg.symbolize = MP_PROF_SYMBOLIZE_NONE;
+        else if (strcmp(s, "functions") == 0)
+            rt.cfg.symbolize = MP_PROF_SYMBOLIZE_FUNCTIONS;
+        else if (strcmp(s, "lines") == 0)
+            rt.cfg.symbolize = MP_PROF_SYMBOLIZE_LINES;
+        else {
+            say("mimprof: MIMPROF_SYMBOLIZE=%s is not none|functions|lines; profiling disabled\n", s);
+            goto out;
+        }
+    }
+    if ((s = getenv("MIMPROF_STACK_DEPTH")) != NULL && s[0] != '\0') {
+        char *end;
+        unsigned long d = strtoul(s, &end, 10);
+        if (s[0] < '0' || s[0] > '9' || *end != '\0' || d == 0 || d > 512) {
+            say("mimprof: MIMPROF_STACK_DEPTH=%s is not in 1..512; profiling disabled\n", s);
+            goto out;
+        }
+        rt.cfg.max_stack_depth = (unsigned)d;
+    }
+    if ((s = getenv("MIMPROF_SEED")) != NULL && s[0] != '\0') {
+        char *end;
+        errno = 0;
+        rt.cfg.seed = strtoull(s, &end, 0);
+        if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0) {
+            say("mimprof: MIMPROF_SEED=%s is not a number; profiling disabled\n", s);
+            goto out;
+        }
+    }
+    rt.follow_fork = env_flag("MIMPROF_FOLLOW_FORK", true);
+    if (set_output(getenv("MIMPROF_OUTPUT")) != 0) {
+        say("mimprof: MIMPROF_OUTPUT=%s is unusable; profiling disabled\n",
+            getenv("MIMPROF_OUTPUT") != NULL ? getenv("MIMPROF_OUTPUT") : "");
+        goto out;
+    }
+    if (!env_flag("MIMPROF_FOLLOW_EXEC", false))
+        drop_self_from_ld_preload();
+    sem_init(&rt.wake, 0, 0);
+    if (start_locked() != 0)
+        goto out;
+    pthread_atfork(NULL, NULL, after_fork_child);
+    install_handlers();
+    atexit(mp_preload_runtime_stop);
+    rc = 1;
+out:
+    result = rc;
+    pthread_mutex_unlock(&rt.lock);
+    return rc;
+}
+
+/* Before the preload's own constructor (default priority): see the
+ * header. */
+__attribute__((constructor(101))) static void runtime_ctor(void)
+{
+    mp_preload_runtime_start();
+}
+
+void mp_preload_runtime_stop(void)
+{
+    pthread_mutex_lock(&rt.lock);
+    if (!rt.started || rt.pid != getpid()) {
+        pthread_mutex_unlock(&rt.lock);
+        return;
+    }
+    if (rt.have_reporter) {
+        atomic_store(&rt.stop_req, true);
+        sem_post(&rt.wake);
+        pthread_join(rt.reporter, NULL);
+        rt.have_reporter = false;
+    }
+    report_once();
+    rt.started = false;
+    mp_profiler_free(rt.prof);
+    rt.prof = NULL;
+    pthread_mutex_unlock(&rt.lock);
+}

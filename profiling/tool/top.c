@@ -1,0 +1,147 @@
+/* mimprof top: a terminal table of the top functions, flat and cumulative,
+ * like `pprof -top`. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+#include "views.h"
+
+typedef struct row {
+    uint32_t name;
+    int64_t flat, cum;
+} row;
+
+static int by_flat(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->flat != y->flat)
+        return x->flat > y->flat ? -1 : 1;
+    if (x->cum != y->cum)
+        return x->cum > y->cum ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+static int by_cum(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->cum != y->cum)
+        return x->cum > y->cum ? -1 : 1;
+    if (x->flat != y->flat)
+        return x->flat > y->flat ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+static double pct(int64_t v, int64_t total)
+{
+    return total != 0 ? 100.0 * (double)v / (double)total : 0.0;
+}
+
+int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_order)
+{
+    mpt_func_totals ft;
+    if (mpt_func_totals_compute(p, t, &ft) != 0)
+        return -1;
+    row *rows = malloc((p->nnames + 1) * sizeof *rows);
+    if (rows == NULL) {
+        mpt_func_totals_free(&ft);
+        return -1;
+    }
+    size_t nrows = 0;
+    for (size_t i = 0; i < p->nnames; i++)
+        if (ft.flat[i] != 0 || ft.cum[i] != 0)
+            rows[nrows++] = (row){(uint32_t)i, ft.flat[i], ft.cum[i]};
+    mpt_func_totals_free(&ft);
+    qsort(rows, nrows, sizeof *rows, cum_order ? by_cum : by_flat);
+
+    const char *unit = p->type_unit[t];
+    int64_t total = mpt_profile_total(p, t);
+    size_t shown = n == 0 || n > nrows ? nrows : n;
+    char tn[96], un[64], tot[64];
+    mpt_format_value(tot, sizeof tot, (double)total, unit);
+    fprintf(out, "Type: %s (%s)\n", mpt_display_name(p->type_name[t], tn, sizeof tn, 60),
+            mpt_display_name(unit, un, sizeof un, 40));
+    fprintf(out, "Total: %s in %zu samples; showing top %zu of %zu functions%s\n", tot,
+            p->nsamples, shown, nrows, cum_order ? ", by cum" : "");
+    fprintf(out, "%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
+    int64_t sum = 0;
+    for (size_t i = 0; i < shown; i++) {
+        char fv[32], cv[32], name[1024];
+        sum += rows[i].flat;
+        mpt_format_value(fv, sizeof fv, (double)rows[i].flat, unit);
+        mpt_format_value(cv, sizeof cv, (double)rows[i].cum, unit);
+        fprintf(out, "%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s\n", fv, pct(rows[i].flat, total),
+                pct(sum, total), cv, pct(rows[i].cum, total),
+                mpt_display_name(p->names[rows[i].name], name, sizeof name, 200));
+    }
+    free(rows);
+    return ferror(out) ? -1 : 0;
+}
+
+int mpt_cmd_top(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"type", required_argument, NULL, 't'},
+        {"cum", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *type = NULL;
+    size_t n = 20;
+    bool cum = false;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":t:n:ch", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            type = optarg;
+            break;
+        case 'n': {
+            char *end;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || optarg[0] == '-') {
+                fprintf(stderr, "mimprof top: -n wants a number, not '%s'\n", optarg);
+                return MPT_EXIT_USAGE;
+            }
+            n = (size_t)v;
+            break;
+        }
+        case 'c':
+            cum = true;
+            break;
+        case 'h':
+            mpt_usage(stdout, "top");
+            return MPT_EXIT_OK;
+        case ':':
+            fprintf(stderr, "mimprof top: option '%s' needs a value\n", argv[optind - 1]);
+            return MPT_EXIT_USAGE;
+        default:
+            fprintf(stderr, "mimprof top: unknown option '%s' (see mimprof top --help)\n",
+                    argv[optind - 1]);
+            return MPT_EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "mimprof top: want exactly one FILE (see mimprof top --help)\n");
+        return MPT_EXIT_USAGE;
+    }
+    char err[640];
+    mpt_profile *p;
+    if (mpt_profile_load(argv[optind], NULL, &p, err, sizeof err) != 0) {
+        fprintf(stderr, "mimprof top: %s\n", err);
+        return MPT_EXIT_FAIL;
+    }
+    int t = mpt_profile_pick_type(p, type, err, sizeof err);
+    int rc = MPT_EXIT_OK;
+    if (t < 0) {
+        fprintf(stderr, "mimprof top: %s\n", err);
+        rc = MPT_EXIT_FAIL;
+    } else if (mpt_top_print(stdout, p, (size_t)t, n, cum) != 0) {
+        fprintf(stderr, "mimprof top: out of memory or write error\n");
+        rc = MPT_EXIT_FAIL;
+    }
+    mpt_profile_free(p);
+    return rc;
+}

@@ -1,0 +1,49 @@
+/* Internal to the mimprof command: the subcommands and the views they
+ * print, as functions the tests and the fuzzer can call directly. */
+#ifndef MIMPROF_TOOL_VIEWS_H
+#define MIMPROF_TOOL_VIEWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "pprof_reader.h"
+
+/* Subcommands: argv[0] is the subcommand name; the return value is the
+ * process exit status. */
+int mpt_cmd_top(int argc, char **argv);
+int mpt_cmd_flame(int argc, char **argv);
+int mpt_cmd_diff(int argc, char **argv);
+int mpt_cmd_run(int argc, char **argv);
+
+/* Prints the usage of a subcommand ("top", "flame", "diff", "run") or of
+ * the command (NULL). */
+void mpt_usage(FILE *out, const char *cmd);
+
+/* Exit statuses of the reader subcommands. */
+enum { MPT_EXIT_OK = 0, MPT_EXIT_FAIL = 1, MPT_EXIT_USAGE = 2 };
+
+/* `top`: the n functions with the largest flat (or cum) value of type t.
+ * n == 0 prints all. */
+int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool by_cum);
+
+/* `diff`: what grew and shrank per function between base and new for the
+ * sample type `type` (NULL: inuse_space when both have it, else new's
+ * default). n rows per section (0 = all). Returns -1 with err set when
+ * the type is missing or the units differ. */
+int mpt_diff_print(FILE *out, const mpt_profile *base, const mpt_profile *cur, const char *type,
+                   size_t n, bool by_cum, char *err, size_t errlen);
+
+typedef struct mpt_flame_opts {
+    const char *title;   /* NULL: "Flame graph: <type>" */
+    unsigned width;      /* image width in px; default 1200 */
+    double min_width;    /* siblings narrower than this (px) merge; default 1.0 */
+} mpt_flame_opts;
+
+void mpt_flame_opts_init(mpt_flame_opts *o);
+
+/* Writes a self-contained SVG flame graph of type t. -1 on out-of-memory
+ * or write error. */
+int mpt_flame_write(FILE *out, const mpt_profile *p, size_t t, const mpt_flame_opts *o);
+
+#endif
