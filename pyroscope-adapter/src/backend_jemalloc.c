@@ -1,0 +1,246 @@
+/* jemalloc's own heap profiler as a backend (the role jemalloc_pprof plays
+ * for Rust): for programs already running jemalloc with prof:true. Each
+ * report dumps the heap with mallctl("prof.dump") into a private
+ * temporary file, parses the heap_v2 text, unbiases once, attaches the
+ * process mappings and encodes pprof inuse_objects/inuse_space.
+ *
+ * jemalloc is found at run time (mallctl by dlsym, or given by the
+ * caller): linking libjemalloc here would replace the malloc of every
+ * program that links this library. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend_int.h"
+
+#ifdef MP_PYRO_NO_JEMALLOC_BACKEND
+
+void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt)
+{
+    if (opt) {
+        memset(opt, 0, sizeof *opt);
+        opt->symbolize = true;
+    }
+}
+
+mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt, mp_pyro_backend **out)
+{
+    (void)opt;
+    if (out)
+        *out = NULL;
+    return MP_PYRO_E_UNSUPPORTED;
+}
+
+#else
+
+#include "jeprof_parse.h"
+#include "mappings.h"
+#include "pprof_heap.h"
+
+typedef struct je_state {
+    mp_pyro_backend *self;
+    mp_pyro_mallctl_fn mallctl;
+    bool mallctl_given;
+    char *tmp_dir;
+    bool symbolize;
+    char version[64];
+    char comment[160];
+} je_state;
+
+void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt)
+{
+    if (!opt)
+        return;
+    memset(opt, 0, sizeof *opt);
+    opt->symbolize = true;
+}
+
+static const char *je_name(void *st)
+{
+    (void)st;
+    return "jemalloc";
+}
+
+static mp_pyro_status je_start(void *st)
+{
+    je_state *j = st;
+    if (!j->mallctl_given) {
+        union { void *p; mp_pyro_mallctl_fn f; } u = {.p = dlsym(RTLD_DEFAULT, "mallctl")};
+        j->mallctl = u.f;
+    }
+    if (!j->mallctl)
+        return mp_pyro_backend_fail(j->self, MP_PYRO_E_UNSUPPORTED,
+                                    "jemalloc's mallctl is not in this process (link or preload "
+                                    "jemalloc, or pass its mallctl in the options)");
+    bool prof = false;
+    size_t sz = sizeof prof;
+    int rc = j->mallctl("opt.prof", &prof, &sz, NULL, 0);
+    if (rc != 0)
+        return mp_pyro_backend_fail(j->self, MP_PYRO_E_UNSUPPORTED,
+                                    "jemalloc has no heap profiler (built without --enable-prof): "
+                                    "opt.prof: %s", strerror(rc));
+    if (!prof)
+        return mp_pyro_backend_fail(j->self, MP_PYRO_E_UNSUPPORTED,
+                                    "jemalloc runs without profiling: start the program with "
+                                    "MALLOC_CONF=prof:true");
+    const char *v = NULL;
+    sz = sizeof v;
+    if (j->mallctl("version", (void *)&v, &sz, NULL, 0) == 0 && v)
+        mp_pyro_fmt(j->version, sizeof j->version, "%s", v);
+    mp_pyro_fmt(j->comment, sizeof j->comment,
+                "jemalloc %s prof.dump (heap_v2), unbiased once with jeprof's rule", j->version);
+    return MP_PYRO_OK;
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rbe");
+    if (!f)
+        return -1;
+    mp_pyro_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        mp_pyro_buf_put(&b, chunk, n);
+    int bad = ferror(f) || b.oom;
+    fclose(f);
+    if (bad) {
+        mp_pyro_buf_free(&b);
+        return -1;
+    }
+    *out = (char *)b.data;
+    *len = b.len;
+    return 0;
+}
+
+static mp_pyro_status je_dump(je_state *j, char **text, size_t *len)
+{
+    const char *dir = j->tmp_dir ? j->tmp_dir : getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    char *path = NULL;
+    if (asprintf(&path, "%s/mimprof-jeprof-XXXXXX", dir) < 0)
+        return MP_PYRO_E_NOMEM;
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        mp_pyro_status s = mp_pyro_backend_fail(j->self, MP_PYRO_E_IO, "temporary file in %s: %s",
+                                                dir, strerror(errno));
+        free(path);
+        return s;
+    }
+    close(fd);
+    const char *fname = path;
+    int rc = j->mallctl("prof.dump", NULL, NULL, (void *)&fname, sizeof fname);
+    mp_pyro_status s = MP_PYRO_OK;
+    if (rc != 0)
+        s = mp_pyro_backend_fail(j->self, MP_PYRO_E_BACKEND, "mallctl(\"prof.dump\"): %s",
+                                 strerror(rc));
+    else if (read_file(path, text, len) != 0)
+        s = mp_pyro_backend_fail(j->self, MP_PYRO_E_IO, "reading the heap dump %s: %s", path,
+                                 strerror(errno));
+    unlink(path);
+    free(path);
+    return s;
+}
+
+/* The loaded object holding jemalloc's code (its frames lead every
+ * backtrace); -1 when that is the executable itself (static jemalloc). */
+static int jemalloc_object(je_state *j, const mp_pyro_mapping *m, size_t n)
+{
+    union { mp_pyro_mallctl_fn f; void *p; } u = {.f = j->mallctl};
+    const mp_pyro_mapping *hit = mp_pyro_mapping_find(m, n, (uint64_t)(uintptr_t)u.p);
+    return hit && hit->object != 0 ? (int)hit->object : -1;
+}
+
+static mp_pyro_status je_report(void *st, const mp_pyro_window *w, mp_pyro_profile *out)
+{
+    je_state *j = st;
+    char *text = NULL;
+    size_t len = 0;
+    mp_pyro_status s = je_dump(j, &text, &len);
+    if (s != MP_PYRO_OK)
+        return s;
+    mp_jeprof_dump d;
+    char err[200];
+    if (mp_jeprof_parse(text, len, &d, err, sizeof err) != 0) {
+        free(text);
+        return mp_pyro_backend_fail(j->self, MP_PYRO_E_BACKEND, "%s", err);
+    }
+    free(text);
+    mp_pyro_mapping *maps = NULL;
+    size_t nmaps = 0;
+    if (mp_pyro_mappings_read(&maps, &nmaps) != 0) {
+        mp_jeprof_dump_free(&d);
+        return MP_PYRO_E_NOMEM;
+    }
+    mp_pyro_heap_options o = {
+        .maps = maps, .nmaps = nmaps, .skip_object = jemalloc_object(j, maps, nmaps),
+        .symbolize = j->symbolize, .time_nanos = w->from_nanos,
+        .duration_nanos = w->until_nanos - w->from_nanos, .comment = j->comment,
+    };
+    s = mp_pyro_heap_pprof(&d, &o, &out->pprof, &out->len);
+    mp_pyro_mappings_free(maps, nmaps);
+    mp_jeprof_dump_free(&d);
+    out->flags = MP_PYRO_PROFILE_LIVE;
+    return s;
+}
+
+static void je_release(void *st, mp_pyro_profile *p)
+{
+    (void)st;
+    free(p->pprof);
+    p->pprof = NULL;
+    p->len = 0;
+}
+
+static mp_pyro_status je_stop(void *st)
+{
+    (void)st;
+    return MP_PYRO_OK;
+}
+
+static void je_destroy(void *st)
+{
+    je_state *j = st;
+    free(j->tmp_dir);
+    free(j);
+}
+
+static const mp_pyro_backend_ops je_ops = {
+    .name = je_name, .start = je_start, .report = je_report, .release = je_release,
+    .stop = je_stop, .destroy = je_destroy,
+};
+
+mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt, mp_pyro_backend **out)
+{
+    if (!out)
+        return MP_PYRO_E_INVALID_ARGUMENT;
+    mp_pyro_jemalloc_options def;
+    mp_pyro_jemalloc_options_init(&def);
+    if (!opt)
+        opt = &def;
+    je_state *j = calloc(1, sizeof *j);
+    if (!j)
+        return MP_PYRO_E_NOMEM;
+    j->mallctl = opt->mallctl;
+    j->mallctl_given = opt->mallctl != NULL;
+    j->symbolize = opt->symbolize;
+    if (opt->tmp_dir && !(j->tmp_dir = strdup(opt->tmp_dir))) {
+        free(j);
+        return MP_PYRO_E_NOMEM;
+    }
+    mp_pyro_status s = mp_pyro_backend_new(&je_ops, j, out);
+    if (s != MP_PYRO_OK) {
+        je_destroy(j);
+        return s;
+    }
+    j->self = *out;
+    return MP_PYRO_OK;
+}
+
+#endif /* MP_PYRO_NO_JEMALLOC_BACKEND */

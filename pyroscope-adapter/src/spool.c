@@ -1,0 +1,415 @@
+/* The spool: one file per undeliverable profile in a directory owned by
+ * one agent at a time (flock on .lock). File names sort by the profile's
+ * end time: p-<until_ns:20>-<pid:10>-<seq:6>.mpspool. Content:
+ *
+ *   MPPYROSPOOL 1\n from <ns>\n until <ns>\n spy <s>\n app <s>\n
+ *   (tag <k>=<v>\n)*  gz <len>\n  <len bytes of gzipped pprof>
+ *
+ * Values cannot hold newlines (names and labels are validated, the spy
+ * name is sanitised). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "labels.h"
+#include "queue.h"
+
+#define MAGIC "MPPYROSPOOL 1\n"
+
+typedef struct spool_file {
+    char *name;
+    uint64_t size;
+    int64_t until_ns;
+} spool_file;
+
+struct mp_pyro_spool {
+    pthread_mutex_t mu;
+    char *dir;
+    int lock_fd;
+    uint64_t max_bytes;
+    int64_t max_age_ns;
+    spool_file *files;  /* sorted by name = by until_ns */
+    size_t nfiles, cap;
+    uint64_t bytes;
+    unsigned seq;
+};
+
+static int cmp_file(const void *a, const void *b)
+{
+    return strcmp(((const spool_file *)a)->name, ((const spool_file *)b)->name);
+}
+
+static char *path_of(const mp_pyro_spool *sp, const char *name)
+{
+    char *p = NULL;
+    return asprintf(&p, "%s/%s", sp->dir, name) < 0 ? NULL : p;
+}
+
+static int parse_name(const char *name, int64_t *until)
+{
+    long long u;
+    int n = 0;
+    if (sscanf(name, "p-%20lld-%*d-%*u.mpspool%n", &u, &n) != 1 || n == 0 || name[n] != '\0')
+        return -1;
+    *until = u;
+    return 0;
+}
+
+static int add_file(mp_pyro_spool *sp, const char *name, uint64_t size, int64_t until)
+{
+    if (sp->nfiles == sp->cap) {
+        size_t cap = sp->cap ? sp->cap * 2 : 16;
+        spool_file *f = realloc(sp->files, cap * sizeof *f);
+        if (!f)
+            return -1;
+        sp->files = f;
+        sp->cap = cap;
+    }
+    char *d = strdup(name);
+    if (!d)
+        return -1;
+    sp->files[sp->nfiles++] = (spool_file){d, size, until};
+    sp->bytes += size;
+    return 0;
+}
+
+/* Removes files[i] from disk and from the index. */
+static void drop_index(mp_pyro_spool *sp, size_t i)
+{
+    char *p = path_of(sp, sp->files[i].name);
+    if (p)
+        unlink(p);
+    free(p);
+    sp->bytes -= sp->files[i].size;
+    free(sp->files[i].name);
+    memmove(&sp->files[i], &sp->files[i + 1], (sp->nfiles - i - 1) * sizeof sp->files[0]);
+    sp->nfiles--;
+}
+
+mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t max_age_s,
+                                  mp_pyro_spool **out, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        mp_pyro_fmt(err, errlen, "spool directory '%s': %s", dir, strerror(errno));
+        return MP_PYRO_E_IO;
+    }
+    mp_pyro_spool *sp = calloc(1, sizeof *sp);
+    if (!sp || !(sp->dir = strdup(dir))) {
+        free(sp);
+        return MP_PYRO_E_NOMEM;
+    }
+    pthread_mutex_init(&sp->mu, NULL);
+    sp->max_bytes = max_bytes;
+    sp->max_age_ns = (int64_t)max_age_s * 1000000000;
+    char *lock = path_of(sp, ".lock");
+    sp->lock_fd = lock ? open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600) : -1;
+    free(lock);
+    mp_pyro_status st = MP_PYRO_OK;
+    if (sp->lock_fd < 0) {
+        mp_pyro_fmt(err, errlen, "spool directory '%s': cannot create .lock: %s", dir, strerror(errno));
+        st = MP_PYRO_E_IO;
+    } else if (flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        mp_pyro_fmt(err, errlen, "spool directory '%s' is in use by another agent", dir);
+        st = errno == EWOULDBLOCK ? MP_PYRO_E_SPOOL_LOCKED : MP_PYRO_E_IO;
+    }
+    DIR *d = st == MP_PYRO_OK ? opendir(dir) : NULL;
+    if (st == MP_PYRO_OK && !d) {
+        mp_pyro_fmt(err, errlen, "spool directory '%s': %s", dir, strerror(errno));
+        st = MP_PYRO_E_IO;
+    }
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        int64_t until;
+        struct stat sb;
+        if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+            /* left by a crash between write and rename */
+            char *p = path_of(sp, de->d_name);
+            if (p)
+                unlink(p);
+            free(p);
+            continue;
+        }
+        if (parse_name(de->d_name, &until) != 0)
+            continue;
+        char *p = path_of(sp, de->d_name);
+        if (p && stat(p, &sb) == 0 && add_file(sp, de->d_name, (uint64_t)sb.st_size, until) != 0)
+            st = MP_PYRO_E_NOMEM;
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    if (st != MP_PYRO_OK) {
+        mp_pyro_spool_close(sp);
+        return st;
+    }
+    qsort(sp->files, sp->nfiles, sizeof *sp->files, cmp_file);
+    *out = sp;
+    return MP_PYRO_OK;
+}
+
+void mp_pyro_spool_close(mp_pyro_spool *sp)
+{
+    if (!sp)
+        return;
+    for (size_t i = 0; i < sp->nfiles; i++)
+        free(sp->files[i].name);
+    free(sp->files);
+    if (sp->lock_fd >= 0)
+        close(sp->lock_fd);
+    pthread_mutex_destroy(&sp->mu);
+    free(sp->dir);
+    free(sp);
+}
+
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7F)
+            *s = '_';
+}
+
+mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series, const char *spy,
+                                 const mp_pyro_item *it, uint64_t *evicted, char *err, size_t errlen)
+{
+    *evicted = 0;
+    mp_pyro_buf h = {0};
+    char *spy_clean = strdup(spy ? spy : "");
+    if (!spy_clean)
+        return MP_PYRO_E_NOMEM;
+    sanitize(spy_clean);
+    mp_pyro_buf_puts(&h, MAGIC);
+    mp_pyro_buf_printf(&h, "from %" PRId64 "\nuntil %" PRId64 "\nspy %s\napp %s\n", it->from_ns,
+                       it->until_ns, spy_clean, series->app);
+    for (size_t i = 0; i < series->ntags; i++)
+        mp_pyro_buf_printf(&h, "tag %s=%s\n", series->tags[i].name, series->tags[i].value);
+    mp_pyro_buf_printf(&h, "gz %zu\n", it->gz_len);
+    free(spy_clean);
+    if (h.oom) {
+        mp_pyro_buf_free(&h);
+        return MP_PYRO_E_NOMEM;
+    }
+    uint64_t size = h.len + it->gz_len;
+    pthread_mutex_lock(&sp->mu);
+    mp_pyro_status st = MP_PYRO_OK;
+    char name[80], tmp[96];
+    char *path = NULL, *tpath = NULL;
+    if (size > sp->max_bytes) {
+        mp_pyro_fmt(err, errlen, "profile of %llu bytes exceeds the spool bound of %llu bytes",
+                    (unsigned long long)size, (unsigned long long)sp->max_bytes);
+        st = MP_PYRO_E_IO;
+        goto out;
+    }
+    while (sp->nfiles && sp->bytes + size > sp->max_bytes) {
+        drop_index(sp, 0);
+        (*evicted)++;
+    }
+    snprintf(name, sizeof name, "p-%020" PRId64 "-%010d-%06u.mpspool", it->until_ns, (int)getpid(),
+             sp->seq++ % 1000000);
+    snprintf(tmp, sizeof tmp, ".tmp-%s", name);
+    path = path_of(sp, name);
+    tpath = path_of(sp, tmp);
+    if (!path || !tpath) {
+        st = MP_PYRO_E_NOMEM;
+        goto out;
+    }
+    int fd = open(tpath, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        mp_pyro_fmt(err, errlen, "spool file '%s': %s", tpath, strerror(errno));
+        st = MP_PYRO_E_IO;
+        goto out;
+    }
+    ssize_t w1 = write(fd, h.data, h.len);
+    ssize_t w2 = it->gz_len ? write(fd, it->gz, it->gz_len) : 0;
+    int bad = w1 != (ssize_t)h.len || w2 != (ssize_t)it->gz_len || fsync(fd) != 0;
+    int e = errno;
+    close(fd);
+    if (bad || rename(tpath, path) != 0) {
+        mp_pyro_fmt(err, errlen, "spool file '%s': %s", path, strerror(bad ? e : errno));
+        unlink(tpath);
+        st = MP_PYRO_E_IO;
+        goto out;
+    }
+    if (add_file(sp, name, size, it->until_ns) != 0) {
+        unlink(path);
+        st = MP_PYRO_E_NOMEM;
+        goto out;
+    }
+    qsort(sp->files, sp->nfiles, sizeof *sp->files, cmp_file);
+out:
+    pthread_mutex_unlock(&sp->mu);
+    free(path);
+    free(tpath);
+    mp_pyro_buf_free(&h);
+    return st;
+}
+
+/* Reads one "key value\n" line starting at *pos. */
+static int line(const uint8_t *buf, size_t len, size_t *pos, const char *key, char **value)
+{
+    size_t klen = strlen(key);
+    if (len - *pos < klen + 1 || memcmp(buf + *pos, key, klen) != 0 || buf[*pos + klen] != ' ')
+        return -1;
+    const uint8_t *start = buf + *pos + klen + 1;
+    const uint8_t *nl = memchr(start, '\n', len - (size_t)(start - buf));
+    if (!nl)
+        return -1;
+    *value = strndup((const char *)start, (size_t)(nl - start));
+    if (!*value)
+        return -1;
+    *pos = (size_t)(nl - buf) + 1;
+    return 0;
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_file(const uint8_t *buf, size_t len, mp_pyro_spool_entry *e)
+{
+    size_t pos = strlen(MAGIC);
+    if (len < pos || memcmp(buf, MAGIC, pos) != 0)
+        return -1;
+    char *v = NULL;
+    int rc = -1;
+    if (line(buf, len, &pos, "from", &v) || parse_i64(v, &e->from_ns))
+        goto out;
+    free(v);
+    v = NULL;
+    if (line(buf, len, &pos, "until", &v) || parse_i64(v, &e->until_ns))
+        goto out;
+    free(v);
+    v = NULL;
+    if (line(buf, len, &pos, "spy", &e->spy) || line(buf, len, &pos, "app", &e->series.app) ||
+        mp_pyro_check_app_name(e->series.app, NULL, 0) != MP_PYRO_OK)
+        goto out;
+    while (line(buf, len, &pos, "tag", &v) == 0) {
+        char *eq = strchr(v, '=');
+        if (!eq)
+            goto out;
+        *eq = '\0';
+        if (mp_pyro_series_add_tag(&e->series, v, eq + 1, NULL, 0) != MP_PYRO_OK)
+            goto out;
+        free(v);
+        v = NULL;
+    }
+    int64_t gz_len;
+    if (line(buf, len, &pos, "gz", &v) || parse_i64(v, &gz_len) || gz_len < 0 ||
+        (uint64_t)gz_len != len - pos)
+        goto out;
+    e->gz = malloc(gz_len ? (size_t)gz_len : 1);
+    if (!e->gz)
+        goto out;
+    memcpy(e->gz, buf + pos, (size_t)gz_len);
+    e->gz_len = (size_t)gz_len;
+    rc = 0;
+out:
+    free(v);
+    return rc;
+}
+
+static int read_all(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rbe");
+    if (!f)
+        return -1;
+    mp_pyro_buf b = {0};
+    uint8_t chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        mp_pyro_buf_put(&b, chunk, n);
+    int bad = ferror(f) || b.oom;
+    fclose(f);
+    if (bad) {
+        mp_pyro_buf_free(&b);
+        return -1;
+    }
+    *out = b.data;
+    *len = b.len;
+    return 0;
+}
+
+mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uint64_t *expired,
+                                  uint64_t *corrupt)
+{
+    memset(e, 0, sizeof *e);
+    *expired = *corrupt = 0;
+    pthread_mutex_lock(&sp->mu);
+    int64_t now = mp_pyro_now_real_ns();
+    mp_pyro_status st = MP_PYRO_OK;
+    while (sp->nfiles) {
+        if (sp->files[0].until_ns < now - sp->max_age_ns) {
+            drop_index(sp, 0);
+            (*expired)++;
+            continue;
+        }
+        char *path = path_of(sp, sp->files[0].name);
+        if (!path) {
+            st = MP_PYRO_E_NOMEM;
+            break;
+        }
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (read_all(path, &buf, &len) != 0 || parse_file(buf, len, e) != 0) {
+            free(path);
+            free(buf);
+            mp_pyro_spool_entry_free(e);
+            drop_index(sp, 0);
+            (*corrupt)++;
+            continue;
+        }
+        free(buf);
+        e->path = path;
+        break;
+    }
+    pthread_mutex_unlock(&sp->mu);
+    return st;
+}
+
+void mp_pyro_spool_remove(mp_pyro_spool *sp, const mp_pyro_spool_entry *e)
+{
+    if (!e->path)
+        return;
+    pthread_mutex_lock(&sp->mu);
+    const char *base = strrchr(e->path, '/');
+    base = base ? base + 1 : e->path;
+    for (size_t i = 0; i < sp->nfiles; i++) {
+        if (strcmp(sp->files[i].name, base) == 0) {
+            drop_index(sp, i);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sp->mu);
+}
+
+void mp_pyro_spool_entry_free(mp_pyro_spool_entry *e)
+{
+    free(e->path);
+    mp_pyro_series_clear(&e->series);
+    free(e->spy);
+    free(e->gz);
+    memset(e, 0, sizeof *e);
+}
+
+void mp_pyro_spool_counts(mp_pyro_spool *sp, uint64_t *files, uint64_t *bytes)
+{
+    pthread_mutex_lock(&sp->mu);
+    *files = sp->nfiles;
+    *bytes = sp->bytes;
+    pthread_mutex_unlock(&sp->mu);
+}
