@@ -55,6 +55,8 @@ PROFILER_PARTS = ["unwind", "protobuf-c", "curl", "libelf", "libdw", "mimprof-pr
                   "mimprof-image", "mimprof-pyroscope", "libz"]
 # Package options turned off in sibling subprojects and in consumer builds.
 OFF_OPTIONS = ["tests", "benchmarks", "fuzzing", "docs", "preload_tests"]
+# ... and additionally in consumer builds (what a consumer does not need).
+CONSUMER_OFF_OPTIONS = OFF_OPTIONS + ["preload"]
 PROVIDERS = ["mimalloc", "jemalloc"]
 STEPS = ["plan", "pack", "pretest", "publish", "verify", "consumer-test"]
 
@@ -889,7 +891,7 @@ def consumer_setup(rel, man, used, extra=()):
     by = {p["name"]: p for p in man["packages"]}
     args = ["--force-fallback-for=" + ",".join(used)]
     for s in used:
-        args += [f"-D{s}:{o}=disabled" for o in OFF_OPTIONS if o in by[s]["options"]]
+        args += [f"-D{s}:{o}=disabled" for o in CONSUMER_OFF_OPTIONS if o in by[s]["options"]]
     return args + list(extra)
 
 

@@ -15,7 +15,7 @@
 
 /* One level of indirection, so that ROUNDTRIP_PROVIDER expands first. */
 #define INSTANTIATE(name, provider) MP_PROF_SAMPLING_ALLOCATOR(name, provider)
-INSTANTIATE(rt, ROUNDTRIP_PROVIDER)
+INSTANTIATE(rt, ROUNDTRIP_PROVIDER);
 
 #define N 2000
 #define SIZE 1024

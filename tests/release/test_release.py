@@ -180,6 +180,7 @@ class ReleaseTest(unittest.TestCase):
         self.assertIn("== verify: ok", out)
         if any(p["dir"] == "profiling" for p in S.packages):
             self.assertIn("no allocator package", out)
+            self.assertEqual(out.count("shared contract suite + profile round trip"), 2)
         for c in ("consumer-mimalloc", "consumer-jemalloc", "consumer-allocator-only"):
             self.assertRegex(out, rf"consumer-test {c}: .*\n  ok: ")
         result = json.loads((self.work / "consumer-test" / "result.json").read_text())
