@@ -6,7 +6,7 @@
 #endif
 #include "elf_reader.h"
 
-#include <elf.h>
+#include "elf_defs.h"
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>

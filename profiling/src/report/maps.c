@@ -4,14 +4,23 @@
 #endif
 #include "maps.h"
 
+#if defined(__has_include)
+#if __has_include(<link.h>)
+#define MP_HAVE_DL_ITERATE_PHDR 1
+#endif
+#endif
+
+#ifdef MP_HAVE_DL_ITERATE_PHDR
 #include <elf.h>
-#include <limits.h>
 #include <link.h>
+#endif
+
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static uintptr_t page_size(void)
+__attribute__((unused)) static uintptr_t page_size(void)
 {
     long p = sysconf(_SC_PAGESIZE);
     return p > 0 ? (uintptr_t)p : 4096;
@@ -47,6 +56,7 @@ void mp_maps_destroy(mp_maps *m)
     memset(m, 0, sizeof *m);
 }
 
+#ifdef MP_HAVE_DL_ITERATE_PHDR
 size_t mp_maps_image_build_id(uintptr_t base, const void *phdrs, size_t phnum,
                               uint8_t out[MP_ELF_BUILD_ID_MAX])
 {
@@ -300,6 +310,25 @@ bool mp_maps_refresh(mp_maps *m)
     }
     return true;
 }
+
+#else /* no dl_iterate_phdr (macOS): no mappings; reports carry addresses only */
+
+size_t mp_maps_image_build_id(uintptr_t base, const void *phdrs, size_t phnum,
+                              uint8_t out[MP_ELF_BUILD_ID_MAX])
+{
+    (void)base;
+    (void)phdrs;
+    (void)phnum;
+    (void)out;
+    return 0;
+}
+
+bool mp_maps_refresh(mp_maps *m)
+{
+    m->valid = true;
+    return true;
+}
+#endif
 
 const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr)
 {

@@ -23,11 +23,17 @@
 #include "../self_frames.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
 #include "self_frames_internal.h"
+
+#if defined(__has_include)
+#if __has_include(<link.h>)
+#define MP_HAVE_DL_ITERATE_PHDR 1
+#include <link.h>
+#endif
+#endif
 
 typedef struct range {
     _Atomic uintptr_t start;
@@ -74,6 +80,7 @@ void mp_self_frames_register(uintptr_t start, uintptr_t end)
 
 /* ---- discovery of whole objects ---- */
 
+#ifdef MP_HAVE_DL_ITERATE_PHDR
 typedef struct find {
     uintptr_t addr;   /* an address of code in the object looked for */
     bool found;
@@ -126,6 +133,14 @@ static bool add_object_of(uintptr_t addr)
         add_range(f.starts[i], f.ends[i], 0);
     return false;
 }
+
+#else /* no dl_iterate_phdr (macOS): only registered hook sections count */
+static bool add_object_of(uintptr_t addr)
+{
+    (void)addr;
+    return false;
+}
+#endif
 
 void mp_self_frames_init(void)
 {

@@ -263,6 +263,19 @@ static struct mp_obj_syms *obj_syms(mp_obj *o)
     return o->syms;
 }
 
+#if !defined(__linux__) && !defined(__FreeBSD__) && !defined(__NetBSD__) && !defined(__OpenBSD__)
+#include <dlfcn.h>
+#define MP_SYMS_DLADDR 1
+/* Without loader mappings (macOS): the exported name dladdr() finds. */
+static const char *dladdr_name(mp_syms *s, uintptr_t addr)
+{
+    Dl_info info;
+    if (dladdr((void *)addr, &info) == 0 || info.dli_sname == NULL)
+        return NULL;
+    return intern(s, info.dli_sname);
+}
+#endif
+
 static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
 {
     struct mp_obj_syms *os = obj_syms(o);
@@ -579,6 +592,14 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
     mp_frame fr[MAX_INLINE];
     int k = 0;
     uint8_t flags = 0;
+#ifdef MP_SYMS_DLADDR
+    if (o == NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
+        fr[0].func = dladdr_name(s, addr);
+        fr[0].file = NULL;
+        fr[0].line = 0;
+        k = fr[0].func != NULL;
+    }
+#endif
     if (o != NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
 #if MP_HAVE_LIBDW
         if (mode == MP_PROF_SYMBOLIZE_LINES)
