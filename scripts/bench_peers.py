@@ -411,7 +411,7 @@ def find_profile(run_dir, patterns):
         for name in files:
             if any(re.fullmatch(p, name) for p in patterns):
                 found.append(os.path.join(root, name))
-    return sorted(found)
+    return sorted(found, key=lambda p: (os.stat(p).st_mtime_ns, p))  # the last is the newest
 
 
 def accuracy_run(config, side, pop_args, run_dir, interval_bytes, paths, timeout):
@@ -420,7 +420,7 @@ def accuracy_run(config, side, pop_args, run_dir, interval_bytes, paths, timeout
     family = CONFIGS[config][0]
     side = abba.Side(side.label, side.exe, side.preload, dict(side.env))
     if config.startswith("mimprof-"):
-        env["MIMPROF_OUTPUT"] = os.path.join(run_dir, "profile.pb.gz")
+        env["MIMPROF_OUTPUT"] = run_dir + os.sep  # a directory: the preload names the file
     elif config == "jemalloc-prof":
         side.env["MALLOC_CONF"] += ",prof_final:true,prof_prefix:jeprof"  # in the run's cwd
     elif config == "tcmalloc-sample":
@@ -440,7 +440,7 @@ def accuracy_run(config, side, pop_args, run_dir, interval_bytes, paths, timeout
     out["truth"] = truth
     try:
         if config.startswith("mimprof-"):
-            files = find_profile(run_dir, [r"profile\.pb\.gz.*", r".*\.pb(\.gz)?", r".*\.pprof"])
+            files = find_profile(run_dir, [r".*\.pb(\.gz)?", r".*\.pprof"])
             if not files:
                 raise ValueError("no pprof written (MIMPROF_OUTPUT)")
             with open(files[-1], "rb") as f:
@@ -578,7 +578,8 @@ def main(argv=None):
             pre, env = config_setup(cfg, paths, nbytes, text)
             side = abba.Side(cfg, workload, pre, env)
             run_dir = os.path.join(outdir, "runs", "speed", f"round{r + 1}", case, cfg)
-            rec = abba.run_once(side, [case, "--window", f"{args.window:g}"], {}, run_dir,
+            rec = abba.run_once(side, [case, "--window", f"{args.window:g}"],
+                                {"MIMPROF_OUTPUT": run_dir + os.sep}, run_dir,
                                 args.window + args.run_timeout)
             res = rec.get("result") or {}
             entry = {"round": r, "case": case, "config": cfg, "interval": text,

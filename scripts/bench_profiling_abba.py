@@ -30,7 +30,9 @@ table).
 The profiler interval of a case is the one its name gives (alloc-1m-* and
 live-1m: 1 MiB, alloc-1k-64k: 1 KiB, the other cases 512 KiB) and reaches
 the profiler as MIMPROF_INTERVAL; --interval overrides it for every case,
---env / --baseline-env / --candidate-env override both.
+--env / --baseline-env / --candidate-env override both. MIMPROF_OUTPUT is
+the run's own directory (its working directory too), so the reports a
+mimprof preload writes are kept with the run.
 
 CPU affinity and isolation are not the driver's business: run the whole
 driver under them, e.g.
@@ -192,6 +194,14 @@ def machine_info():
     }
 
 
+def loadavg():
+    """1/5/15-minute load averages (other work on the machine skews runs)."""
+    try:
+        return list(os.getloadavg())
+    except OSError:
+        return None
+
+
 def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -265,7 +275,8 @@ def run_once(side, argv_tail, extra_env, run_dir, timeout, require=("throughput"
     with open(os.path.join(run_dir, "command.txt"), "w") as f:
         f.write(f"cd {shlex.quote(run_dir)} && {cmd}\n")
     record = {"side": side.label, "dir": run_dir, "command": cmd, "argv": argv,
-              "env_set": env_set, "env_unset": env_unset, "started": utc_now()}
+              "env_set": env_set, "env_unset": env_unset, "started": utc_now(),
+              "loadavg_before": loadavg()}
     error = None
     try:
         proc = subprocess.run(argv, env=env, cwd=run_dir, capture_output=True, timeout=timeout)
@@ -282,6 +293,7 @@ def run_once(side, argv_tail, extra_env, run_dir, timeout, require=("throughput"
         f.write(stdout)
     with open(os.path.join(run_dir, "stderr.txt"), "w") as f:
         f.write(stderr)
+    record["loadavg_after"] = loadavg()
     record["returncode"] = rc
     record["result"] = parse_result_line(stdout)
     if error is not None:
@@ -316,9 +328,11 @@ def drop_pct(result):
 
 
 def evaluate(runs, drift_gate=DRIFT_GATE_PCT, drop_gate=DROP_GATE_PCT,
-             require_profiler=()):
+             require_profiler=(), control=False):
     """Verdict of one A/B/B/A comparison from its four run records (in
-    order). Returns a dict with the measurements, 'verdict' and 'reasons'."""
+    order). Returns a dict with the measurements, 'verdict' and 'reasons'.
+    A control (the same program on both sides) must also show a change
+    within the drift gate: anything larger is noise the gates missed."""
     reasons = []
     for i, r in enumerate(runs):
         if r.get("error"):
@@ -340,6 +354,10 @@ def evaluate(runs, drift_gate=DRIFT_GATE_PCT, drop_gate=DROP_GATE_PCT,
             reasons.append(f"baseline drift {bd:.2f}% > {drift_gate:g}%")
         if cd > drift_gate:
             reasons.append(f"candidate drift {cd:.2f}% > {drift_gate:g}%")
+        change = out["change_pct"]
+        if control and change is not None and abs(change) > drift_gate:
+            reasons.append(f"control change {change:+.2f}% exceeds {drift_gate:g}% "
+                           "(same program on both sides)")
         for i, (r, d) in enumerate(zip(runs, drops)):
             if d > drop_gate:
                 res = r["result"]
@@ -401,7 +419,12 @@ def table(summary):
         lines.append(f"| {c['case']} | {c['interval']} | {c['window']:g} s | " + " | ".join(tps) +
                      f" | {fmt_pct(c['baseline_drift_pct'])} | {fmt_pct(c['candidate_drift_pct'])}"
                      f" | {fmt_pct(c['max_drop_pct'])} | {change} | {verdict} |")
+    loads = [r[k][0] for c in summary["cases"] for r in c["runs"]
+             for k in ("loadavg_before", "loadavg_after") if r.get(k)]
     lines.append("")
+    if loads:
+        lines.append(f"1-minute load average around the runs: {min(loads):.2f} .. "
+                     f"{max(loads):.2f} (nproc {summary['machine']['nproc']})")
     lines.append(f"{summary['accepted']} accepted, {summary['rejected']} rejected "
                  "(throughput in million operations per second; rejected runs stay in runs/)")
     return "\n".join(lines) + "\n"
@@ -468,15 +491,19 @@ def compare(args, baseline, candidate, outdir, log=print):
         for n, tag in enumerate(ORDER, 1):
             side = sides[tag]
             run_dir = os.path.join(outdir, "runs", case, f"{n}-{tag}")
+            run_env = dict(extra_env)
+            # mimprof's preload writes its reports here (kept with the run)
+            run_env.setdefault("MIMPROF_OUTPUT", run_dir + os.sep)
             log(f"[{case}] run {n}/4 ({tag}: {side.label}) ...")
-            r = run_once(side, tail, extra_env, run_dir, timeout=window + args.run_timeout)
+            r = run_once(side, tail, run_env, run_dir, timeout=window + args.run_timeout)
             r["tag"] = tag
             runs.append(r)
             res = r.get("result") or {}
             log(f"[{case}] run {n}/4 ({tag}) " + (f"error: {r['error']}" if r["error"] else
                                                    f"throughput {res.get('throughput')}"))
         verdict = evaluate(runs, args.drift_gate, args.drop_gate,
-                           require_profiler=args.require_profiler or ())
+                           require_profiler=args.require_profiler or (),
+                           control=args.control)
         entry = {"case": case, "interval": interval, "window": window, "runs": runs}
         entry.update(verdict)
         summary["cases"].append(entry)

@@ -194,6 +194,13 @@ class ControlTest(Fixture):
         self.assertEqual(s["sides"]["baseline"]["exe"], s["sides"]["candidate"]["exe"])
         self.assertEqual(self.calls("same", "alloc-1m-1w"), 4)
 
+    def test_control_with_a_change_beyond_the_gate_rejected(self):
+        exe = self.fake("same", {"alloc-1m-1w": [line(100), line(106), line(106), line(100)]})
+        proc, s, _ = self.drive(exe, "--control", "--case", "alloc-1m-1w")
+        self.assertEqual(proc.returncode, 1)
+        self.assertTrue(any(r.startswith("control change +6.00%")
+                            for r in s["cases"][0]["reasons"]), s["cases"][0]["reasons"])
+
     def test_control_takes_one_executable(self):
         exe = self.fake("same", {})
         proc, s, _ = self.drive(exe, exe, "--control")
