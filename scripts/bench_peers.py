@@ -582,6 +582,8 @@ def main(argv=None):
                                 {"MIMPROF_OUTPUT": run_dir + os.sep}, run_dir,
                                 args.window + args.run_timeout)
             res = rec.get("result") or {}
+            if not rec["error"] and cfg.startswith("mimprof-") and not res.get("samples"):
+                rec["error"] = "mimprof took no samples (the session did not run)"
             entry = {"round": r, "case": case, "config": cfg, "interval": text,
                      "dir": run_dir, "command": rec["command"], "error": rec["error"],
                      "throughput": None if rec["error"] else res.get("throughput"),

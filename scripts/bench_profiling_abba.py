@@ -367,6 +367,9 @@ def evaluate(runs, drift_gate=DRIFT_GATE_PCT, drop_gate=DROP_GATE_PCT,
             if r["side"] in require_profiler and not r["result"].get("profiler"):
                 reasons.append(f"run {i + 1} ({r['side']}) ran without the profiler "
                                "(mp_prof_diagnostics not found)")
+            elif r["side"] in require_profiler and not r["result"].get("samples"):
+                reasons.append(f"run {i + 1} ({r['side']}) took no samples "
+                               "(the profiling session did not run)")
     out["verdict"] = "rejected" if reasons else "accepted"
     out["reasons"] = reasons
     out["used"] = not reasons

@@ -168,6 +168,12 @@ class GateTest(Fixture):
                                   "--require-profiler", "candidate")
         self.assertTrue(any("without the profiler" in r for r in s["cases"][0]["reasons"]))
 
+    def test_profiler_without_samples_rejected_when_required(self):
+        proc, s, _ = self.compare([line(100), line(100)],
+                                  [line(100, samples=0), line(100)], "alloc-1m-1w",
+                                  "--require-profiler", "candidate")
+        self.assertTrue(any("took no samples" in r for r in s["cases"][0]["reasons"]))
+
     def test_file_changed_during_run_rejected(self):
         proc, s, _ = self.compare([line(100), line(100, mutate=True)], [line(100), line(100)])
         self.assertEqual(proc.returncode, 1)
