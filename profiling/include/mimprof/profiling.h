@@ -167,8 +167,13 @@ void mp_prof_diagnostics(mp_prof_stats *out);
  * | MP_PROF_QUALITY_PARTIAL | functions >= 20% |
  * | MP_PROF_QUALITY_ADDRESSES_ONLY | functions < 20% (or no frames) |
  *
- * (The thresholds are fixed by the implementation in src/pprof and tested
- * on both sides of each boundary.)
+ * A frame is one line of a location (inlined functions count one frame
+ * each; a location without lines is one frame without a name); it has a
+ * function when its function's name is non-empty, and a file:line when
+ * that function's file name is non-empty and the line is > 0. The
+ * synthetic `[truncated]` frame is not counted. Shares are compared
+ * exactly (100 * count >= threshold * frames). The thresholds are fixed by
+ * src/report/quality.h and tested on both sides of each boundary.
  */
 typedef enum mp_prof_symbol_quality {
     MP_PROF_QUALITY_ADDRESSES_ONLY = 0,
