@@ -35,7 +35,7 @@ void mp_img_heap_free(mp_img_heap *h)
     if (!h)
         return;
     for (size_t i = 0; i < h->n_chunks; i++) {
-        free(h->chunks[i].base);
+        img_big_free(h->chunks[i].base, h->chunks[i].cap, h->chunks[i].mapped);
         free(h->chunks[i].starts);
     }
     free(h->chunks);
@@ -101,10 +101,11 @@ static struct img_chunk *add_chunk(mp_img_heap *h, size_t bytes)
         h->cap_chunks = n;
     }
     struct img_chunk c = {0};
-    c.base = malloc(cap);
+    c.base = img_big_alloc(cap, &c.mapped);
     c.starts = calloc((cap / sizeof(mp_img_word) + 63) / 64, sizeof(uint64_t));
     if (!c.base || !c.starts) {
-        free(c.base);
+        if (c.base)
+            img_big_free(c.base, cap, c.mapped);
         free(c.starts);
         return NULL;
     }
@@ -131,7 +132,7 @@ int img_reserve(mp_img_heap *h, size_t bytes)
     return add_chunk(h, bytes) ? 0 : -1;
 }
 
-void *img_alloc_raw(mp_img_heap *h, uint32_t type, size_t units)
+void *img_alloc_slow(mp_img_heap *h, uint32_t type, size_t units)
 {
     if (units > IMG_MAX_UNITS || units > (SIZE_MAX / sizeof(mp_img_word)) - h->meta_width - 2) {
         errno = ENOMEM;
@@ -140,26 +141,12 @@ void *img_alloc_raw(mp_img_heap *h, uint32_t type, size_t units)
     size_t size = img_obj_size(h->meta_width, units);
     struct img_chunk *c = h->n_chunks ? &h->chunks[h->n_chunks - 1] : NULL;
     if (!c || c->cap - c->used < size) {
-        c = add_chunk(h, size);
-        if (!c) {
+        if (!add_chunk(h, size)) {
             errno = ENOMEM;
             return NULL;
         }
     }
-    mp_img_word *meta = (mp_img_word *)(c->base + c->used);
-    struct img_obj *hdr = (struct img_obj *)(meta + h->meta_width);
-    void *obj = hdr + 1;
-    size_t word = (size_t)((unsigned char *)obj - c->base) / sizeof(mp_img_word);
-    /* Invariant: a bit in `starts` is set exactly at each object's unit 0. */
-    c->starts[word / 64] |= (uint64_t)1 << (word % 64);
-    c->used += size;
-    c->objects++;
-    h->count++;
-    hdr->type = type;
-    hdr->units = (uint32_t)units;
-    hdr->flags = 0;
-    hdr->stamp = 0;
-    return obj;
+    return img_alloc_raw(h, type, units);
 }
 
 void *mp_img_alloc(mp_img_heap *h, const mp_img_type *type, size_t units)

@@ -3,6 +3,8 @@
 #ifndef MP_IMG_INTERNAL_H
 #define MP_IMG_INTERNAL_H
 
+#include "format.h"
+
 #include <mimprof/image.h>
 
 #include <stdarg.h>
@@ -17,6 +19,14 @@ mp_img_status img_fail(mp_img_error *err, mp_img_status status, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 /* Records success in err (if non-NULL); returns MP_IMG_OK. */
 mp_img_status img_ok(mp_img_error *err);
+
+/* ---- mem.c ---------------------------------------------------------- */
+
+/* A block of `size` bytes, populated up front when large (*mapped says
+ * which allocator it came from; pass it back to img_big_free). Not zeroed
+ * when it comes from malloc. NULL on ENOMEM. */
+void *img_big_alloc(size_t size, int *mapped);
+void img_big_free(void *p, size_t size, int mapped);
 
 /* ---- platform.c ---------------------------------------------------- */
 
@@ -69,6 +79,9 @@ struct img_obj {
 };
 _Static_assert(sizeof(struct img_obj) == 16, "object header is two words");
 
+/* The most units an object may have (its header holds a 32-bit count). */
+#define IMG_MAX_UNITS_MEM UINT32_MAX
+
 /* The trace flag: set by a trace, cleared by a chain walk. It is the
  * library's alone, above the user bits, so tracing never disturbs them. */
 #define IMG_TRACED 0x10000u
@@ -84,6 +97,7 @@ struct img_chunk {
     size_t used;       /* bytes; objects occupy [base, base + used) */
     size_t objects;
     uint64_t *starts;  /* cap / 8 bits */
+    int mapped;        /* base came from img_big_alloc's mapping */
 };
 
 struct img_root {
@@ -120,16 +134,39 @@ struct mp_img_heap {
     size_t n_codes;
 };
 
-/* Allocates an object without zeroing its units (the loader fills every
- * one); units == its unit count. NULL on ENOMEM. */
-void *img_alloc_raw(mp_img_heap *h, uint32_t type, size_t units);
-/* Reserves room for `bytes` of objects in one chunk, so that a loader's
- * objects are contiguous. */
-int img_reserve(mp_img_heap *h, size_t bytes);
 /* Bytes one object of `units` units occupies on a heap. */
 static inline size_t img_obj_size(size_t meta_width, size_t units)
 {
     return (meta_width + 2 + units) * sizeof(mp_img_word);
+}
+/* Reserves room for `bytes` of objects in one chunk, so that a loader's
+ * objects are contiguous. */
+int img_reserve(mp_img_heap *h, size_t bytes);
+/* img_alloc_raw when the last chunk is full: adds a chunk. */
+void *img_alloc_slow(mp_img_heap *h, uint32_t type, size_t units);
+
+/* Allocates an object without zeroing its units (the loader fills every
+ * one, mp_img_alloc zeroes them). NULL with errno ENOMEM. */
+static inline void *img_alloc_raw(mp_img_heap *h, uint32_t type, size_t units)
+{
+    struct img_chunk *c = h->n_chunks ? &h->chunks[h->n_chunks - 1] : NULL;
+    size_t size = img_obj_size(h->meta_width, units);
+    if (!c || units > IMG_MAX_UNITS_MEM || c->cap - c->used < size)
+        return img_alloc_slow(h, type, units);
+    mp_img_word *meta = (mp_img_word *)(c->base + c->used);
+    struct img_obj *hdr = (struct img_obj *)(meta + h->meta_width);
+    void *obj = hdr + 1;
+    size_t word = (size_t)((unsigned char *)obj - c->base) / sizeof(mp_img_word);
+    /* Invariant: a bit in `starts` is set exactly at each object's unit 0. */
+    c->starts[word / 64] |= (uint64_t)1 << (word % 64);
+    c->used += size;
+    c->objects++;
+    h->count++;
+    hdr->type = type;
+    hdr->units = (uint32_t)units;
+    hdr->flags = 0;
+    hdr->stamp = 0;
+    return obj;
 }
 /* Takes ownership of a malloc'ed block (freed with the heap). */
 int img_heap_own_block(mp_img_heap *h, void *block);
@@ -142,24 +179,38 @@ void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void
 
 /* ---- trace.c ----------------------------------------------------- */
 
-/* The result of a trace: reachable objects in index order (order[0] has
- * index 1), the units each contributes, and the shapes of the objects whose
- * type has a shape callback (in index order). */
-struct img_custom {
-    size_t index;        /* 1-based object index */
-    mp_img_shape shape;  /* canonical, fixed */
+/* A trace is the mark phase; with `emit` it also emits, as it marks, the
+ * object table the image will hold. Breadth first, an object's index is
+ * known the moment it is first reached, so when object i is processed every
+ * one of its units can be resolved: references to indices, words copied,
+ * bytes to their blob offsets. Only foreign units wait, as placeholders, to
+ * be named after the walk (never during it). */
+struct img_bytes_ref {
+    const void *data;
+    uint64_t len;
+};
+struct img_foreign_ref {
+    size_t pos;               /* word of the object table holding the unit */
+    const mp_img_type *type;
+    uintptr_t value;
+    size_t index, unit;       /* where, for a refusal */
 };
 struct img_trace {
-    void **order;
-    uint32_t *extents;   /* units written for order[i] */
+    int emit;
+    void **order;             /* reachable objects; order[i] has index i + 1 */
     size_t n, cap;
-    struct img_custom *custom;
-    size_t n_custom, cap_custom;
+    uint64_t *extents;        /* emit: one extent word per object */
+    uint64_t *rec;            /* emit: the object table */
+    size_t rec_len, rec_cap;
+    struct img_bytes_ref *bytes; /* emit: the blob's entries, in order */
+    size_t n_bytes, cap_bytes;
+    uint64_t blob_size;
+    struct img_foreign_ref *frefs; /* emit: foreign units to name */
+    size_t n_frefs, cap_frefs;
 };
 
-/* The shape the writer uses for object `index` (1-based) of type t. */
-const mp_img_shape *img_trace_shape(const struct img_trace *tr, const mp_img_type *t,
-                                    size_t index, size_t *cursor);
+/* Bytes one blob entry takes: length word, data, at least one zero. */
+static inline uint64_t img_blob_entry(uint64_t len) { return 8 + img_pad8(len + 1); }
 
 /* Fast kind lookup for hot loops. */
 static inline mp_img_kind img_kind(const mp_img_shape *s, size_t unit)
@@ -172,11 +223,12 @@ static inline mp_img_kind img_kind(const mp_img_shape *s, size_t unit)
 
 /* Traces from the roots in name order, breadth first: every reachable
  * object gets IMG_TRACED and stamp = its index. Refuses references that are
- * not objects of the heap, shapeless types and contradicted shapes. The
- * caller must call img_trace_clear() whatever the result. */
-mp_img_status img_trace_run(mp_img_heap *h, struct img_trace *t, mp_img_error *err);
+ * not objects of the heap, shapeless types and contradicted shapes. With
+ * tr->emit set (by the caller, after zeroing *tr) it also emits the object
+ * table. The caller must call img_trace_clear() whatever the result. */
+mp_img_status img_trace_run(mp_img_heap *h, struct img_trace *tr, mp_img_error *err);
 /* Clears IMG_TRACED by a chain walk and frees the trace. */
-void img_trace_clear(mp_img_heap *h, struct img_trace *t);
+void img_trace_clear(mp_img_heap *h, struct img_trace *tr);
 
 /* ---- foreign.c / modules.c ---------------------------------------- */
 

@@ -13,19 +13,34 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The pass over the extent and object tables. With `patch` it writes every
- * unit of the allocated objects ptrs[1..n]; without, it only checks (verify).
- * Either way every unit is range-checked before it is used. */
+/* Where the objects go: one run in one chunk, object i (1-based) at word
+ * off[i] of the run; computed from the extents before any object memory is
+ * written, so that the fill below touches the run once, in order. */
+struct img_run {
+    struct img_chunk *chunk;
+    mp_img_word *base;  /* first word of the run */
+    size_t base_word;   /* its word index in the chunk, for the start bits */
+    uint32_t *off;      /* n + 1 entries; off[0] unused */
+    size_t off_size;
+    int off_mapped;
+};
+
+/* The pass over the extent and object tables. With `fill` it writes every
+ * object of the run (metadata, header, units); without, it only checks
+ * (verify). Either way every unit is range-checked before it is used. */
 static inline __attribute__((always_inline)) mp_img_status
-objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t *fvals,
-             const unsigned char *blob, mp_img_error *err, const int patch)
+objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_t *fvals,
+             const unsigned char *blob, mp_img_error *err, const int fill)
 {
     const uint64_t n = v->hd.n_objects, nf = v->hd.n_foreign, nb = v->hd.n_bytes;
     const size_t w = v->hd.meta_width;
     const unsigned char *rec = v->objects_at;
+    mp_img_word *const base = fill ? run->base : NULL;
+    const uint32_t *const off = fill ? run->off : NULL;
     uint64_t bad = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t e = img_rd64(v->extents_at + 8 * i);
@@ -44,15 +59,28 @@ objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t
                                 (unsigned long long)i + 1);
             s = &custom;
         }
-        mp_img_word *dst = patch ? ptrs[i + 1] : NULL;
-        if (patch && w)
-            memcpy(dst - 2 - w, rec, 8 * w); /* metadata, imaged as words */
+        mp_img_word *dst = NULL;
+        if (fill) {
+            dst = base + off[i + 1];
+            if (w)
+                memcpy(dst - 2 - w, rec, 8 * w); /* metadata, imaged as words */
+            struct img_obj *hdr = img_hdr(dst);
+            hdr->type = IMG_EXTENT_TYPE(e);
+            hdr->units = units;
+            hdr->flags = IMG_EXTENT_FLAGS(e);
+            hdr->stamp = 0;
+            /* Invariant kept: the start bit of every object's unit 0. */
+            size_t word = run->base_word + off[i + 1];
+            run->chunk->starts[word / 64] |= (uint64_t)1 << (word % 64);
+        }
         rec += 8 * w;
         if (t->shape_class == IMG_SHAPE_DYNAMIC && img_rd64(rec) != (uint64_t)units - 1)
             return img_fail(err, MP_IMG_ERR_CORRUPT,
                             "object %llu: slot-0 count %llu contradicts its %u units",
                             (unsigned long long)i + 1, (unsigned long long)img_rd64(rec),
                             (unsigned)units);
+/* Object x (checked <= n) as a pointer; index 0 is nil. */
+#define REF(x) ((x) ? (mp_img_word)(base + off[x]) : (mp_img_word)0)
         if (s->mask == 0) {
             for (uint32_t u = 0; u < units; u++) {
                 uint64_t x = img_rd64(rec + 8 * (size_t)u);
@@ -60,8 +88,8 @@ objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t
                     bad = x;
                     goto bad_ref;
                 }
-                if (patch)
-                    dst[u] = (mp_img_word)ptrs[x]; /* ptrs[0] is NULL: nil */
+                if (fill)
+                    dst[u] = REF(x);
             }
             rec += 8 * (size_t)units;
             continue;
@@ -74,11 +102,11 @@ objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t
                     bad = x;
                     goto bad_ref;
                 }
-                if (patch)
-                    dst[u] = (mp_img_word)ptrs[x];
+                if (fill)
+                    dst[u] = REF(x);
                 break;
             case MP_IMG_WORD:
-                if (patch)
+                if (fill)
                     dst[u] = (mp_img_word)x;
                 break;
             case MP_IMG_BYTES:
@@ -91,7 +119,7 @@ objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t
                     if (len >= nb - x || v->blob_at[x + len] != 0)
                         goto bad_bytes;
                 }
-                if (patch)
+                if (fill)
                     dst[u] = x ? (mp_img_word)(blob + x) : 0;
                 break;
             case MP_IMG_FOREIGN:
@@ -100,7 +128,7 @@ objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t
                                     "object %llu unit %u: foreign index %llu out of range",
                                     (unsigned long long)i + 1, (unsigned)u,
                                     (unsigned long long)x);
-                if (patch)
+                if (fill)
                     dst[u] = fvals[x]; /* fvals[0] is 0: nil */
                 break;
             }
@@ -110,6 +138,7 @@ objects_pass(const struct img_view *v, mp_img_word *const *ptrs, const uintptr_t
                             "object %llu unit %u: bytes offset %llu is not a blob entry",
                             (unsigned long long)i + 1, (unsigned)u, (unsigned long long)x);
         }
+#undef REF
         rec += 8 * (size_t)units;
         continue;
     bad_ref:
@@ -124,11 +153,20 @@ mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err
     return objects_pass(v, NULL, NULL, NULL, err, 0);
 }
 
-static mp_img_status patch_objects(const struct img_view *v, mp_img_word *const *ptrs,
-                                   const uintptr_t *fvals, const unsigned char *blob,
-                                   mp_img_error *err)
+/* Allocate and patch: every object of the run written in index order. */
+static mp_img_status fill_objects(mp_img_heap *h, const struct img_view *v,
+                                  const struct img_run *run, const uintptr_t *fvals,
+                                  const unsigned char *blob, mp_img_error *err)
 {
-    return objects_pass(v, ptrs, fvals, blob, err, 1);
+    if (!run->chunk)
+        return MP_IMG_OK;
+    mp_img_status st = objects_pass(v, run, fvals, blob, err, 1);
+    if (st != MP_IMG_OK)
+        return st; /* the chunk's `used` never covered the run: nothing to undo */
+    run->chunk->used += (size_t)v->heap_bytes;
+    run->chunk->objects += (size_t)v->hd.n_objects;
+    h->count += (size_t)v->hd.n_objects;
+    return MP_IMG_OK;
 }
 
 /* Resolve foreign: every entry reacquired by name, before any object. The
@@ -159,34 +197,42 @@ static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintp
     return st;
 }
 
-/* Allocate: one object per extent, in index order, in one reserved run. */
-static mp_img_status allocate_all(mp_img_heap *h, const struct img_view *v, mp_img_word **ptrs,
-                                  mp_img_error *err)
+/* Allocate: a run of heap memory for every object, and each object's place
+ * in it, from the extent table alone. */
+static mp_img_status plan_run(mp_img_heap *h, const struct img_view *v, struct img_run *run,
+                              mp_img_error *err)
 {
-    if (img_reserve(h, (size_t)v->heap_bytes))
+    uint64_t n = v->hd.n_objects;
+    if (v->heap_bytes / sizeof(mp_img_word) > UINT32_MAX)
+        return img_fail(err, MP_IMG_ERR_LIMIT, "%llu objects need more than 32 GiB",
+                        (unsigned long long)n);
+    if (n == 0)
+        return MP_IMG_OK; /* no run: roots are all nil */
+    run->off_size = (size_t)(n + 1) * sizeof *run->off;
+    run->off = img_big_alloc(run->off_size, &run->off_mapped);
+    if (!run->off || img_reserve(h, (size_t)v->heap_bytes))
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
-                        (unsigned long long)v->hd.n_objects);
-    ptrs[0] = NULL;
-    for (uint64_t i = 0; i < v->hd.n_objects; i++) {
-        uint64_t e = img_rd64(v->extents_at + 8 * i);
-        mp_img_word *obj = img_alloc_raw(h, IMG_EXTENT_TYPE(e), IMG_EXTENT_UNITS(e));
-        if (!obj)
-            return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %llu",
-                            (unsigned long long)i + 1);
-        img_hdr(obj)->flags = IMG_EXTENT_FLAGS(e);
-        ptrs[i + 1] = obj;
+                        (unsigned long long)n);
+    run->chunk = &h->chunks[h->n_chunks - 1];
+    run->base = (mp_img_word *)(run->chunk->base + run->chunk->used);
+    run->base_word = run->chunk->used / sizeof(mp_img_word);
+    uint32_t at = (uint32_t)(h->meta_width + 2); /* unit 0 of the first object */
+    for (uint64_t i = 0; i < n; i++) {
+        run->off[i + 1] = at;
+        at += (uint32_t)(IMG_EXTENT_UNITS(img_rd64(v->extents_at + 8 * i)) + h->meta_width + 2);
     }
     return MP_IMG_OK;
 }
 
 static mp_img_status install_roots(mp_img_heap *h, const struct img_view *v,
-                                   mp_img_word *const *ptrs, mp_img_error *err)
+                                   const struct img_run *run, mp_img_error *err)
 {
     for (uint64_t r = 0; r < v->hd.n_roots; r++) {
         char name[IMG_NAME_MAX + 1];
         memcpy(name, v->roots[r].name, v->roots[r].name_len);
         name[v->roots[r].name_len] = '\0';
-        mp_img_status st = mp_img_root_set(h, name, ptrs[v->roots[r].index], err);
+        uint64_t x = v->roots[r].index;
+        mp_img_status st = mp_img_root_set(h, name, x ? run->base + run->off[x] : NULL, err);
         if (st != MP_IMG_OK)
             return st;
     }
@@ -201,9 +247,9 @@ static mp_img_status load_view(mp_img_registry *reg, const struct img_view *v,
     if (st != MP_IMG_OK)
         return st;
     uintptr_t *fvals = malloc((v->hd.n_foreign + 1) * sizeof *fvals);
-    mp_img_word **ptrs = malloc((v->hd.n_objects + 1) * sizeof *ptrs);
+    struct img_run run = {0};
     unsigned char *blob = v->hd.n_bytes ? malloc(v->hd.n_bytes) : NULL;
-    if (!fvals || !ptrs || (v->hd.n_bytes && !blob)) {
+    if (!fvals || (v->hd.n_bytes && !blob)) {
         free(blob);
         st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory loading %llu objects",
                       (unsigned long long)v->hd.n_objects);
@@ -218,12 +264,13 @@ static mp_img_status load_view(mp_img_registry *reg, const struct img_view *v,
         }
     }
     if ((st = resolve_all(h, v, fvals, err)) == MP_IMG_OK &&
-        (st = allocate_all(h, v, ptrs, err)) == MP_IMG_OK &&
-        (st = patch_objects(v, ptrs, fvals, blob, err)) == MP_IMG_OK)
-        st = install_roots(h, v, ptrs, err);
+        (st = plan_run(h, v, &run, err)) == MP_IMG_OK &&
+        (st = fill_objects(h, v, &run, fvals, blob, err)) == MP_IMG_OK)
+        st = install_roots(h, v, &run, err);
 out:
     free(fvals);
-    free(ptrs);
+    if (run.off)
+        img_big_free(run.off, run.off_size, run.off_mapped);
     if (st != MP_IMG_OK) {
         mp_img_heap_free(h);
         return st;
@@ -248,10 +295,27 @@ mp_img_status mp_img_load_memory(mp_img_registry *reg, const void *data, size_t 
     return st;
 }
 
-/* Reads a whole file into a malloc'ed buffer. */
-static mp_img_status read_file(const char *path, unsigned char **buf, size_t *len,
-                               mp_img_error *err)
+/* An image file in memory: mapped read-only (MAP_POPULATE: no copy and one
+ * batch of faults), or read into a buffer when it cannot be mapped. A file
+ * truncated by another process while mapped raises SIGBUS, as any mapped
+ * file does; mp_img_write() replaces images by rename, never in place. */
+struct img_file {
+    const unsigned char *data;
+    size_t len;
+    void *map;
+    unsigned char *buf;
+};
+
+static void file_close(struct img_file *f)
 {
+    if (f->map)
+        munmap(f->map, f->len);
+    free(f->buf);
+}
+
+static mp_img_status file_open(const char *path, struct img_file *f, mp_img_error *err)
+{
+    memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return img_fail(err, MP_IMG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -263,6 +327,16 @@ static mp_img_status read_file(const char *path, unsigned char **buf, size_t *le
                         e == EINVAL ? "not a regular file" : strerror(e));
     }
     size_t size = (size_t)sb.st_size;
+    if (size > 0) {
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (m != MAP_FAILED) {
+            close(fd);
+            f->map = m;
+            f->data = m;
+            f->len = size;
+            return MP_IMG_OK;
+        }
+    }
     unsigned char *b = malloc(size ? size : 1);
     if (!b) {
         close(fd);
@@ -284,8 +358,9 @@ static mp_img_status read_file(const char *path, unsigned char **buf, size_t *le
         got += (size_t)n;
     }
     close(fd);
-    *buf = b;
-    *len = got;
+    f->buf = b;
+    f->data = b;
+    f->len = got;
     return MP_IMG_OK;
 }
 
@@ -297,13 +372,12 @@ mp_img_status mp_img_load(mp_img_registry *reg, const char *path, mp_img_heap **
     *out = NULL;
     if (!reg || !path)
         return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry and path must be given");
-    unsigned char *buf;
-    size_t len;
-    mp_img_status st = read_file(path, &buf, &len, err);
+    struct img_file f;
+    mp_img_status st = file_open(path, &f, err);
     if (st != MP_IMG_OK)
         return st;
-    st = mp_img_load_memory(reg, buf, len, out, err);
-    free(buf);
+    st = mp_img_load_memory(reg, f.data, f.len, out, err);
+    file_close(&f);
     return st;
 }
 
@@ -311,16 +385,15 @@ mp_img_status mp_img_verify(const char *path, mp_img_error *err)
 {
     if (!path)
         return img_fail(err, MP_IMG_ERR_ARGUMENT, "path must be given");
-    unsigned char *buf;
-    size_t len;
-    mp_img_status st = read_file(path, &buf, &len, err);
+    struct img_file f;
+    mp_img_status st = file_open(path, &f, err);
     if (st != MP_IMG_OK)
         return st;
     struct img_view v;
-    st = img_view_open(&v, buf, len, NULL, err);
+    st = img_view_open(&v, f.data, f.len, NULL, err);
     if (st == MP_IMG_OK)
         st = img_view_check_objects(&v, err);
     img_view_close(&v);
-    free(buf);
+    file_close(&f);
     return st == MP_IMG_OK ? img_ok(err) : st;
 }

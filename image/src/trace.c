@@ -1,43 +1,50 @@
-/* The trace: the mark half of "a mark phase that emits". Breadth first from
- * the roots in name order, so an object's index depends on the graph alone,
- * never on allocation order or addresses. */
-#include "format.h"
+/* The trace: "a mark phase that emits". Breadth first from the roots in
+ * name order, so an object's index depends on the graph alone, never on
+ * allocation order or addresses; with `emit`, each object's record of the
+ * object table is written as the object is processed. */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int push(struct img_trace *tr, void *obj)
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-    if (tr->n == tr->cap) {
-        size_t cap = tr->cap ? tr->cap * 2 : 1024;
-        void **o = realloc(tr->order, cap * sizeof *o);
-        if (!o)
-            return -1;
-        tr->order = o;
-        uint32_t *e = realloc(tr->extents, cap * sizeof *e);
-        if (!e)
-            return -1;
-        tr->extents = e;
-        tr->cap = cap;
-    }
-    struct img_obj *hdr = img_hdr(obj);
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    while (c < need)
+        c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* Marks p reached: its index is the next one. */
+static inline void reach(struct img_trace *tr, void *p)
+{
+    struct img_obj *hdr = img_hdr(p);
     /* Invariant: IMG_TRACED set <=> the object is in order[] and its stamp
      * is its 1-based position there. The chain walk in img_trace_clear()
      * takes the bit back from every object, reached or not. */
     hdr->flags |= IMG_TRACED;
     hdr->stamp = (uint32_t)(tr->n + 1);
-    tr->order[tr->n++] = obj;
-    return 0;
+    tr->order[tr->n++] = p;
 }
 
-/* Visits a candidate reference held by `holder` (index, type, unit) or by a
- * root (holder == 0, unit = root position). */
+/* A reference held by object `holder` (type t) at `unit`, or by root
+ * number `unit` when holder == 0: checked, reached if new, and resolved to
+ * its index in *index. */
 static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t holder,
-                           const mp_img_type *t, size_t unit, mp_img_error *err)
+                           const mp_img_type *t, size_t unit, uint64_t *index,
+                           mp_img_error *err)
 {
-    if (!p)
+    if (!p) {
+        *index = 0;
         return MP_IMG_OK;
+    }
     /* Checked before anything reads *p: p may be any address at all. */
     if (!mp_img_heap_contains(h, p)) {
         if (holder == 0)
@@ -49,19 +56,15 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
                         "this heap",
                         holder, t->name, unit, (unsigned long)(uintptr_t)p);
     }
-    if (img_hdr(p)->flags & IMG_TRACED)
-        return MP_IMG_OK;
-    if (tr->n >= (size_t)UINT32_MAX - 1)
-        return img_fail(err, MP_IMG_ERR_LIMIT, "more than %u reachable objects",
-                        (unsigned)(UINT32_MAX - 2));
-    if (push(tr, p))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory tracing object %zu", tr->n + 1);
+    if (!(img_hdr(p)->flags & IMG_TRACED))
+        reach(tr, p); /* order[] was sized for every object of the heap */
+    *index = img_hdr(p)->stamp;
     return MP_IMG_OK;
 }
 
 /* Decides object `index`'s shape and extent for this write. */
-static mp_img_status shape_of(struct img_trace *tr, const mp_img_type *t, mp_img_word *obj,
-                              size_t index, const mp_img_shape **shape, uint32_t *extent,
+static mp_img_status shape_of(const mp_img_type *t, const mp_img_word *obj, size_t index,
+                              mp_img_shape *custom, const mp_img_shape **shape, uint32_t *extent,
                               mp_img_error *err)
 {
     uint32_t units = img_hdr(obj)->units;
@@ -79,31 +82,21 @@ static mp_img_status shape_of(struct img_trace *tr, const mp_img_type *t, mp_img
         *shape = &t->shape;
         *extent = (uint32_t)obj[0] + 1;
         return MP_IMG_OK;
-    case IMG_SHAPE_CUSTOM: {
-        mp_img_shape s = {0};
-        if (!t->opts.shape_of(t->opts.ctx, obj, units, &s))
+    case IMG_SHAPE_CUSTOM:
+        memset(custom, 0, sizeof *custom);
+        if (!t->opts.shape_of(t->opts.ctx, obj, units, custom))
             return img_fail(err, MP_IMG_ERR_SHAPE,
                             "object %zu (type '%s'): its shape callback refused the instance",
                             index, t->name);
-        if (s.dynamic || s.count > units || img_shape_check(&s, NULL) != MP_IMG_OK)
+        if (custom->dynamic || custom->count > units || img_shape_check(custom, NULL) != MP_IMG_OK)
             return img_fail(err, MP_IMG_ERR_SHAPE,
                             "object %zu (type '%s'): its shape callback returned a shape that "
                             "does not fit its %u units",
                             index, t->name, units);
-        img_shape_canon(&s);
-        if (tr->n_custom == tr->cap_custom) {
-            size_t cap = tr->cap_custom ? tr->cap_custom * 2 : 64;
-            struct img_custom *c = realloc(tr->custom, cap * sizeof *c);
-            if (!c)
-                return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory tracing object %zu", index);
-            tr->custom = c;
-            tr->cap_custom = cap;
-        }
-        tr->custom[tr->n_custom] = (struct img_custom){index, s};
-        *shape = &tr->custom[tr->n_custom++].shape;
-        *extent = s.count;
+        img_shape_canon(custom);
+        *shape = custom;
+        *extent = custom->count;
         return MP_IMG_OK;
-    }
     default:
         return img_fail(err, MP_IMG_ERR_NO_SHAPE,
                         "object %zu (type '%s'): the type has no shape; declare one, or a shape "
@@ -112,47 +105,135 @@ static mp_img_status shape_of(struct img_trace *tr, const mp_img_type *t, mp_img
     }
 }
 
-mp_img_status img_trace_run(mp_img_heap *h, struct img_trace *tr, mp_img_error *err)
+static mp_img_status emit_bytes(struct img_trace *tr, const mp_img_type *t,
+                                const mp_img_word *obj, size_t index, size_t unit,
+                                uint64_t *value, mp_img_error *err)
 {
-    memset(tr, 0, sizeof *tr);
-    mp_img_status st;
-    for (size_t r = 0; r < h->n_roots; r++)
-        if ((st = visit(h, tr, h->roots[r].obj, 0, NULL, r, err)) != MP_IMG_OK)
-            return st;
-    /* order[] is its own queue: objects are appended as they are reached
-     * and processed in index order. */
-    for (size_t i = 0; i < tr->n; i++) {
-        mp_img_word *obj = tr->order[i];
-        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
-        const mp_img_shape *s = NULL;
-        uint32_t extent = 0;
-        if ((st = shape_of(tr, t, obj, i + 1, &s, &extent, err)) != MP_IMG_OK)
-            return st;
-        tr->extents[i] = extent;
-        if (s->mask == 0) {
-            for (size_t u = 0; u < extent; u++)
-                if ((st = visit(h, tr, (void *)obj[u], i + 1, t, u, err)) != MP_IMG_OK)
-                    return st;
-        } else {
-            for (size_t u = 0; u < extent; u++)
-                if (img_kind(s, u) == MP_IMG_REF &&
-                    (st = visit(h, tr, (void *)obj[u], i + 1, t, u, err)) != MP_IMG_OK)
-                    return st;
+    if (!obj[unit]) {
+        *value = 0;
+        return MP_IMG_OK;
+    }
+    if (!t->opts.bytes_length)
+        return img_fail(err, MP_IMG_ERR_SHAPE,
+                        "object %zu (type '%s') unit %zu: a bytes unit, but the type has no "
+                        "bytes_length function",
+                        index, t->name, unit);
+    size_t len = t->opts.bytes_length(t->opts.ctx, obj, unit);
+    if (len == SIZE_MAX)
+        return img_fail(err, MP_IMG_ERR_SHAPE,
+                        "object %zu (type '%s') unit %zu: the type's bytes_length refused it",
+                        index, t->name, unit);
+    if ((uint64_t)len > (UINT64_C(1) << 40) || tr->blob_size > (UINT64_C(1) << 48))
+        return img_fail(err, MP_IMG_ERR_LIMIT,
+                        "object %zu (type '%s') unit %zu: %zu bytes is beyond the format's limits",
+                        index, t->name, unit, len);
+    if (grow((void **)&tr->bytes, &tr->cap_bytes, tr->n_bytes + 1, sizeof *tr->bytes))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+    tr->bytes[tr->n_bytes++] = (struct img_bytes_ref){(const void *)obj[unit], len};
+    *value = tr->blob_size + 8; /* the data, after its length word */
+    tr->blob_size += img_blob_entry(len);
+    return MP_IMG_OK;
+}
+
+static mp_img_status emit_foreign(struct img_trace *tr, const mp_img_type *t, mp_img_word v,
+                                  size_t pos, size_t index, size_t unit, mp_img_error *err)
+{
+    if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
+        return MP_IMG_OK; /* nil: stays 0 */
+    if (grow((void **)&tr->frefs, &tr->cap_frefs, tr->n_frefs + 1, sizeof *tr->frefs))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+    tr->frefs[tr->n_frefs++] = (struct img_foreign_ref){pos, t, v, index, unit};
+    return MP_IMG_OK;
+}
+
+/* Processes object i: its references traced and, with emit, its record and
+ * extent written. */
+static mp_img_status process(mp_img_heap *h, struct img_trace *tr, size_t i, mp_img_error *err)
+{
+    mp_img_word *obj = tr->order[i];
+    struct img_obj *hdr = img_hdr(obj);
+    const mp_img_type *t = h->reg->types[hdr->type];
+    mp_img_shape custom;
+    const mp_img_shape *s = NULL;
+    uint32_t extent = 0;
+    mp_img_status st = shape_of(t, obj, i + 1, &custom, &s, &extent, err);
+    if (st != MP_IMG_OK)
+        return st;
+    uint64_t *rec = NULL;
+    if (tr->emit) {
+        tr->extents[i] = IMG_EXTENT(extent, hdr->type, hdr->flags & MP_IMG_USER_FLAGS);
+        rec = tr->rec + tr->rec_len;
+        if (t->shape_class == IMG_SHAPE_CUSTOM) {
+            *rec++ = s->described;
+            *rec++ = s->mask;
         }
+        const mp_img_word *meta = obj - 2 - h->meta_width;
+        for (size_t m = 0; m < h->meta_width; m++)
+            *rec++ = meta[m];
+        tr->rec_len = (size_t)(rec - tr->rec) + extent;
+    }
+    uint64_t x = 0;
+    for (size_t u = 0; u < extent; u++) {
+        switch (img_kind(s, u)) {
+        case MP_IMG_REF:
+            st = visit(h, tr, (void *)obj[u], i + 1, t, u, &x, err);
+            break;
+        case MP_IMG_WORD:
+            x = obj[u];
+            break;
+        case MP_IMG_BYTES:
+            st = tr->emit ? emit_bytes(tr, t, obj, i + 1, u, &x, err) : MP_IMG_OK;
+            break;
+        case MP_IMG_FOREIGN:
+            x = 0; /* a placeholder until the value is named */
+            st = tr->emit ? emit_foreign(tr, t, obj[u], (size_t)(rec + u - tr->rec), i + 1, u,
+                                         err)
+                          : MP_IMG_OK;
+            break;
+        }
+        if (st != MP_IMG_OK)
+            return st;
+        if (rec)
+            rec[u] = x;
     }
     return MP_IMG_OK;
 }
 
-const mp_img_shape *img_trace_shape(const struct img_trace *tr, const mp_img_type *t,
-                                    size_t index, size_t *cursor)
+/* Room for the whole heap, so that nothing moves during the walk: order
+ * and extents for every object, the object table for every heap word (an
+ * object's record is never longer than its place on the heap). Reserved,
+ * not touched: only what is used is faulted in. */
+static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error *err)
 {
-    if (t->shape_class != IMG_SHAPE_CUSTOM)
-        return &t->shape;
-    /* Custom shapes were recorded in index order; the cursor walks them in
-     * the same order as the caller walks the objects. */
-    while (*cursor < tr->n_custom && tr->custom[*cursor].index < index)
-        (*cursor)++;
-    return &tr->custom[*cursor].shape;
+    size_t words = 0;
+    for (size_t c = 0; c < h->n_chunks; c++)
+        words += h->chunks[c].used / sizeof(mp_img_word);
+    tr->cap = h->count;
+    tr->order = malloc((tr->cap ? tr->cap : 1) * sizeof *tr->order);
+    if (tr->emit) {
+        tr->extents = malloc((tr->cap ? tr->cap : 1) * sizeof *tr->extents);
+        tr->rec_cap = words;
+        tr->rec = malloc((words ? words : 1) * sizeof *tr->rec);
+    }
+    if (!tr->order || (tr->emit && (!tr->extents || !tr->rec)))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory tracing %zu objects", h->count);
+    if (h->count >= (size_t)UINT32_MAX - 1)
+        return img_fail(err, MP_IMG_ERR_LIMIT, "more than %u objects on the heap",
+                        (unsigned)(UINT32_MAX - 2));
+    return MP_IMG_OK;
+}
+
+mp_img_status img_trace_run(mp_img_heap *h, struct img_trace *tr, mp_img_error *err)
+{
+    mp_img_status st = reserve(h, tr, err);
+    uint64_t ignored;
+    for (size_t r = 0; r < h->n_roots && st == MP_IMG_OK; r++)
+        st = visit(h, tr, h->roots[r].obj, 0, NULL, r, &ignored, err);
+    /* order[] is its own queue: objects are appended as they are reached
+     * and processed in index order. */
+    for (size_t i = 0; i < tr->n && st == MP_IMG_OK; i++)
+        st = process(h, tr, i, err);
+    return st;
 }
 
 static void untrace(void *obj, void *ctx)
@@ -168,7 +249,9 @@ void img_trace_clear(mp_img_heap *h, struct img_trace *tr)
     img_chain_walk(h, untrace, NULL);
     free(tr->order);
     free(tr->extents);
-    free(tr->custom);
+    free(tr->rec);
+    free(tr->bytes);
+    free(tr->frefs);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -177,6 +260,7 @@ mp_img_status mp_img_heap_reachable(mp_img_heap *h, size_t *count, mp_img_error 
     if (!h)
         return img_fail(err, MP_IMG_ERR_ARGUMENT, "heap must not be NULL");
     struct img_trace tr;
+    memset(&tr, 0, sizeof tr);
     mp_img_status st = img_trace_run(h, &tr, err);
     if (count)
         *count = st == MP_IMG_OK ? tr.n : 0;

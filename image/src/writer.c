@@ -1,16 +1,15 @@
 /* The writer: a mark phase that emits.
  *
- *   1. trace   - stamp an index on every object reachable from the roots
- *                (trace.c); refuses what it cannot place.
- *   2. measure - resolve every unit by its kind without writing: collect
- *                foreign values and bytes lengths, size every section.
- *   3. name    - name the foreign values, over the foreign table alone,
- *                never during the walk; refuses what the vocabulary cannot
- *                name.
- *   4. emit    - one pass of write(2) calls to a temporary, fsync, checksum,
- *                clear the incomplete marker last, rename.
+ *   1. trace - stamp an index on every object reachable from the roots and
+ *              emit its record, every unit resolved by its kind (trace.c);
+ *              refuses what it cannot place.
+ *   2. name  - name the foreign values, over the foreign table alone, never
+ *              during the walk, and fill in their placeholders; refuses what
+ *              the vocabulary cannot name.
+ *   3. write - one pass of write(2) calls to a temporary, fsync, checksum,
+ *              clear the incomplete marker last, rename.
  *
- * Every refusal happens before step 4 creates a file. The trace flag is
+ * Every refusal happens before step 3 creates a file. The trace flag is
  * taken back by a chain walk whatever happens. */
 #define _GNU_SOURCE
 #include "format.h"
@@ -47,15 +46,8 @@ struct plan {
     uint64_t *entry_off; /* offset of entry k (0-based) in ftab */
     size_t n_foreign, cap_entries;
     struct img_map names; /* (hash, length) of an entry -> its index */
-    /* bytes units, in unit order */
-    uint64_t *blens;
-    size_t n_blens, cap_blens;
-    uint64_t blob_size;
-    uint64_t roots_size, objects_size;
+    uint64_t roots_size;
 };
-
-/* Bytes one blob entry takes: length word, data, at least one zero. */
-static inline uint64_t blob_entry(uint64_t len) { return 8 + img_pad8(len + 1); }
 
 /* The key that makes two foreign values "the same" before naming. */
 static uint64_t value_class(const mp_img_type *t)
@@ -87,80 +79,6 @@ static void plan_free(struct plan *p)
     free(p->vals);
     free(p->ftab);
     free(p->entry_off);
-    free(p->blens);
-}
-
-static mp_img_status note_foreign(struct plan *p, const mp_img_type *t, uintptr_t v,
-                                  size_t index, size_t unit, mp_img_error *err)
-{
-    if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
-        return MP_IMG_OK; /* nil, without an entry */
-    int inserted;
-    uint64_t *slot = img_map_put(&p->values, v, value_class(t), p->n_vals, &inserted);
-    if (!slot)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
-    if (!inserted)
-        return MP_IMG_OK;
-    if (grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1, sizeof *p->vals))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
-    p->vals[p->n_vals++] = (struct value_ent){v, t, index, unit, 0};
-    return MP_IMG_OK;
-}
-
-static mp_img_status note_bytes(struct plan *p, const mp_img_type *t, const mp_img_word *obj,
-                                size_t index, size_t unit, mp_img_error *err)
-{
-    if (!t->opts.bytes_length)
-        return img_fail(err, MP_IMG_ERR_SHAPE,
-                        "object %zu (type '%s') unit %zu: a bytes unit, but the type has no "
-                        "bytes_length function",
-                        index, t->name, unit);
-    size_t len = t->opts.bytes_length(t->opts.ctx, obj, unit);
-    if (len == SIZE_MAX)
-        return img_fail(err, MP_IMG_ERR_SHAPE,
-                        "object %zu (type '%s') unit %zu: the type's bytes_length refused it",
-                        index, t->name, unit);
-    if ((uint64_t)len > (UINT64_C(1) << 40) || p->blob_size > (UINT64_C(1) << 48))
-        return img_fail(err, MP_IMG_ERR_LIMIT,
-                        "object %zu (type '%s') unit %zu: %zu bytes is beyond the format's limits",
-                        index, t->name, unit, len);
-    if (grow((void **)&p->blens, &p->cap_blens, p->n_blens + 1, sizeof *p->blens))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
-    p->blens[p->n_blens++] = len;
-    p->blob_size += blob_entry(len);
-    return MP_IMG_OK;
-}
-
-/* Step 2: every unit resolved by its kind, nothing written. */
-static mp_img_status measure(mp_img_heap *h, const struct img_trace *tr, struct plan *p,
-                             mp_img_error *err)
-{
-    size_t cursor = 0;
-    mp_img_status st;
-    for (size_t i = 0; i < tr->n; i++) {
-        const mp_img_word *obj = tr->order[i];
-        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
-        const mp_img_shape *s = img_trace_shape(tr, t, i + 1, &cursor);
-        size_t ext = tr->extents[i];
-        p->objects_size += 8 * ((uint64_t)ext + p->meta_width) +
-                           (t->shape_class == IMG_SHAPE_CUSTOM ? 16 : 0);
-        if (s->mask == 0)
-            continue; /* references only, all placed by the trace */
-        for (size_t u = 0; u < ext; u++) {
-            mp_img_kind k = img_kind(s, u);
-            if (k == MP_IMG_BYTES && obj[u])
-                st = note_bytes(p, t, obj, i + 1, u, err);
-            else if (k == MP_IMG_FOREIGN)
-                st = note_foreign(p, t, obj[u], i + 1, u, err);
-            else
-                continue;
-            if (st != MP_IMG_OK)
-                return st;
-        }
-    }
-    for (size_t r = 0; r < h->n_roots; r++)
-        p->roots_size += 16 + img_pad8(strlen(h->roots[r].name));
-    return MP_IMG_OK;
 }
 
 static int ftab_put(struct plan *p, const void *data, size_t len)
@@ -226,13 +144,34 @@ static int add_entry(struct plan *p, const struct img_foreign *f, uint64_t *inde
     return 0;
 }
 
-/* Step 3: name every distinct foreign value, in first-occurrence order. */
-static mp_img_status name_all(struct plan *p, mp_img_error *err)
+/* Collects the distinct foreign values of the walk, in first-occurrence
+ * order (the frefs are in object and unit order). */
+static mp_img_status collect_values(struct plan *p, const struct img_trace *tr,
+                                    mp_img_error *err)
 {
+    for (size_t i = 0; i < tr->n_frefs; i++) {
+        const struct img_foreign_ref *f = &tr->frefs[i];
+        int inserted;
+        uint64_t *slot =
+            img_map_put(&p->values, f->value, value_class(f->type), p->n_vals, &inserted);
+        if (!slot ||
+            (inserted && grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1, sizeof *p->vals)))
+            return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", f->index);
+        if (inserted)
+            p->vals[p->n_vals++] = (struct value_ent){f->value, f->type, f->index, f->unit, 0};
+    }
+    return MP_IMG_OK;
+}
+
+/* Step 2: name every distinct foreign value, then fill in every unit. */
+static mp_img_status name_all(struct plan *p, struct img_trace *tr, mp_img_error *err)
+{
+    mp_img_status st = collect_values(p, tr, err);
+    if (st != MP_IMG_OK)
+        return st;
     struct img_namer *nm = img_namer_new();
     if (!nm)
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
-    mp_img_status st = MP_IMG_OK;
     for (size_t i = 0; i < p->n_vals && st == MP_IMG_OK; i++) {
         struct value_ent *v = &p->vals[i];
         struct img_foreign f;
@@ -256,6 +195,11 @@ static mp_img_status name_all(struct plan *p, mp_img_error *err)
             st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
     }
     img_namer_free(nm);
+    for (size_t i = 0; i < tr->n_frefs && st == MP_IMG_OK; i++) {
+        const struct img_foreign_ref *f = &tr->frefs[i];
+        const uint64_t *slot = img_map_get(&p->values, f->value, value_class(f->type));
+        tr->rec[f->pos] = p->vals[*slot].index;
+    }
     return st;
 }
 
@@ -280,11 +224,11 @@ static void put_header(struct img_sink *sk, const mp_img_heap *h, const struct i
     hd.n_foreign = p->n_foreign;
     hd.n_roots = h->n_roots;
     hd.n_objects = tr->n;
-    hd.n_bytes = p->blob_size;
+    hd.n_bytes = tr->blob_size;
     hd.types_size = p->types_size;
     hd.foreign_size = p->ftab_size;
     hd.roots_size = p->roots_size;
-    hd.objects_size = p->objects_size;
+    hd.objects_size = tr->rec_len * 8;
     img_sink_put(sk, &hd, sizeof hd);
 }
 
@@ -298,79 +242,13 @@ static void put_str(struct img_sink *sk, const char *s)
 
 static inline uint64_t ref_index(mp_img_word p) { return p ? img_hdr((void *)p)->stamp : 0; }
 
-static uint64_t foreign_index(const struct plan *p, const mp_img_type *t, mp_img_word v)
+static void put_blob(struct img_sink *sk, const struct img_trace *tr)
 {
-    if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
-        return 0;
-    const uint64_t *slot = img_map_get(&p->values, v, value_class(t));
-    return p->vals[*slot].index; /* measure() noted every foreign unit */
-}
-
-static void put_objects(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
-                        const struct plan *p)
-{
-    size_t cursor = 0;
-    uint64_t blob_at = 0; /* offset of the next blob entry */
-    size_t nb = 0;
-    for (size_t i = 0; i < tr->n; i++) {
-        mp_img_word *obj = tr->order[i];
-        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
-        const mp_img_shape *s = img_trace_shape(tr, t, i + 1, &cursor);
-        size_t ext = tr->extents[i];
-        if (t->shape_class == IMG_SHAPE_CUSTOM) {
-            img_sink_word(sk, s->described);
-            img_sink_word(sk, s->mask);
-        }
-        const mp_img_word *meta = obj - 2 - p->meta_width;
-        for (size_t m = 0; m < p->meta_width; m++)
-            img_sink_word(sk, meta[m]);
-        if (s->mask == 0) {
-            for (size_t u = 0; u < ext; u++)
-                img_sink_word(sk, ref_index(obj[u]));
-            continue;
-        }
-        for (size_t u = 0; u < ext; u++) {
-            switch (img_kind(s, u)) {
-            case MP_IMG_REF:
-                img_sink_word(sk, ref_index(obj[u]));
-                break;
-            case MP_IMG_WORD:
-                img_sink_word(sk, obj[u]);
-                break;
-            case MP_IMG_BYTES:
-                if (!obj[u]) {
-                    img_sink_word(sk, 0);
-                } else {
-                    img_sink_word(sk, blob_at + 8); /* the data, after its length */
-                    blob_at += blob_entry(p->blens[nb++]);
-                }
-                break;
-            case MP_IMG_FOREIGN:
-                img_sink_word(sk, foreign_index(p, t, obj[u]));
-                break;
-            }
-        }
-    }
-}
-
-static void put_blob(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
-                     const struct plan *p)
-{
-    size_t cursor = 0, nb = 0;
-    for (size_t i = 0; i < tr->n && nb < p->n_blens; i++) {
-        mp_img_word *obj = tr->order[i];
-        const mp_img_type *t = h->reg->types[img_hdr(obj)->type];
-        const mp_img_shape *s = img_trace_shape(tr, t, i + 1, &cursor);
-        if (s->mask == 0)
-            continue;
-        for (size_t u = 0; u < tr->extents[i]; u++) {
-            if (img_kind(s, u) != MP_IMG_BYTES || !obj[u])
-                continue;
-            uint64_t len = p->blens[nb++];
-            img_sink_word(sk, len);
-            img_sink_put(sk, (const void *)obj[u], (size_t)len);
-            img_sink_zeros(sk, (size_t)(img_pad8(len + 1) - len));
-        }
+    for (size_t i = 0; i < tr->n_bytes; i++) {
+        uint64_t len = tr->bytes[i].len;
+        img_sink_word(sk, len);
+        img_sink_put(sk, tr->bytes[i].data, (size_t)len);
+        img_sink_zeros(sk, (size_t)(img_pad8(len + 1) - len));
     }
 }
 
@@ -388,11 +266,9 @@ static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr,
         img_sink_word(&sk, ref_index((mp_img_word)h->roots[r].obj));
         put_str(&sk, h->roots[r].name);
     }
-    for (size_t i = 0; i < tr->n; i++)
-        img_sink_word(&sk, IMG_EXTENT(tr->extents[i], img_hdr(tr->order[i])->type,
-                                      img_hdr(tr->order[i])->flags & MP_IMG_USER_FLAGS));
-    put_objects(&sk, h, tr, p);
-    put_blob(&sk, h, tr, p);
+    img_sink_put(&sk, tr->extents, tr->n * 8);
+    img_sink_put(&sk, tr->rec, tr->rec_len * 8);
+    put_blob(&sk, tr);
     int e = img_sink_flush(&sk);
     uint64_t sum = img_hash_final(&sk.hash);
     img_sink_close(&sk);
@@ -467,6 +343,8 @@ mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
     memset(&p, 0, sizeof p);
     p.meta_width = h->meta_width;
     struct img_trace tr;
+    memset(&tr, 0, sizeof tr);
+    tr.emit = 1;
     mp_img_status st = img_trace_run(h, &tr, err);
     if (st == MP_IMG_OK) {
         p.types = img_type_table(h->reg, &p.types_size);
@@ -474,11 +352,12 @@ mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
             st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory writing the type table");
     }
     if (st == MP_IMG_OK)
-        st = measure(h, &tr, &p, err);
-    if (st == MP_IMG_OK)
-        st = name_all(&p, err);
-    if (st == MP_IMG_OK)
+        st = name_all(&p, &tr, err);
+    if (st == MP_IMG_OK) {
+        for (size_t r = 0; r < h->n_roots; r++)
+            p.roots_size += 16 + img_pad8(strlen(h->roots[r].name));
         st = emit(h, &tr, &p, path, err);
+    }
     img_trace_clear(h, &tr);
     plan_free(&p);
     return st == MP_IMG_OK ? img_ok(err) : st;

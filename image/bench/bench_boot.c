@@ -1,0 +1,237 @@
+/* Boot elision: restoring an interpreter-like heap from its image against
+ * building it by parsing its s-expression text, side by side in one run.
+ *
+ *   bench-boot [DIR] [ROUNDS] [CONSES]
+ *
+ * Generates DIR/boot.sexp (program-like forms: interned symbols, integers,
+ * strings, vectors, closures over C builtins) with at least CONSES cons
+ * cells (default 1,000,000), writes its image, then times ROUNDS parses
+ * (read + parse + intern) and ROUNDS loads (read + verify + resolve +
+ * allocate + patch), checks both heaps print the same text, and reports the
+ * medians and their ratio. */
+#define _GNU_SOURCE
+#include "sexp.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of this process: what the work costs, whatever else the
+ * machine is running (wall time is reported beside it). */
+static double cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t rng = 0x243F6A8885A308D3u;
+static unsigned rnd(unsigned n)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (unsigned)(rng % n);
+}
+
+static const char *const builtins[] = {"add", "sub", "mul", "min", "max"};
+static const char *const keywords[] = {"define", "if", "let", "lambda", "cond", "quote", "set!",
+                                       "begin", "<", "+", "-", "car", "cdr", "cons"};
+
+static void gen_atom(FILE *f)
+{
+    unsigned r = rnd(100);
+    if (r < 45)
+        fprintf(f, "sym-%u", rnd(4096));
+    else if (r < 60)
+        fputs(keywords[rnd(sizeof keywords / sizeof keywords[0])], f);
+    else if (r < 85)
+        fprintf(f, "%d", (int)rnd(100000) - 500);
+    else
+        fprintf(f, "\"text %u with \\\"quotes\\\"\\n\"", rnd(1000));
+}
+
+/* Writes one form; returns the cons cells it makes. */
+static size_t gen_form(FILE *f, int depth)
+{
+    unsigned r = rnd(100);
+    if (depth >= 5 || r < 30) {
+        gen_atom(f);
+        return 0;
+    }
+    size_t conses = 0;
+    if (r < 85) {
+        unsigned n = 2 + rnd(5);
+        fputc('(', f);
+        for (unsigned i = 0; i < n; i++) {
+            if (i)
+                fputc(' ', f);
+            conses += 1 + gen_form(f, depth + 1);
+        }
+        fputc(')', f);
+    } else if (r < 95) {
+        unsigned n = 1 + rnd(4);
+        fputs("#(", f);
+        for (unsigned i = 0; i < n; i++) {
+            if (i)
+                fputc(' ', f);
+            conses += gen_form(f, depth + 1);
+        }
+        fputc(')', f);
+    } else {
+        fprintf(f, "#<%s ", builtins[rnd(5)]);
+        conses += gen_form(f, depth + 1);
+        fputs(" >", f);
+    }
+    return conses;
+}
+
+static size_t generate(const char *path, size_t want)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    size_t conses = 0;
+    for (unsigned n = 0; conses < want; n++) {
+        fprintf(f, "(define (fn-%u x y) ", n);
+        conses += 5 + gen_form(f, 0) + 2; /* define, header (3), body, forms list */
+        fputs(")\n", f);
+    }
+    fclose(f);
+    return conses;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb))
+        exit(1);
+    char *buf = malloc((size_t)sb.st_size + 1);
+    *len = fread(buf, 1, (size_t)sb.st_size, f);
+    fclose(f);
+    return buf;
+}
+
+static void fail(const char *what, const mp_img_error *err)
+{
+    fprintf(stderr, "bench-boot: %s: %s\n", what, err->detail);
+    exit(1);
+}
+
+static void parse_file(struct sexp *sx, const struct sexp_types *ty, const char *path)
+{
+    mp_img_error err;
+    size_t len;
+    char *text = slurp(path, &len);
+    if (sexp_new(sx, ty, &err) || sexp_parse(sx, text, len, &err))
+        fail("parse", &err);
+    free(text);
+}
+
+static void load_file(struct sexp *sx, const struct sexp_types *ty, const char *path)
+{
+    mp_img_error err;
+    mp_img_heap *heap;
+    if (mp_img_load(ty->reg, path, &heap, &err) != MP_IMG_OK || sexp_adopt(sx, ty, heap, &err))
+        fail("load", &err);
+}
+
+static char *printed(const struct sexp *sx, size_t *len)
+{
+    char *buf;
+    FILE *m = open_memstream(&buf, len);
+    sexp_print_forms(sx, m);
+    fclose(m);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    size_t want = argc > 3 ? (size_t)atol(argv[3]) : 1000000;
+    if (rounds < 1)
+        rounds = 1;
+    char text_path[4096], image_path[4096];
+    snprintf(text_path, sizeof text_path, "%s/boot.sexp", dir);
+    snprintf(image_path, sizeof image_path, "%s/boot.mpimg", dir);
+    size_t conses = generate(text_path, want);
+
+    struct sexp_types ty;
+    mp_img_error err;
+    if (sexp_types_init(&ty, &err))
+        fail("types", &err);
+    struct sexp sx;
+    parse_file(&sx, &ty, text_path);
+    if (mp_img_write(sx.heap, image_path, &err) != MP_IMG_OK)
+        fail("write", &err);
+    size_t la, lb;
+    char *a = printed(&sx, &la);
+    size_t objects = mp_img_heap_count(sx.heap);
+    sexp_free(&sx);
+    load_file(&sx, &ty, image_path);
+    char *b = printed(&sx, &lb);
+    size_t loaded = mp_img_heap_count(sx.heap);
+    sexp_free(&sx);
+    if (la != lb || memcmp(a, b, la) != 0) {
+        fprintf(stderr, "bench-boot: the loaded heap prints differently\n");
+        return 1;
+    }
+    free(a);
+    free(b);
+
+    double *tp = calloc((size_t)rounds, sizeof *tp), *tl = calloc((size_t)rounds, sizeof *tl);
+    double *cp = calloc((size_t)rounds, sizeof *cp), *cl = calloc((size_t)rounds, sizeof *cl);
+    for (int r = 0; r < rounds; r++) { /* interleaved, so drift hits both */
+        double t0 = now(), c0 = cpu();
+        parse_file(&sx, &ty, text_path);
+        double t1 = now(), c1 = cpu();
+        sexp_free(&sx);
+        double t2 = now(), c2 = cpu();
+        load_file(&sx, &ty, image_path);
+        double t3 = now(), c3 = cpu();
+        sexp_free(&sx);
+        tp[r] = t1 - t0, cp[r] = c1 - c0;
+        tl[r] = t3 - t2, cl[r] = c3 - c2;
+    }
+    qsort(tp, (size_t)rounds, sizeof *tp, cmp);
+    qsort(tl, (size_t)rounds, sizeof *tl, cmp);
+    qsort(cp, (size_t)rounds, sizeof *cp, cmp);
+    qsort(cl, (size_t)rounds, sizeof *cl, cmp);
+    struct stat st_text, st_image;
+    stat(text_path, &st_text);
+    stat(image_path, &st_image);
+    int m = rounds / 2;
+    printf("text  %s: %.1f MB, %zu cons cells, %zu objects on the parsed heap\n", text_path,
+           (double)st_text.st_size / 1e6, conses, objects);
+    printf("image %s: %.1f MB, %zu objects (reachable only)\n", image_path,
+           (double)st_image.st_size / 1e6, loaded);
+    printf("parse: cpu median %7.1f ms best %7.1f ms | wall median %7.1f ms best %7.1f ms\n",
+           cp[m] * 1e3, cp[0] * 1e3, tp[m] * 1e3, tp[0] * 1e3);
+    printf("load:  cpu median %7.1f ms best %7.1f ms | wall median %7.1f ms best %7.1f ms\n",
+           cl[m] * 1e3, cl[0] * 1e3, tl[m] * 1e3, tl[0] * 1e3);
+    printf("boot elision: load is %.1fx faster than parse in cpu time, %.1fx in wall time "
+           "(medians of %d interleaved rounds)\n",
+           cp[m] / cl[m], tp[m] / tl[m], rounds);
+    free(cp);
+    free(cl);
+    free(tp);
+    free(tl);
+    sexp_types_free(&ty);
+    return 0;
+}

@@ -1,0 +1,72 @@
+/* Large blocks: mapped and populated in one call. On a fresh process most
+ * of a load's cost is first-touch page faults; populating a mapping faults
+ * it in as one batch instead of one fault per page, and a block of several
+ * MiB is aligned to 2 MiB and offered to transparent huge pages (it is about
+ * to be filled end to end: a region, not a sparse heap). Small blocks come
+ * from malloc. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#define MAP_THRESHOLD ((size_t)1 << 20)
+#define HUGE_THRESHOLD ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+#define PAGE ((size_t)4096)
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) & ~(to - 1); }
+
+/* A 2 MiB-aligned mapping of `size` bytes advised for huge pages and
+ * populated; NULL if any step is unavailable. */
+static void *huge_alloc(size_t size)
+{
+#ifdef MADV_HUGEPAGE
+    size_t len = round_up(size, PAGE);
+    unsigned char *p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    unsigned char *al = (unsigned char *)round_up((size_t)p, HUGE_PAGE);
+    if (al > p)
+        munmap(p, (size_t)(al - p));
+    munmap(al + len, (size_t)(p + len + HUGE_PAGE - (al + len)));
+    madvise(al, len, MADV_HUGEPAGE);
+    /* Populate: one write per page (a huge page takes its first one). */
+    for (size_t off = 0; off < len; off += PAGE)
+        ((volatile unsigned char *)al)[off] = 0;
+    return al;
+#else
+    (void)size;
+    return NULL;
+#endif
+}
+
+void *img_big_alloc(size_t size, int *mapped)
+{
+    *mapped = 0;
+    if (size >= HUGE_THRESHOLD) {
+        void *p = huge_alloc(size);
+        if (p) {
+            *mapped = 1;
+            return p;
+        }
+    }
+    if (size >= MAP_THRESHOLD) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p != MAP_FAILED) {
+            *mapped = 1;
+            return p;
+        }
+    }
+    return malloc(size ? size : 1);
+}
+
+void img_big_free(void *p, size_t size, int mapped)
+{
+    if (mapped)
+        munmap(p, round_up(size, PAGE));
+    else
+        free(p);
+}
