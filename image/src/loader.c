@@ -80,7 +80,7 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
                             (unsigned long long)i + 1, (unsigned long long)img_rd64(rec),
                             (unsigned)units);
 /* Object x (checked <= n) as a pointer; index 0 is nil. */
-#define REF(x) ((x) ? (mp_img_word)(base + off[x]) : (mp_img_word)0)
+#define REF(x) ((mp_img_word)(base + off[x]) & (mp_img_word)0 - (mp_img_word)((x) != 0))
         if (s->mask == 0) {
             for (uint32_t u = 0; u < units; u++) {
                 uint64_t x = img_rd64(rec + 8 * (size_t)u);
@@ -216,6 +216,7 @@ static mp_img_status plan_run(mp_img_heap *h, const struct img_view *v, struct i
     run->chunk = &h->chunks[h->n_chunks - 1];
     run->base = (mp_img_word *)(run->chunk->base + run->chunk->used);
     run->base_word = run->chunk->used / sizeof(mp_img_word);
+    run->off[0] = 0; /* index 0 is nil; REF() masks it */
     uint32_t at = (uint32_t)(h->meta_width + 2); /* unit 0 of the first object */
     for (uint64_t i = 0; i < n; i++) {
         run->off[i + 1] = at;

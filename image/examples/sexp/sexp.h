@@ -41,11 +41,12 @@ struct sexp {
     mp_img_word *symtab; /* [count, buckets] */
 };
 
-/* A builtin a closure can hold: exported, so the image names it by dlsym. */
+/* A builtin a closure can hold: an exported function mimprof_sexp_fn_NAME,
+ * found by dlsym (so the image names it by dlsym too). */
 typedef intptr_t (*sexp_builtin_fn)(intptr_t a, intptr_t b);
-/* The builtin called `name` (len bytes), or NULL. */
+/* The builtin called `name` (len bytes), looked up by dlsym, or NULL. */
 sexp_builtin_fn sexp_builtin(const char *name, size_t len);
-/* The name of a builtin, or NULL if fn is not one. */
+/* The name of a builtin (by dladdr), or NULL if fn is not one. */
 const char *sexp_builtin_name(sexp_builtin_fn fn);
 
 int sexp_types_init(struct sexp_types *ty, mp_img_error *err);
