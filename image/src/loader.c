@@ -80,7 +80,7 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
                             (unsigned long long)i + 1, (unsigned long long)img_rd64(rec),
                             (unsigned)units);
 /* Object x (checked <= n) as a pointer; index 0 is nil. */
-#define REF(x) ((mp_img_word)(base + off[x]) & (mp_img_word)0 - (mp_img_word)((x) != 0))
+#define REF(x) ((mp_img_word)(base + off[x]) & ((mp_img_word)0 - (mp_img_word)((x) != 0)))
         if (s->mask == 0) {
             for (uint32_t u = 0; u < units; u++) {
                 uint64_t x = img_rd64(rec + 8 * (size_t)u);
