@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -305,27 +306,52 @@ static void on_usr2(int sig)
     errno = saved;
 }
 
+/* Asks the reporter for a last report and waits for it at most 2 s.
+ * Async-signal-safe: a flag, a semaphore post and nanosleep. The reporter
+ * may be blocked by a lock the calling thread holds (a crash inside
+ * malloc): then the wait times out and the process goes on dying. Not in
+ * the reporter itself, not in another process (a vfork child shares this
+ * memory). */
+static void last_report(int why)
+{
+    if (!rt.started || !rt.have_reporter || getpid() != rt.pid ||
+        pthread_equal(pthread_self(), rt.reporter))
+        return;
+    unsigned before = atomic_load(&rt.reports_done);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&rt.fatal_sig, &expected, why))
+        return;
+    sem_post(&rt.wake);
+    for (int i = 0; i < 200 && atomic_load(&rt.reports_done) == before; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void on_fatal(int sig)
 {
     int saved = errno;
-    if (rt.have_reporter && rt.started && getpid() == rt.pid &&
-        !pthread_equal(pthread_self(), rt.reporter)) {
-        unsigned before = atomic_load(&rt.reports_done);
-        int expected = 0;
-        if (atomic_compare_exchange_strong(&rt.fatal_sig, &expected, sig)) {
-            sem_post(&rt.wake);
-            /* Wait up to 2 s for the reporter (which may be blocked by a
-             * lock this thread holds: then the signal proceeds anyway). */
-            for (int i = 0; i < 200 && atomic_load(&rt.reports_done) == before; i++) {
-                struct timespec ts = {0, 10 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-            }
-        }
-    }
+    last_report(sig);
     /* SA_RESETHAND restored the default action; the re-raised signal is
      * delivered when this handler returns. */
     raise(sig);
     errno = saved;
+}
+
+/* _exit() and _Exit() skip atexit handlers; some programs (dash, servers'
+ * forked workers) always end that way. The runtime's copies take the last
+ * report first, then end the process as glibc's do. exit() is unaffected
+ * (glibc calls its internal _exit, after the atexit report). */
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    last_report(-1);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    _exit(status);
 }
 
 static void install_handlers(void)
@@ -469,8 +495,10 @@ static void after_fork_child(void);
 static int start_locked(void)
 {
     /* The sampling allocator must have served this process at least once
-     * (mp_profiler_start checks it): make sure it has. */
-    free(malloc(1));
+     * (mp_profiler_start checks it): make sure it has. Through a volatile
+     * pointer: compilers may delete a free(malloc(n)) pair. */
+    void *volatile probe = malloc(1);
+    free(probe);
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
         say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(), mp_prof_strerror(st));

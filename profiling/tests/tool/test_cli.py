@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""mimprof top / flame / diff / usage on profiles with known answers
+(built here with an independent encoder), and error handling.
+
+Needs: MIMPROF (the command). No preload, no network: runs in every tree.
+"""
+import gzip
+import os
+import re
+import time
+import unittest
+
+from tool_testlib import (MIMPROF, TempDirTest, heap_profile, mimprof, parse_diff, parse_top,
+                          pprof_wire, svg_frames)
+
+MiB = 1 << 20
+
+# A request loop: the leak dominates inuse, the response dominates alloc.
+KNOWN = [
+    (["remember_session", "handle_request", "main"], [4000, 32 * MiB, 4000, 32 * MiB]),
+    (["cache_store", "handle_request", "main"], [4000, 32 * MiB, 256, 2 * MiB]),
+    (["render_response", "handle_request", "main"], [4000, 64 * MiB, 0, 0]),
+    (["load_config", "main"], [1, MiB, 1, MiB]),
+    ([("inlined_helper", "parse_request"), "handle_request", "main"], [64000, 8 * MiB, 0, 0]),
+]
+
+
+class Usage(TempDirTest):
+    def test_help_and_version(self):
+        r = mimprof("--help")
+        self.assertEqual(r.returncode, 0)
+        for cmd in ("run", "top", "flame", "diff"):
+            self.assertIn(cmd, r.stdout)
+            h = mimprof(cmd, "--help")
+            self.assertEqual(h.returncode, 0, cmd)
+            self.assertIn("usage: mimprof " + cmd, h.stdout)
+        v = mimprof("--version")
+        self.assertEqual(v.returncode, 0)
+        self.assertRegex(v.stdout, r"^mimprof \d+\.\d+\.\d+\n$")
+
+    def one_line_error(self, r, pattern=None):
+        self.assertNotEqual(r.returncode, 0)
+        self.assertLess(r.returncode, 128, "crashed: %r" % r)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("mimprof"), lines[0])
+        if pattern:
+            self.assertRegex(lines[0], pattern)
+
+    def test_bad_usage(self):
+        good = self.write("p.pb", heap_profile(KNOWN).encode())
+        r = mimprof()
+        self.assertEqual(r.returncode, 2)
+        self.one_line_error(mimprof("frobnicate"), "unknown command")
+        self.one_line_error(mimprof("top", "--frob", good), "unknown option")
+        self.one_line_error(mimprof("top"), "one FILE")
+        self.one_line_error(mimprof("top", good, good), "one FILE")
+        self.one_line_error(mimprof("top", good, "-n", "x"), "-n")
+        self.one_line_error(mimprof("top", good, "--type"), "needs a value")
+        self.one_line_error(mimprof("top", good, "--type", "cpu"), "no sample type 'cpu'.*inuse_space")
+        self.one_line_error(mimprof("flame", good, "--width", "5"), "--width")
+        self.one_line_error(mimprof("diff", good), "BASE and NEW")
+        self.one_line_error(mimprof("run"), "no command")
+        self.one_line_error(mimprof("run", "--interval", "lots", "--", "true"), "--interval")
+        self.one_line_error(mimprof("run", "--every", "soon", "--", "true"), "--every")
+        self.one_line_error(mimprof("run", "--allocator", "tcmalloc", "--", "true"), "--allocator")
+        self.one_line_error(mimprof("run", "--symbolize", "all", "--", "true"), "--symbolize")
+
+    def test_missing_and_corrupt_files(self):
+        good = heap_profile(KNOWN).encode()
+        gz = gzip.compress(good)
+        cases = {
+            "missing": None,
+            "empty": b"",
+            "text": b"this is not a profile\n",
+            "truncated": good[: len(good) // 2],
+            "truncated.gz": gz[: len(gz) // 2],
+            "bad.gz": gz[:20] + bytes(64) + gz[84:],
+            "gz-of-garbage": gzip.compress(b"\xff" * 100),
+        }
+        for name, data in cases.items():
+            path = self.path(name) if data is None else self.write(name, data)
+            for cmd in (["top", path], ["flame", path, "-o", self.path("x.svg")],
+                        ["diff", path, path]):
+                r = mimprof(*cmd)
+                self.one_line_error(r)
+                self.assertIn(name, r.stderr)
+        self.assertFalse(os.path.exists(self.path("x.svg")), "no SVG from a bad file")
+
+    def test_dangling_references_are_errors(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        b.sample([99], [1, 2, 3, 4])  # location 99 does not exist
+        r = mimprof("top", self.write("dangling.pb", b.encode()))
+        self.one_line_error(r, "missing location 99")
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        b.sample(["f"], [1, 2])  # two values for four types
+        self.one_line_error(mimprof("top", self.write("short.pb", b.encode())), "2 values")
+
+
+class Top(TempDirTest):
+    def expected(self, type_name):
+        prof = pprof_wire.decode_profile(heap_profile(KNOWN).encode())
+        return pprof_wire.per_function(prof, type_name), pprof_wire.totals(prof, type_name)
+
+    def check_top(self, out, type_name, by_cum=False):
+        want, total = self.expected(type_name)
+        self.assertIn("Type: %s" % type_name, out)
+        rows = parse_top(out)
+        self.assertEqual({r[5] for r in rows}, {k for k, v in want.items() if v != (0, 0)})
+        for flat, flat_pct, _, cum, cum_pct, name in rows:
+            # values print with 3 significant decimals of their unit
+            self.assertAlmostEqual(flat, want[name][0], delta=want[name][0] * 0.001 + 1)
+            self.assertAlmostEqual(cum, want[name][1], delta=want[name][1] * 0.001 + 1)
+            self.assertAlmostEqual(flat_pct, 100.0 * want[name][0] / total, delta=0.01)
+            self.assertAlmostEqual(cum_pct, 100.0 * want[name][1] / total, delta=0.01)
+        key = 3 if by_cum else 0
+        self.assertEqual([r[key] for r in rows], sorted((r[key] for r in rows), reverse=True))
+        self.assertAlmostEqual(rows[-1][2], 100.0, delta=0.02)  # sum% ends at 100
+        return rows
+
+    def test_known_profile_all_types(self):
+        raw = self.write("p.pb", heap_profile(KNOWN).encode())
+        gz = self.write("p.pb.gz", heap_profile(KNOWN).encode(gz=True))
+        for t in ("alloc_space", "alloc_objects", "inuse_space", "inuse_objects"):
+            a = mimprof("top", raw, "--type", t, "-n", "0", check=True).stdout
+            b = mimprof("top", gz, "-t", t, "-n", "0", check=True).stdout
+            self.assertEqual(a, b, "gzip and raw read alike")
+            self.check_top(a, t)
+            self.check_top(mimprof("top", raw, "--type", t, "--cum", "-n", "0", check=True).stdout,
+                           t, by_cum=True)
+        rows = parse_top(mimprof("top", raw, check=True).stdout)  # default type: the last
+        self.assertEqual(rows[0][5], "remember_session")
+        self.assertEqual(rows[0][0], 32 * MiB)
+        rows = parse_top(mimprof("top", raw, "-t", "alloc_space", check=True).stdout)
+        self.assertEqual(rows[0][5], "render_response")
+        rows = parse_top(mimprof("top", raw, "-t", "alloc_objects", check=True).stdout)
+        self.assertEqual(rows[0][5], "inlined_helper", "inlined frames are functions of their own")
+        self.assertEqual(len(parse_top(mimprof("top", raw, "-n", "2", check=True).stdout)), 2)
+
+    def test_recursion_counts_once_in_cum(self):
+        b = heap_profile([(["leaf", "rec", "rec", "rec", "main"], [1, 100, 1, 100])])
+        rows = {r[5]: r for r in parse_top(mimprof("top", self.write("r.pb", b.encode()),
+                                                  check=True).stdout)}
+        self.assertEqual(rows["rec"][3], 100)
+        self.assertEqual(rows["rec"][4], 100.0)
+
+    def test_address_only_frames_and_hostile_names(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        b.mapping(1, 0x400000, 0x500000, 0x1000, "/usr/lib/libthing.so.1", "abcd")
+        loc = b.address_location(0x401234, mapping_id=1)
+        b.sample([loc, "main"], [1, 10, 1, 10])
+        b.sample(["evil\x1b[31mred\x07", "main"], [1, 20, 1, 20])
+        b.sample([b"bad\xff\xfeutf8", "main"], [1, 30, 1, 30])
+        out = mimprof("top", self.write("a.pb", b.encode()), check=True).stdout
+        self.assertIn("libthing.so.1+0x2234", out)  # address - start + file offset
+        self.assertNotIn("\x1b", out)
+        self.assertNotIn("\x07", out)
+        self.assertIn("evil?[31mred?", out)
+        self.assertIn("bad??utf8", out)
+
+
+class Flame(TempDirTest):
+    def test_widths_proportional_to_values(self):
+        src = self.write("p.pb.gz", heap_profile(KNOWN).encode(gz=True))
+        for t in ("inuse_space", "alloc_space", "alloc_objects"):
+            svg = self.path(t + ".svg")
+            mimprof("flame", src, "--type", t, "-o", svg, check=True)
+            root, frames = svg_frames(svg)
+            width = float(root.get("width"))
+            usable = width - 20
+            total = pprof_wire.totals(pprof_wire.decode_profile(heap_profile(KNOWN).encode()), t)
+            all_frame = [f for f in frames if f["d"] == 0]
+            self.assertEqual(len(all_frame), 1)
+            self.assertEqual(all_frame[0]["v"], total)
+            self.assertAlmostEqual(all_frame[0]["w"], usable, delta=0.01)
+            for f in frames:
+                # width in px = value / total * usable (2 decimals in the file)
+                self.assertAlmostEqual(f["w"], f["v"] / total * usable, delta=0.006, msg=f["name"])
+                self.assertAlmostEqual(f["fw"], f["v"] / total, delta=1e-8)
+                self.assertAlmostEqual(f["x"], 10 + f["fx"] * usable, delta=0.006)
+            # children sit inside their parent and do not overlap
+            by_depth = {}
+            for f in frames:
+                by_depth.setdefault(f["d"], []).append(f)
+            for d, fs in by_depth.items():
+                fs.sort(key=lambda f: f["x"])
+                for a, b in zip(fs, fs[1:]):
+                    self.assertLessEqual(a["x"] + a["w"], b["x"] + 0.011)
+            want = pprof_wire.per_function(pprof_wire.decode_profile(
+                heap_profile(KNOWN).encode()), t)
+            for f in frames:
+                if f["d"] > 0 and not f["merged"]:
+                    self.assertLessEqual(f["v"], want[f["name"]][1])
+
+    def test_self_contained_interactive_and_stable_colours(self):
+        src = self.write("p.pb", heap_profile(KNOWN).encode())
+        a, b = self.path("a.svg"), self.path("b.svg")
+        mimprof("flame", src, "-o", a, check=True)
+        mimprof("flame", src, "-t", "alloc_space", "-o", b, "--title", "A <b>title</b> & more",
+                check=True)
+        with open(a, encoding="utf-8") as f:
+            text = f.read()
+        # nothing fetched from elsewhere
+        urls = re.findall(r"(?:href|src)\s*=|url\(|@import|https?://[^\"' ]+", text)
+        self.assertEqual([u for u in urls if not u.startswith("http://www.w3.org/")], [])
+        self.assertIn("<script>", text)
+        self.assertIn("<style>", text)
+        for feature in ("function zoom", "function find", 'id="search"', "<title>"):
+            self.assertIn(feature, text)
+        _, fa = svg_frames(a)
+        root_b, fb = svg_frames(b)
+        self.assertIn("A <b>title</b> & more", "".join(root_b.itertext()))
+        colours_a = {f["name"]: f["fill"] for f in fa}
+        for f in fb:
+            if f["name"] in colours_a:
+                self.assertEqual(f["fill"], colours_a[f["name"]], "colour stable per name")
+        leak = next(f for f in fa if f["name"] == "remember_session")
+        self.assertRegex(leak["title"], r"^remember_session \(32\.00MiB, [0-9.]+%\)$")
+        self.assertEqual(leak["text"], "remember_session")
+        self.assertEqual(mimprof("flame", src, "-o", "-", check=True).stdout, text)
+
+    def test_large_profile_merges_tiny_frames(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        stacks = 20000
+        for i in range(stacks):
+            b.sample(["leaf_%d" % i, "mid_%d" % (i % 50), "main"], [1, 100, 1, 100])
+        b.sample(["big", "main"], [1, 100 * stacks, 1, 100 * stacks])
+        src = self.write("big.pb.gz", b.encode(gz=True))
+        svg = self.path("big.svg")
+        t0 = time.monotonic()
+        mimprof("flame", src, "-o", svg, check=True)
+        self.assertLess(time.monotonic() - t0, 20)
+        _, frames = svg_frames(svg)
+        self.assertLess(len(frames), 300, "tiny frames merged")
+        self.assertLess(os.path.getsize(svg), 300_000)
+        merged = [f for f in frames if f["merged"]]
+        self.assertTrue(merged)
+        self.assertTrue(all(re.fullmatch(r"\[\d+ frames merged\]", f["name"]) for f in merged))
+        total = sum(f["v"] for f in frames if f["d"] == 2)
+        self.assertEqual(total, 2 * 100 * stacks, "merging keeps the values")
+        self.assertTrue(any(f["name"] == "big" for f in frames))
+
+    def test_hostile_names_make_valid_xml(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        b.sample(["a<b>&\"c'</text>]]>", "main"], [1, 10, 1, 10])
+        b.sample([b"bad\xff\xfe\x01", "main"], [1, 10, 1, 10])
+        svg = self.path("h.svg")
+        mimprof("flame", self.write("h.pb", b.encode()), "-o", svg, check=True)
+        _, frames = svg_frames(svg)  # parses, or fails the test
+        names = {f["name"] for f in frames}
+        self.assertIn("a<b>&\"c'</text>]]>", names)
+        self.assertIn("bad???", names)
+
+
+class Diff(TempDirTest):
+    def test_finds_the_leak(self):
+        base = [(s, [v[0], v[1], v[2], v[3] // 8 if s[0] == "remember_session" else v[3]])
+                for s, v in KNOWN]
+        new = [(s, list(v)) for s, v in KNOWN]
+        new[1] = (new[1][0], [0, 0, 128, MiB])  # the cache shrank
+        a = self.write("a.pb", heap_profile(base).encode())
+        b = self.write("b.pb.gz", heap_profile(new).encode(gz=True))
+        out = mimprof("diff", a, b, check=True).stdout
+        self.assertIn("Type: inuse_space", out)
+        d = parse_diff(out)
+        self.assertEqual(d["grew"][0][4], "remember_session")
+        self.assertEqual(d["grew"][0][0], 28 * MiB)
+        self.assertEqual(d["grew"][0][2], 4 * MiB)
+        self.assertEqual(d["grew"][0][3], 32 * MiB)
+        self.assertEqual([r[4] for r in d["shrank"]], ["cache_store"])
+        self.assertEqual(d["shrank"][0][0], -MiB)
+        self.assertRegex(out, r"Total: 35\.00MiB -> 34\.[0-9]+MiB|Total: 7\.00MiB")
+        cum = parse_diff(mimprof("diff", a, b, "--cum", check=True).stdout)
+        self.assertEqual(cum["grew"][0][4], "remember_session")
+        self.assertEqual(cum["grew"][0][1], 28 * MiB)
+        callers = {r[4]: r[1] for r in cum["grew"][1:]}
+        self.assertEqual(callers, {"handle_request": 27 * MiB, "main": 27 * MiB})
+        same = parse_diff(mimprof("diff", a, a, check=True).stdout)
+        self.assertEqual(same, {"grew": [], "shrank": []})
+        alloc = parse_diff(mimprof("diff", a, b, "-t", "alloc_space", check=True).stdout)
+        self.assertEqual([r[4] for r in alloc["shrank"]], ["cache_store"])
+
+    def test_unit_mismatch_is_an_error(self):
+        a = pprof_wire.Builder([("samples", "count"), ("cpu", "nanoseconds")])
+        a.sample(["f"], [1, 10])
+        b = pprof_wire.Builder([("samples", "count"), ("cpu", "bytes")])
+        b.sample(["f"], [1, 10])
+        r = mimprof("diff", self.write("a.pb", a.encode()), self.write("b.pb", b.encode()),
+                    "-t", "cpu")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("different units", r.stderr)
+
+
+if __name__ == "__main__":
+    assert os.path.exists(MIMPROF), "set MIMPROF"
+    unittest.main(verbosity=2)

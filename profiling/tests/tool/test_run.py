@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""mimprof run: the bundled example (known answer), exit statuses, signals,
+periodic and on-demand reports, fork/exec following, and real programs
+nobody here wrote (python3, sort, sqlite3) keeping their output and exit
+code while their profiles come out right.
+
+Preload-based: registered only when preload tests are allowed and the tree
+is not sanitized. Needs MIMPROF and MIMPROF_EXAMPLE.
+
+Tolerances come from the estimator (p = 1 - exp(-S/R); a sample stands for
+S/p bytes): for n objects of size S the relative standard deviation of the
+byte estimate is sqrt((1 - p) / (n p)); each bound below states the sigma
+it allows.
+"""
+import glob
+import hashlib
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from tool_testlib import EXAMPLE, MIMPROF, TempDirTest, mimprof, parse_diff, parse_top, pprof_wire
+
+MiB = 1 << 20
+PYTHON = "/usr/bin/python3"
+
+
+def rel_sd(size, interval, n):
+    p = 1 - math.exp(-size / interval)
+    return math.sqrt((1 - p) / (n * p))
+
+
+def reports(d, pid=None):
+    """{pid: [paths by seq]} of the heap.<pid>.<seq>.pb.gz files in d."""
+    out = {}
+    for p in glob.glob(os.path.join(d, "heap.*.pb.gz")):
+        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.pb\.gz", os.path.basename(p))
+        out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
+    out = {k: [p for _, p in sorted(v)] for k, v in out.items()}
+    return out if pid is None else out.get(pid, [])
+
+
+def decode(path):
+    with open(path, "rb") as f:
+        return pprof_wire.decode_profile(f.read())
+
+
+def main_pid(stderr):
+    m = re.search(r"last: .*/heap\.(\d+)\.\d+\.pb\.gz", stderr)
+    assert m, "no summary line in: " + stderr
+    return int(m.group(1))
+
+
+class Example(TempDirTest):
+    ROUNDS = 2000
+    SESSION = 8192
+
+    def run_example(self, *extra, rounds=ROUNDS, every="0", interval="16k"):
+        out = self.path("out")
+        r = mimprof("run", "--interval", interval, "--every", every, "--seed", "7", "-o", out,
+                    "--", EXAMPLE, "--rounds", rounds, "--sleep-us", "0", *extra)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("served %d requests" % rounds, r.stdout)
+        return out, r
+
+    def test_leak_is_the_top_inuse_site(self):
+        out, r = self.run_example("--checkpoints", "2")
+        files = reports(out, main_pid(r.stderr))
+        self.assertEqual(len(files), 2, "one checkpoint report + the final one")
+        rows = parse_top(mimprof("top", files[-1], "-t", "inuse_space", check=True).stdout)
+        self.assertEqual(rows[0][5], "remember_session")
+        self.assertEqual([x[5] for x in rows[1:3]], ["cache_store", "load_config"])
+        held = self.ROUNDS * self.SESSION
+        sd = rel_sd(self.SESSION, 16384, self.ROUNDS)  # 2.8%
+        self.assertLess(abs(rows[0][0] / held - 1), 4.5 * sd, (rows[0][0], held))
+        cfg = next(x for x in rows if x[5] == "load_config")
+        self.assertAlmostEqual(cfg[0], MiB, delta=MiB * 0.001)  # p = 1 - e^-64: exact
+        # the same with the independent decoder, all four types present
+        prof = decode(files[-1])
+        self.assertEqual([t for t, _ in prof["types"]],
+                         ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
+        self.assertEqual(prof["period"], 16384)
+        per = pprof_wire.per_function(prof, "inuse_space")
+        self.assertAlmostEqual(per["remember_session"][0], rows[0][0], delta=rows[0][0] * 0.001)
+        leak_stacks = [s for s in prof["samples"] if s[0][:1] == ["remember_session"]]
+        self.assertTrue(all(s[0][1:3] == ["handle_request", "main"] for s in leak_stacks))
+
+    def test_diff_finds_the_leak(self):
+        out, r = self.run_example("--checkpoints", "2")
+        base, new = reports(out, main_pid(r.stderr))
+        d = parse_diff(mimprof("diff", base, new, check=True).stdout)
+        self.assertEqual(d["grew"][0][4], "remember_session")
+        grown = (self.ROUNDS - self.ROUNDS // 2 - 1) * self.SESSION  # after the checkpoint
+        sd = rel_sd(self.SESSION, 16384, self.ROUNDS // 2)  # 3.9%
+        self.assertLess(abs(d["grew"][0][0] / grown - 1), 4.5 * sd, (d["grew"][0][0], grown))
+        for row in d["grew"][1:] + d["shrank"]:
+            self.assertLess(abs(row[0]), grown * 0.1, row)  # nothing else moved much
+
+    def test_periodic_reports(self):
+        out = self.path("slow")  # ~0.7 s: 600 requests, 1 ms apart
+        r = mimprof("run", "--every", "100ms", "--interval", "64k", "-o", out, "--", EXAMPLE,
+                    "--rounds", "600", "--sleep-us", "1000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = reports(out, main_pid(r.stderr))
+        self.assertGreaterEqual(len(files), 4, files)
+        self.assertEqual([int(f.rsplit(".", 3)[1]) for f in files], list(range(len(files))))
+        leak = [pprof_wire.per_function(decode(f), "inuse_space").get("remember_session", (0, 0))[0]
+                for f in files]
+        self.assertEqual(leak, sorted(leak), "the leak only grows")
+        self.assertGreater(leak[-1], leak[0])
+        allocs = sum(pprof_wire.totals(decode(f), "alloc_space") for f in files)
+        # every report holds the allocations since the previous one: their
+        # sum estimates the whole run (~34 KiB per round, 64k interval)
+        self.assertGreater(allocs, 600 * 30_000)
+        self.assertLess(allocs, 600 * 40_000)
+        self.assertFalse(glob.glob(os.path.join(out, ".*tmp")), "no temporary files left")
+
+
+class ExitStatus(TempDirTest):
+    def run_cmd(self, *cmd, **kw):
+        return mimprof("run", "--every", "0", "-o", self.path("out"), "--", *cmd, **kw)
+
+    def test_status_passthrough(self):
+        r = self.run_cmd("sh", "-c", "echo hello; echo oops >&2; exit 7")
+        self.assertEqual(r.returncode, 7)
+        self.assertEqual(r.stdout, "hello\n")
+        self.assertTrue(r.stderr.startswith("oops\n"), r.stderr)
+        self.assertEqual(self.run_cmd("false").returncode, 1)
+        self.assertEqual(self.run_cmd("true").returncode, 0)
+        r = self.run_cmd(EXAMPLE, "--bogus")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage: mimprof-example", r.stderr)
+
+    def test_cannot_run(self):
+        r = self.run_cmd("/nonexistent/program", "arg")
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("cannot run '/nonexistent/program': No such file or directory", r.stderr)
+        noexec = self.write("noexec.sh", b"#!/bin/sh\necho hi\n")
+        r = self.run_cmd(noexec)
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("Permission denied", r.stderr)
+        r = self.run_cmd("no-such-command-mimprof")
+        self.assertEqual(r.returncode, 127)
+
+    def test_killed_by_signal_is_reported_with_a_last_report(self):
+        out = self.path("out")
+        r = mimprof("run", "--every", "0", "-o", out, "--", PYTHON, "-c",
+                    "import os, signal\nb = bytearray(8 << 20)\n"
+                    "os.kill(os.getpid(), signal.SIGTERM)")
+        self.assertEqual(r.returncode, 128 + signal.SIGTERM)
+        self.assertRegex(r.stderr, r"was killed by signal 15 \(Terminated\)")
+        files = [f for fs in reports(out).values() for f in fs]
+        self.assertEqual(len(files), 1, "the last report was written")
+        per = pprof_wire.per_function(decode(files[0]), "inuse_space")
+        self.assertGreaterEqual(sum(v[0] for v in per.values()), 8 << 20)
+        r = self.run_cmd("sh", "-c", "kill -SEGV $$")
+        self.assertEqual(r.returncode, 128 + signal.SIGSEGV)
+        self.assertIn("signal 11", r.stderr)
+
+
+class Signals(TempDirTest):
+    def start(self, code, *opts):
+        out = self.path("out")
+        p = subprocess.Popen([MIMPROF, "run", "--every", "0", "-o", out, *opts, "--", PYTHON,
+                              "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        return p, out
+
+    def test_sigusr2_to_mimprof_asks_for_a_report(self):
+        code = ("import sys, time\nkeep = bytearray(4 << 20)\nprint('ready', flush=True)\n"
+                "time.sleep(60)\n")
+        p, out = self.start(code)
+        try:
+            for i in range(2):
+                p.send_signal(signal.SIGUSR2)
+                deadline = time.monotonic() + 10
+                while len(glob.glob(os.path.join(out, "heap.*.pb.gz"))) < i + 1:
+                    self.assertLess(time.monotonic(), deadline, "no report after SIGUSR2")
+                    time.sleep(0.02)
+            self.assertIsNone(p.poll(), "SIGUSR2 did not kill the program")
+            p.send_signal(signal.SIGTERM)  # forwarded; ends with a last report
+            _, err = p.communicate(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        files = [f for fs in reports(out).values() for f in fs]
+        self.assertEqual(len(files), 3)
+        first = pprof_wire.totals(decode(sorted(files)[0]), "inuse_space")
+        self.assertGreaterEqual(first, 4 << 20)
+
+    def test_program_that_handles_sigusr2_keeps_it(self):
+        code = ("import os, signal\n"
+                "signal.signal(signal.SIGUSR2, lambda *a: print('handled', flush=True))\n"
+                "print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGUSR2)\n")
+        p, out = self.start(code)
+        rest, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(rest, "handled\n")
+        self.assertEqual(len([f for fs in reports(out).values() for f in fs]), 1, "final only")
+
+
+class FollowForkExec(TempDirTest):
+    FORK = ("import os, sys\n"
+            "def child_work():\n    global b\n    b = bytearray(8 << 20)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n    child_work()\n    sys.exit(0)\n"
+            "os.waitpid(pid, 0)\nprint(pid)\n")
+
+    def run_fork(self, *opts):
+        out = self.path("out" + "".join(opts))
+        r = mimprof("run", "--every", "0", "-o", out, *opts, "--", PYTHON, "-c", self.FORK)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return int(r.stdout), main_pid(r.stderr), reports(out)
+
+    def test_fork_followed_by_default(self):
+        child, parent, files = self.run_fork()
+        self.assertEqual(set(files), {child, parent})
+        alloc = pprof_wire.totals(decode(files[child][-1]), "alloc_space")
+        self.assertGreaterEqual(alloc, 8 << 20)
+        child, parent, files = self.run_fork("--no-follow-fork")
+        self.assertEqual(set(files), {parent})
+
+    def test_exec_not_followed_by_default(self):
+        cmd = ["sh", "-c", PYTHON + " -c 'x = bytearray(1 << 20)'; true"]
+        out = self.path("a")
+        r = mimprof("run", "--every", "0", "-o", out, "--", *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(reports(out)), 1, "only sh")
+        out = self.path("b")
+        r = mimprof("run", "--every", "0", "--follow-exec", "-o", out, "--", *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(reports(out)), 2, "sh and python")
+
+
+class RealPrograms(TempDirTest):
+    def plain_and_profiled(self, cmd, interval="64k", stdin=None, plain_stdin=None, env=None):
+        """Runs cmd alone and under mimprof run; stdin/plain_stdin are bytes."""
+        kw = dict(capture_output=True, timeout=120, env=env)
+        plain = subprocess.run(cmd, input=plain_stdin if plain_stdin is not None else stdin, **kw)
+        out = self.path("out")
+        prof = subprocess.run([MIMPROF, "run", "--every", "0", "--interval", interval,
+                               "-o", out, "--", *cmd], input=stdin, **kw)
+        return plain, prof, out
+
+    def test_python(self):
+        # Debian's python3.11 links libpython statically: the interpreter's
+        # functions live in /usr/bin/python3.11 (exported, so named).
+        script = self.write("alloc.py", b"""
+import os, signal, sys, time
+OUT = sys.argv[1]
+def report():
+    n = len(os.listdir(OUT)) if os.path.isdir(OUT) else 0
+    os.kill(os.getpid(), signal.SIGUSR2)
+    for _ in range(1000):
+        if os.path.isdir(OUT) and len(os.listdir(OUT)) > n:
+            return
+        time.sleep(0.01)
+    sys.exit("no report")
+profiled = os.environ.get("LD_PRELOAD", "").find("mimprof") >= 0 or "MIMPROF_EVERY" in os.environ
+if profiled: report()
+blobs = [bytearray(256 * 1024) for _ in range(256)]
+words = {}
+for i in range(200000):
+    words[str(i % 5000)] = words.get(str(i % 5000), 0) + 1
+if profiled: report()
+print("held", sum(len(b) for b in blobs), "words", len(words))
+sys.exit(3)
+""")
+        plain, prof, out = self.plain_and_profiled([PYTHON, script, self.path("out")])
+        self.assertEqual(plain.returncode, 3)
+        self.assertEqual(prof.returncode, 3, prof.stderr)
+        self.assertEqual(prof.stdout, plain.stdout)
+        self.assertEqual(prof.stdout, b"held 67108864 words 5000\n")
+        files = reports(out, main_pid(prof.stderr.decode()))
+        self.assertEqual(len(files), 3, "two SIGUSR2 reports and the final one")
+        before, after = decode(files[0]), decode(files[1])
+        grown = pprof_wire.totals(after, "inuse_space") - pprof_wire.totals(before, "inuse_space")
+        # 256 x 256 KiB at 64 KiB: sd 0.85%; 5% allows ~6 sigma plus the
+        # interpreter's own small allocations in between.
+        self.assertLess(abs(grown / (64 * MiB) - 1), 0.05, grown)
+        big = max(after["samples"], key=lambda s: s[1][3])
+        self.assertIn("_PyEval_EvalFrameDefault", big[0])
+        self.assertIn("Py_BytesMain", big[0])
+        self.assertTrue(any(loc["mapping"] and after["mappings"][0]["filename"].startswith(
+            "/usr/bin/python3") for loc in big[3]))
+        top = parse_top(mimprof("top", files[1], "--cum", "-n", "0", check=True).stdout)
+        self.assertIn("_PyEval_EvalFrameDefault", [r[5] for r in top])
+
+    def test_sort(self):
+        data = self.path("input.txt")
+        rng = random.Random(5)
+        with open(data, "w") as f:
+            size = 0
+            chunk = []
+            while size < 50 * MiB:
+                line = "%016x %s\n" % (rng.getrandbits(64), "y" * rng.randint(0, 40))
+                chunk.append(line)
+                size += len(line)
+                if len(chunk) == 10000:
+                    f.write("".join(chunk))
+                    chunk = []
+            f.write("".join(chunk))
+        env = dict(os.environ, LC_ALL="C")
+        plain, prof, out = self.plain_and_profiled(["sort", data], interval="512k", env=env)
+        self.assertEqual(prof.returncode, 0, prof.stderr)
+        self.assertEqual(hashlib.sha256(prof.stdout).digest(), hashlib.sha256(plain.stdout).digest())
+        self.assertEqual(len(prof.stdout), os.path.getsize(data))
+        files = reports(out, main_pid(prof.stderr.decode()))
+        self.assertEqual(len(files), 1)
+        p = decode(files[0])
+        # sort holds the whole input in memory before writing: its
+        # allocations cover at least the 50 MiB it read (a lower bound;
+        # its buffer size depends on the machine's memory).
+        self.assertGreaterEqual(pprof_wire.totals(p, "alloc_space"), 50 * MiB)
+        self.assertTrue(any(m["filename"] == "/usr/bin/sort" for m in p["mappings"]))
+        frames = {f for s in p["samples"] for f in s[0]}
+        self.assertTrue(frames & {"__libc_start_main_impl", "__libc_start_main"}, frames)
+        # and a failing sort keeps its status and message
+        plain, prof, _ = self.plain_and_profiled(["sort", self.path("missing")], env=env)
+        self.assertEqual(prof.returncode, plain.returncode)
+        self.assertEqual(prof.returncode, 2)
+        self.assertTrue(prof.stderr.startswith(plain.stderr), prof.stderr)
+
+    def test_sqlite3(self):
+        sql = ["CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, payload BLOB);", "BEGIN;"]
+        sql += ["INSERT INTO t(name, payload) VALUES ('row%d', randomblob(2000));" % i
+                for i in range(4000)]
+        sql += ["COMMIT;", "SELECT count(*), sum(length(payload)) FROM t;",
+                ".stats on", "SELECT 1;", ".stats off",
+                # a report now, while the database is in memory
+                ".shell kill -USR2 $PPID; sleep 0.5",
+                "SELECT count(*) FROM t WHERE name LIKE 'row1%';"]
+        # the plain run gets the same script without the SIGUSR2 line
+        script = ("\n".join(sql) + "\n").encode()
+        plain_script = ("\n".join(l for l in sql if "USR2" not in l) + "\n").encode()
+        plain, prof, out = self.plain_and_profiled(["sqlite3", ":memory:"], interval="16k",
+                                                   stdin=script, plain_stdin=plain_script)
+        self.assertEqual(prof.returncode, 0, prof.stderr)
+        self.assertEqual(plain.returncode, 0)
+
+        def strip_stats(b):
+            return [l for l in b.decode().splitlines() if ":" not in l]
+        self.assertEqual(strip_stats(prof.stdout), strip_stats(plain.stdout))
+        self.assertIn("4000|8000000", prof.stdout.decode())
+        used = int(re.search(r"Memory Used:\s+(\d+)", prof.stdout.decode()).group(1))
+        files = reports(out, main_pid(prof.stderr.decode()))
+        self.assertEqual(len(files), 2, "the SIGUSR2 report and the final one")
+        p = decode(files[0])
+        inuse = pprof_wire.totals(p, "inuse_space")
+        # ~2200 live allocations of ~4 KiB pages at a 16 KiB interval: sd
+        # ~2.5%; sqlite counts what it asked malloc for, the CLI and stdio
+        # hold a little more: 12% allows ~4 sigma plus that.
+        self.assertLess(abs(inuse / used - 1), 0.12, (inuse, used))
+        big = max(p["samples"], key=lambda s: s[1][3])
+        self.assertTrue(any(f.startswith("sqlite3") for f in big[0]), big[0])
+        libsql = [m for m in p["mappings"] if "libsqlite3" in m["filename"]]
+        self.assertTrue(libsql)
+        self.assertTrue(any(loc["mapping"] in {m["id"] for m in libsql} for loc in big[3]),
+                        "the stack runs through libsqlite3")
+
+
+if __name__ == "__main__":
+    for need in (MIMPROF, EXAMPLE):
+        assert need and os.path.exists(need), "set MIMPROF and MIMPROF_EXAMPLE"
+    unittest.main(verbosity=2)

@@ -1,0 +1,124 @@
+"""Shared helpers of the mimprof command's tests (standard library only)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pprof_wire  # noqa: E402
+
+MIMPROF = os.environ.get("MIMPROF", "mimprof")
+EXAMPLE = os.environ.get("MIMPROF_EXAMPLE", "")
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def mimprof(*args, check=False, **kw):
+    """Runs mimprof; returns CompletedProcess with text stdout/stderr."""
+    kw.setdefault("timeout", 120)
+    r = subprocess.run([MIMPROF, *map(str, args)], capture_output=True, text=True,
+                       errors="replace", **kw)
+    if check and r.returncode != 0:
+        raise AssertionError("mimprof %s failed (%d): %s" % (args, r.returncode, r.stderr))
+    return r
+
+
+UNIT = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
+
+
+def parse_value(text):
+    """'1.50MiB' -> bytes, '12' -> 12, '-3.00KiB' -> -3072."""
+    m = re.fullmatch(r"([+-]?[0-9.]+)(B|KiB|MiB|GiB|TiB)?", text)
+    if not m:
+        raise ValueError(text)
+    return float(m.group(1)) * UNIT.get(m.group(2) or "B", 1)
+
+
+def parse_top(text):
+    """Rows of `mimprof top`: [(flat, flat%, sum%, cum, cum%, name)]."""
+    rows = []
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.split()[:1] == ["flat"]) + 1
+    for line in lines[start:]:
+        parts = line.split(None, 5)
+        rows.append((parse_value(parts[0]), float(parts[1].rstrip("%")),
+                     float(parts[2].rstrip("%")), parse_value(parts[3]),
+                     float(parts[4].rstrip("%")), parts[5]))
+    return rows
+
+
+def parse_diff(text):
+    """{'grew': [(flat_delta, cum_delta, base, new, name)], 'shrank': [...]}"""
+    out, cur = {"grew": [], "shrank": []}, None
+    for line in text.splitlines():
+        if line.startswith("Grew"):
+            cur = "grew"
+        elif line.startswith("Shrank"):
+            cur = "shrank"
+        elif cur and line.split()[:1] not in (["flat"], []):
+            p = line.split(None, 4)
+            out[cur].append((parse_value(p[0]), parse_value(p[1]), parse_value(p[2]),
+                             parse_value(p[3]), p[4]))
+    return out
+
+
+def svg_frames(path):
+    """Frames of a flame graph: [{'name', 'x', 'w', 'y', 'v', 'fx', 'fw', 'd', 'fill', 'title', 'text'}]."""
+    root = ET.parse(path).getroot()
+    frames = []
+    for g in root.iter(SVG_NS + "g"):
+        if "f" not in (g.get("class") or "").split():
+            continue
+        rect = g.find(SVG_NS + "rect")
+        title = g.find(SVG_NS + "title").text
+        frames.append({
+            "name": re.sub(r" \([^()]*\)$", "", title), "title": title,
+            "x": float(rect.get("x")), "w": float(rect.get("width")), "y": float(rect.get("y")),
+            "fill": rect.get("fill"), "v": int(g.get("data-v")),
+            "fx": float(g.get("data-x")), "fw": float(g.get("data-w")), "d": int(g.get("data-d")),
+            "text": g.find(SVG_NS + "text").text or "",
+            "merged": "merged" in g.get("class").split(),
+        })
+    return root, frames
+
+
+class TempDirTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mimprof-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, data):
+        p = self.path(name)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+
+def go_env(tmp):
+    """Environment for running the Go toolchain in a sandbox."""
+    env = dict(os.environ)
+    for k in ("HOME", "GOCACHE", "GOPATH", "GOTMPDIR"):
+        d = os.path.join(tmp, k.lower())
+        os.makedirs(d, exist_ok=True)
+        env[k] = d
+    env["GO111MODULE"] = "off"
+    env["GOFLAGS"] = ""
+    env["GOTOOLCHAIN"] = "local"
+    env["CGO_ENABLED"] = "0"
+    return env
+
+
+def heap_profile(stacks):
+    """A heap profile from [(stack leaf-first, [alloc_obj, alloc_space, inuse_obj, inuse_space])]."""
+    b = pprof_wire.Builder(pprof_wire.HEAP_TYPES, ("space", "bytes"), 524288)
+    for stack, values in stacks:
+        b.sample(stack, values)
+    return b
