@@ -181,6 +181,7 @@ class Package:
         self.uses_prefixes = set()  # 'mimprof-sys-' + x  prefixes
         self.uses_subprojects = set()
         self.siblings = []          # names, transitive, in release order
+        self.direct = []            # the siblings its own meson.build files name
 
     @property
     def archive(self):
@@ -326,6 +327,7 @@ class Release:
                 closure.add(n)
                 closure.update(by_name[n].siblings)
             p.siblings = [q.name for q in self.packages[:i] if q.name in closure]
+            p.direct = [n for n in p.siblings if n in direct]
             by_name[p.name] = p
 
     def _check_root_list(self, problems):
@@ -455,13 +457,16 @@ def extract_archive(path, dest):
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "r:*") as t:
+        inside = str(dest) + os.sep
         for m in t.getmembers():
             target = os.path.normpath(os.path.join(dest, m.name))
-            if os.path.isabs(m.name) or not target.startswith(str(dest) + os.sep):
+            if os.path.isabs(m.name) or not target.startswith(inside):
                 raise ReleaseError(f"{path}: member {m.name!r} escapes the archive")
-            if m.issym() and os.path.normpath(os.path.join(os.path.dirname(target), m.linkname)) \
-                    .startswith("..") :
+            if m.islnk() or (m.issym() and (os.path.isabs(m.linkname) or not os.path.normpath(
+                    os.path.join(os.path.dirname(target), m.linkname)).startswith(inside))):
                 raise ReleaseError(f"{path}: link {m.name!r} escapes the archive")
+            if not (m.isfile() or m.isdir() or m.issym()):
+                raise ReleaseError(f"{path}: member {m.name!r} is not a file, directory or link")
         if hasattr(tarfile, "data_filter"):
             t.extractall(dest, filter="data")
         else:
@@ -608,7 +613,7 @@ def step_pack(rel):
         data, dropped = normalize_archive(raw, p.directory, rel.commit_time, wraps)
         (out / "archives" / p.archive).write_bytes(data)
         e = {"dir": p.dir, "name": p.name, "version": p.version, "archive": p.archive,
-             "sha256": sha256_bytes(data), "size": len(data), "siblings": p.siblings,
+             "sha256": sha256_bytes(data), "size": len(data), "siblings": p.siblings, "direct": p.direct,
              "provides": p.provides, "options": p.options, "method": "meson dist",
              "dropped_links": dropped, "wraps": sorted(wraps)}
         done[p.name] = e
@@ -684,6 +689,12 @@ def step_pretest(rel):
             + (f"; local overrides (packagecache) for {', '.join(p['siblings'])}" if p["siblings"] else ""))
         summary = build_and_test(src, tree / "build", ["--wrap-mode=nodownload"] + sibling_setup_args(man, p),
                                  f"pretest of {p['name']}")
+        # A direct sibling behind `required: false` that failed to resolve
+        # would pass silently. (Transitive ones may be legitimately unused.)
+        missing = [s for s in p["direct"] if not (src / "subprojects" / f"{s}-{by[s]['version']}").is_dir()]
+        if missing:
+            raise ReleaseError(f"pretest of {p['name']}: sibling(s) {', '.join(missing)} were not used by "
+                               "the build (an optional dependency that failed to resolve?)")
         log(f"  ok: {summary}")
         results[p["name"]] = summary
         shutil.rmtree(tree, ignore_errors=True)
@@ -1030,7 +1041,7 @@ def main(argv):
             {"plan": step_plan, "pack": step_pack, "pretest": step_pretest, "publish": step_publish,
              "verify": step_verify, "consumer-test": step_consumer_test}[step](rel)
             log(f"== {step}: ok ({time.monotonic() - t0:.1f}s)")
-    except ReleaseError as e:
+    except (ReleaseError, RegistryError) as e:
         log(f"release.py: {e}")
         log.close()
         return 1
