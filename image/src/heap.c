@@ -25,7 +25,6 @@ mp_img_status mp_img_heap_new(mp_img_registry *reg, mp_img_heap **out, mp_img_er
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory creating a heap");
     h->reg = reg;
     h->meta_width = reg->meta_width;
-    reg->live_heaps++;
     *out = h;
     return img_ok(err);
 }
@@ -58,7 +57,6 @@ void mp_img_heap_free(mp_img_heap *h)
         free(h->handles[i - 1].library);
     }
     free(h->handles);
-    h->reg->live_heaps--;
     free(h);
 }
 

@@ -42,6 +42,8 @@ mp_img_status img_shape_check(const mp_img_shape *s, mp_img_error *err);
 /* Rewrites a valid shape into its one canonical form (the type table and
  * its digest hold canonical shapes only). */
 void img_shape_canon(mp_img_shape *s);
+/* Field-wise equality (never memcmp: the struct has padding). */
+int img_shape_equal(const mp_img_shape *a, const mp_img_shape *b);
 /* True when the shape has a unit of `kind` among its first `units` units. */
 int img_shape_has_kind(const mp_img_shape *s, size_t units, mp_img_kind kind);
 
@@ -60,7 +62,6 @@ struct mp_img_registry {
     mp_img_type **types;
     size_t n_types, cap_types;
     size_t meta_width;
-    size_t live_heaps;      /* heaps made from it and not yet freed */
 };
 
 /* Serialises the registry's type table exactly as the writer stores it;

@@ -54,7 +54,7 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
             custom = (mp_img_shape){false, units, (uint32_t)described, mask};
             mp_img_shape canon = custom;
             if (described > MP_IMG_MASK_UNITS || img_shape_check(&custom, NULL) != MP_IMG_OK ||
-                (img_shape_canon(&canon), memcmp(&canon, &custom, sizeof canon) != 0))
+                (img_shape_canon(&canon), !img_shape_equal(&canon, &custom)))
                 return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: bad per-object shape",
                                 (unsigned long long)i + 1);
             s = &custom;

@@ -56,6 +56,12 @@ void img_shape_canon(mp_img_shape *s)
         s->count = 0;
 }
 
+int img_shape_equal(const mp_img_shape *a, const mp_img_shape *b)
+{
+    return a->dynamic == b->dynamic && a->count == b->count && a->described == b->described &&
+           a->mask == b->mask;
+}
+
 int img_shape_has_kind(const mp_img_shape *s, size_t units, mp_img_kind kind)
 {
     size_t n = units < (size_t)s->described + 1 ? units : (size_t)s->described + 1;

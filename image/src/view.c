@@ -167,8 +167,7 @@ static mp_img_status parse_types(struct img_view *v, mp_img_error *err)
                             (unsigned long long)i);
         img_shape_canon(&canon);
         if ((w[0] == IMG_SHAPE_NONE || w[0] == IMG_SHAPE_CUSTOM) ? (w[1] | w[2] | w[3]) != 0
-                                                              : memcmp(&canon, &t->shape,
-                                                                       sizeof canon) != 0)
+                                                              : !img_shape_equal(&canon, &t->shape))
             return img_fail(err, MP_IMG_ERR_CORRUPT,
                             "type table: entry %llu has a shape not in canonical form",
                             (unsigned long long)i);
@@ -316,7 +315,7 @@ static mp_img_status digest_mismatch(const struct img_view *v, const mp_img_regi
             return img_fail(err, MP_IMG_ERR_MISMATCH,
                             "%s (type %zu is '%.*s' in the image, '%s' in the registry)", head, i,
                             (int)a->name_len, a->name, b->name);
-        if (a->shape_class != b->shape_class || memcmp(&a->shape, &b->shape, sizeof a->shape) ||
+        if (a->shape_class != b->shape_class || !img_shape_equal(&a->shape, &b->shape) ||
             a->policy != (unsigned)b->opts.foreign)
             return img_fail(err, MP_IMG_ERR_MISMATCH,
                             "%s (type %zu '%s' has another shape or foreign policy)", head, i,

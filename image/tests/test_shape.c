@@ -136,7 +136,8 @@ Test(shape, equivalent_shapes_register_identically)
     mp_img_shape sa, sb;
     cr_assert(mp_img_type_shape(ta, &sa));
     cr_assert(mp_img_type_shape(tb, &sb));
-    cr_assert_eq(memcmp(&sa, &sb, sizeof sa), 0);
+    cr_assert(sa.dynamic == sb.dynamic && sa.count == sb.count && sa.described == sb.described &&
+              sa.mask == sb.mask);
     mp_img_registry_free(a);
     mp_img_registry_free(b);
 }
