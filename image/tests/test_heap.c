@@ -40,6 +40,12 @@ Test(heap, alloc_follows_the_shape)
     mp_img_word *v = mp_img_alloc(h, f.vec, 6);
     cr_assert_eq(v[0], 5, "the slot-0 count is set by alloc");
     cr_assert_not_null(mp_img_alloc(h, f.blob, 7), "shapeless types allocate any count");
+    struct fx other;
+    fx_init(&other, 0);
+    errno = 0;
+    cr_assert_null(mp_img_alloc(h, other.node, 2), "a type of another registry");
+    cr_assert_eq(errno, EINVAL);
+    fx_free(&other);
     cr_assert_eq(mp_img_heap_count(h), 3);
 }
 

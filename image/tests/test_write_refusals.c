@@ -1,11 +1,15 @@
 /* What the writer refuses, with a sentence naming the type, object index
  * and unit; and that a refusal never leaves a file under the final name. */
+#define _GNU_SOURCE
 #include "fixture.h"
 
 #include "internal.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -179,4 +183,41 @@ Test(refusal, io_errors_are_reported)
     mp_img_heap *out;
     cr_assert_eq(mp_img_load(f.reg, "/nonexistent-dir/x.mpimg", &out, &err), MP_IMG_ERR_IO);
     cr_assert_null(out);
+}
+
+Test(refusal, a_write_failing_midway_leaves_nothing)
+{
+    /* I/O fault injection: a child whose files may not exceed 64 KiB writes
+     * a 2 MiB image; write(2) fails with EFBIG part way through. */
+    void *list = NULL;
+    for (int i = 0; i < 50000; i++) {
+        mp_img_word *c = mp_img_alloc(h, f.node, 2);
+        c[1] = (mp_img_word)list;
+        list = c;
+    }
+    mp_img_root_set(h, "list", list, NULL);
+    char *path = fx_path("midway.mpimg");
+    cr_assert_eq(fx_write(path, "previous", 8), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {65536, 65536};
+        setrlimit(RLIMIT_FSIZE, &lim);
+        mp_img_error err;
+        mp_img_status st = mp_img_write(h, path, &err);
+        _exit(st == MP_IMG_ERR_IO && strstr(err.detail, "File too large") ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the write did not fail with EFBIG");
+    size_t len;
+    unsigned char *data = fx_read(path, &len);
+    cr_assert_eq(len, 8, "the previous file was replaced");
+    free(data);
+    DIR *d = opendir(fx_tmpdir());
+    for (struct dirent *e; (e = readdir(d));)
+        cr_assert_neq(strncmp(e->d_name, "midway.mpimg.", 13), 0, "left %s", e->d_name);
+    closedir(d);
+    free(path);
 }
