@@ -1,0 +1,93 @@
+/* The help texts of the mimprof command and its subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "views.h"
+
+static const char USAGE_MAIN[] =
+    "usage: mimprof COMMAND [options] ...\n"
+    "\n"
+    "Heap profiling over mimalloc (or jemalloc) for any program, with pprof output.\n"
+    "\n"
+    "commands:\n"
+    "  run [options] -- CMD [ARGS...]   run CMD under the profiler; writes DIR/heap.<pid>.<seq>.pb.gz\n"
+    "  top FILE [options]               the top functions of a pprof file\n"
+    "  flame FILE [options] -o OUT.svg  a self-contained SVG flame graph\n"
+    "  diff BASE NEW [options]          what grew and shrank per function\n"
+    "\n"
+    "  mimprof COMMAND --help           options of a command\n"
+    "  mimprof --version\n";
+
+static const char USAGE_RUN[] =
+    "usage: mimprof run [options] [--] CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD with the profiling preload. Reports are written periodically, at exit,\n"
+    "on SIGUSR2 (to CMD or to mimprof) and, when possible, when CMD is killed by a\n"
+    "signal, as DIR/heap.<pid>.<seq>.pb.gz (gzip-compressed pprof).\n"
+    "\n"
+    "options:\n"
+    "  -i, --interval SIZE       mean bytes between samples (default 512k; e.g. 64k, 1m)\n"
+    "  -a, --allocator NAME      mimalloc (default) or jemalloc\n"
+    "  -e, --every DURATION      report period (default 10s; e.g. 500ms, 1m; 0 = only at exit)\n"
+    "  -o, --output DIR          where reports go (default ./mimprof-out)\n"
+    "  -s, --symbolize MODE      none | functions | lines (default: lines when built with libdw)\n"
+    "      --follow-fork         forked children write their own reports (default)\n"
+    "      --no-follow-fork      forked children are not profiled\n"
+    "      --follow-exec         programs CMD executes are profiled too\n"
+    "      --no-follow-exec      ... are not (default)\n"
+    "      --max-depth N         frames kept per stack (default 64)\n"
+    "      --seed N              fixed sampling seed (reproducible runs)\n"
+    "  -q, --quiet               no summary line on stderr\n"
+    "\n"
+    "Exit status: CMD's; 128+N when signal N killed it; 127 when it cannot be run;\n"
+    "125 for mimprof's own errors. The preload is found next to this executable\n"
+    "(build tree or install prefix) or in $MIMPROF_PRELOAD_DIR.\n";
+
+static const char USAGE_TOP[] =
+    "usage: mimprof top FILE [options]\n"
+    "\n"
+    "Prints the top functions of a pprof file (gzip-compressed or not; mimprof's, Go's\n"
+    "or any other producer's): flat = the function allocated itself, cum = it or its callees.\n"
+    "\n"
+    "options:\n"
+    "  -t, --type TYPE   sample type: alloc_space, alloc_objects, inuse_space, inuse_objects\n"
+    "                    (or any type in the file; default: the file's default, the last type)\n"
+    "  -n N              rows (default 20; 0 = all)\n"
+    "      --cum         sort by cumulative value\n";
+
+static const char USAGE_FLAME[] =
+    "usage: mimprof flame FILE [options] [-o OUT.svg]\n"
+    "\n"
+    "Writes a self-contained SVG flame graph (no external scripts or fonts): tooltips\n"
+    "with value and share, click to zoom, search box (Ctrl-F), colours stable per function.\n"
+    "\n"
+    "options:\n"
+    "  -t, --type TYPE        sample type (as for top)\n"
+    "  -o, --output OUT.svg   output file (default flame.svg; - = standard output)\n"
+    "      --title TEXT       title (default \"Flame graph: TYPE\")\n"
+    "      --width PX         image width (default 1200)\n"
+    "      --min-width PX     siblings narrower than this merge into one frame (default 1)\n";
+
+static const char USAGE_DIFF[] =
+    "usage: mimprof diff BASE NEW [options]\n"
+    "\n"
+    "What grew and shrank per function (matched by name) between two profiles.\n"
+    "\n"
+    "options:\n"
+    "  -t, --type TYPE   sample type (default inuse_space when both have it)\n"
+    "  -n N              rows per section (default 20; 0 = all)\n"
+    "      --cum         sort by cumulative delta\n";
+
+void mpt_usage(FILE *out, const char *cmd)
+{
+    const char *text = USAGE_MAIN;
+    if (cmd != NULL && strcmp(cmd, "run") == 0)
+        text = USAGE_RUN;
+    else if (cmd != NULL && strcmp(cmd, "top") == 0)
+        text = USAGE_TOP;
+    else if (cmd != NULL && strcmp(cmd, "flame") == 0)
+        text = USAGE_FLAME;
+    else if (cmd != NULL && strcmp(cmd, "diff") == 0)
+        text = USAGE_DIFF;
+    fputs(text, out);
+}
