@@ -1,12 +1,50 @@
 #!/usr/bin/env bash
-# The main job on the built-in example: run by `./dev demo` after the build.
+# The main job on the bundled example: run by `./dev demo` after the build.
+#
+# `mimprof run` profiles the example program (a toy request loop with a
+# growing leak, profiling/examples/leaky_server.c) with a report every
+# second, then `mimprof top` shows the last report, `mimprof diff` what grew
+# between the first and the last, and `mimprof flame` writes flame.svg.
 set -euo pipefail
-build=${1:-build}
-echo "Running the example program on libmimprof-allocator:"
-"$build/examples/alloc-demo"
-override=$build/subprojects/mimprof-allocator/libmimprof-allocator-override.so
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+prof=$build/subprojects/mimprof-profiling
+mimprof=$prof/tool/mimprof
+example=$prof/examples/mimprof-example
+out=$root/mimprof-out
+svg=$root/flame.svg
+
+for f in "$mimprof" "$example"; do
+  [ -x "$f" ] || { echo "demo: $f is missing (build with -Dpreload=enabled)" >&2; exit 1; }
+done
+
+rm -rf "$out"
+# A finer sampling interval than the default 512k suits a program this small.
+echo "\$ mimprof run --every 1s --interval 64k -o mimprof-out -- mimprof-example"
+"$mimprof" run --every 1s --interval 64k -o "$out" -- "$example"
+
+# The example's reports, in order: heap.<pid>.<seq>.pb.gz
+mapfile -t reports < <(cd "$out" && ls heap.*.pb.gz | sort -t. -k3,3n | sed "s|^|$out/|")
+first=${reports[0]}
+last=${reports[${#reports[@]}-1]}
+
 echo
-echo "Running 'sort' (a program nobody here wrote) with LD_PRELOAD=$override:"
-seq 200000 | LC_ALL=C sort -r | head -3
-seq 200000 | LD_PRELOAD=$override LC_ALL=C sort -r | head -3
-echo "Both runs printed the same lines; the second ran on mimalloc through the override."
+echo "\$ mimprof top ${last#"$root"/}"
+"$mimprof" top "$last" --type inuse_space -n 10 | tee "$out/top.txt"
+
+echo
+echo "\$ mimprof diff ${first#"$root"/} ${last#"$root"/}"
+"$mimprof" diff "$first" "$last" -n 5
+
+"$mimprof" flame "$last" --type inuse_space -o "$svg" \
+  --title "mimprof-example: memory in use at exit (inuse_space)"
+echo
+echo "Flame graph: $svg (open it in a browser: click to zoom, Ctrl-F to search)"
+
+# The leak is what the demo is about: it must be the top in-use site.
+top=$(awk 'f { print $NF; exit } $1 == "flat" { f = 1 }' "$out/top.txt")
+if [ "$top" != "remember_session" ]; then
+  echo "demo: expected the leak (remember_session) as the top inuse site, got '$top'" >&2
+  exit 1
+fi
+echo "The leak, remember_session, is the top in-use site."
