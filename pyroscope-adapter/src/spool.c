@@ -151,7 +151,8 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
         mp_pyro_spool_close(sp);
         return st;
     }
-    qsort(sp->files, sp->nfiles, sizeof *sp->files, cmp_file);
+    if (sp->nfiles)
+        qsort(sp->files, sp->nfiles, sizeof *sp->files, cmp_file);
     *out = sp;
     return MP_PYRO_OK;
 }

@@ -72,6 +72,12 @@ typedef struct pbf {
     size_t len;
 } pbf;
 bool pb_next(pbr *r, pbf *f);
+/* A reader over the bytes of a length-delimited field (empty otherwise). */
+static inline pbr pb_sub(const pbf *f)
+{
+    pbr r = {f->data, f->data ? f->data + f->len : NULL, false};
+    return r;
+}
 void pbw_varint(tbuf *b, uint32_t field, uint64_t v);
 void pbw_bytes(tbuf *b, uint32_t field, const void *p, size_t n);
 void pbw_str(tbuf *b, uint32_t field, const char *s);

@@ -18,7 +18,9 @@ static void packed(const pbf *f, uint64_t **arr, size_t *n)
         (*arr)[(*n)++] = f->v;
         return;
     }
-    pbr r = {f->data, f->data + f->len, false};
+    if (!f->len)
+        return;
+    pbr r = pb_sub(f);
     while (r.p < r.end) {
         uint64_t x = 0;
         int shift = 0;
@@ -37,10 +39,10 @@ static void packed(const pbf *f, uint64_t **arr, size_t *n)
 bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
 {
     memset(out, 0, sizeof *out);
-    pbr r = {p, p + n, false};
+    pbr r = {p, p ? p + n : NULL, false};
     pbf f;
     while (pb_next(&r, &f)) {
-        pbr s = {f.data, f.data + f.len, false};
+        pbr s = pb_sub(&f);
         pbf g;
         switch (f.field) {
         case 1:
@@ -64,7 +66,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
                 } else if (g.field == 2) {
                     packed(&g, &vals, &smp->nvalues);
                 } else if (g.field == 3 && !smp->label_key) {
-                    pbr l = {g.data, g.data + g.len, false};
+                    pbr l = pb_sub(&g);
                     pbf h;
                     while (pb_next(&l, &h))
                         if (h.field == 1) smp->label_key = sv(h.v); else if (h.field == 2) smp->label_str = sv(h.v);
@@ -96,7 +98,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
                 else if (g.field == 2) out->locations[out->nlocations].mapping = g.v;
                 else if (g.field == 3) out->locations[out->nlocations].address = g.v;
                 else if (g.field == 4 && !out->locations[out->nlocations].function) {
-                    pbr l = {g.data, g.data + g.len, false};
+                    pbr l = pb_sub(&g);
                     pbf h;
                     while (pb_next(&l, &h))
                         if (h.field == 1) out->locations[out->nlocations].function = h.v;

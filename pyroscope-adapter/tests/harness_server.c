@@ -252,17 +252,17 @@ double q_series_sum(const char *base, const char *tenant, const char *type_id,
     double sum = -1;
     if (code == 200) {
         sum = 0;
-        pbr r = {resp.p, resp.p + resp.len, false};
+        pbr r = {resp.p, resp.p ? resp.p + resp.len : NULL, false};
         pbf f;
         while (pb_next(&r, &f)) {
             if (f.field != 1)
                 continue;
-            pbr s = {f.data, f.data + f.len, false};
+            pbr s = pb_sub(&f);
             pbf g;
             while (pb_next(&s, &g)) {
                 if (g.field != 2)
                     continue;
-                pbr p = {g.data, g.data + g.len, false};
+                pbr p = pb_sub(&g);
                 pbf h;
                 while (pb_next(&p, &h)) {
                     if (h.field == 1 && h.wt == 1) {
@@ -304,7 +304,7 @@ bool q_label_has(const char *base, const char *tenant, const char *name, const c
     long code = query(base, tenant, "LabelValues", &req, &resp);
     bool found = false;
     if (code == 200) {
-        pbr r = {resp.p, resp.p + resp.len, false};
+        pbr r = {resp.p, resp.p ? resp.p + resp.len : NULL, false};
         pbf f;
         while (pb_next(&r, &f))
             if (f.field == 1 && f.len == strlen(value) && memcmp(f.data, value, f.len) == 0)
@@ -323,12 +323,12 @@ bool q_has_type(const char *base, const char *tenant, const char *id, int64_t st
     long code = query(base, tenant, "ProfileTypes", &req, &resp);
     bool found = false;
     if (code == 200) {
-        pbr r = {resp.p, resp.p + resp.len, false};
+        pbr r = {resp.p, resp.p ? resp.p + resp.len : NULL, false};
         pbf f;
         while (pb_next(&r, &f)) {
             if (f.field != 1)
                 continue;
-            pbr s = {f.data, f.data + f.len, false};
+            pbr s = pb_sub(&f);
             pbf g;
             while (pb_next(&s, &g))
                 if (g.field == 1 && g.len == strlen(id) && memcmp(g.data, id, g.len) == 0)

@@ -129,10 +129,10 @@ static void decode_push(const cap_request *r, char labels[16][2][64], int *nlabe
     while (pb_next(&top, &f)) {
         cr_assert_eq(f.field, 1, "PushRequest holds only series (1)");
         nseries++;
-        pbr s = {f.data, f.data + f.len, false};
+        pbr s = pb_sub(&f);
         pbf g;
         while (pb_next(&s, &g)) {
-            pbr m = {g.data, g.data + g.len, false};
+            pbr m = pb_sub(&g);
             pbf h;
             if (g.field == 1) {
                 cr_assert_lt(*nlabels, 16);
