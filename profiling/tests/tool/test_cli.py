@@ -11,7 +11,7 @@ import time
 import unittest
 
 from tool_testlib import (MIMPROF, TempDirTest, heap_profile, mimprof, parse_diff, parse_top,
-                          pprof_wire, svg_frames)
+                          pprof_wire, rounding, svg_frames)
 
 MiB = 1 << 20
 
@@ -109,8 +109,8 @@ class Top(TempDirTest):
         self.assertEqual({r[5] for r in rows}, {k for k, v in want.items() if v != (0, 0)})
         for flat, flat_pct, _, cum, cum_pct, name in rows:
             # values print with 3 significant decimals of their unit
-            self.assertAlmostEqual(flat, want[name][0], delta=want[name][0] * 0.001 + 1)
-            self.assertAlmostEqual(cum, want[name][1], delta=want[name][1] * 0.001 + 1)
+            self.assertAlmostEqual(flat, want[name][0], delta=rounding(want[name][0]))
+            self.assertAlmostEqual(cum, want[name][1], delta=rounding(want[name][1]))
             self.assertAlmostEqual(flat_pct, 100.0 * want[name][0] / total, delta=0.01)
             self.assertAlmostEqual(cum_pct, 100.0 * want[name][1] / total, delta=0.01)
         key = 3 if by_cum else 0

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import unittest
 
-from tool_testlib import TempDirTest, go_env, heap_profile, mimprof, parse_top, pprof_wire
+from tool_testlib import TempDirTest, go_env, heap_profile, mimprof, parse_top, pprof_wire, rounding
 
 GO = shutil.which("go")
 MiB = 1 << 20
@@ -98,8 +98,8 @@ class GoProduced(TempDirTest):
         # Go's scaled estimate of 16 MiB / 1 MiB (its sampler, not ours): loose
         self.assertAlmostEqual(rows[0][0], 16 * MiB, delta=0.25 * 16 * MiB)
         for flat, _, _, cum, _, name in rows:
-            self.assertAlmostEqual(flat, per[name][0], delta=per[name][0] * 0.001 + 1)
-            self.assertAlmostEqual(cum, per[name][1], delta=per[name][1] * 0.001 + 1)
+            self.assertAlmostEqual(flat, per[name][0], delta=rounding(per[name][0]))
+            self.assertAlmostEqual(cum, per[name][1], delta=rounding(per[name][1]))
         # the default type of a Go heap profile is its last one, inuse_space
         self.assertEqual(parse_top(mimprof("top", out, check=True).stdout)[0][5], "main.leakyGrow")
         alloc = parse_top(mimprof("top", out, "-t", "alloc_space", check=True).stdout)

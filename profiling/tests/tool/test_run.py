@@ -25,7 +25,8 @@ import sys
 import time
 import unittest
 
-from tool_testlib import EXAMPLE, MIMPROF, TempDirTest, mimprof, parse_diff, parse_top, pprof_wire
+from tool_testlib import (EXAMPLE, MIMPROF, TempDirTest, mimprof, parse_diff, parse_top, pprof_wire,
+                          rounding)
 
 MiB = 1 << 20
 PYTHON = "/usr/bin/python3"
@@ -87,7 +88,7 @@ class Example(TempDirTest):
                          ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
         self.assertEqual(prof["period"], 16384)
         per = pprof_wire.per_function(prof, "inuse_space")
-        self.assertAlmostEqual(per["remember_session"][0], rows[0][0], delta=rows[0][0] * 0.001)
+        self.assertAlmostEqual(per["remember_session"][0], rows[0][0], delta=rounding(rows[0][0]))
         leak_stacks = [s for s in prof["samples"] if s[0][:1] == ["remember_session"]]
         self.assertTrue(all(s[0][1:3] == ["handle_request", "main"] for s in leak_stacks))
 

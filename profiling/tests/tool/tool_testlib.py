@@ -37,6 +37,18 @@ def parse_value(text):
     return float(m.group(1)) * UNIT.get(m.group(2) or "B", 1)
 
 
+def rounding(v):
+    """The largest error of a value printed by mimprof: 2 decimals of its
+    binary unit (0.5 for plain bytes/counts)."""
+    v = abs(v)
+    if v < 1024:
+        return 0.5
+    scale = 1024
+    while v >= scale * 1024:
+        scale *= 1024
+    return 0.005 * scale + 1e-9
+
+
 def parse_top(text):
     """Rows of `mimprof top`: [(flat, flat%, sum%, cum, cum%, name)]."""
     rows = []

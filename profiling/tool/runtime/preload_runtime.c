@@ -59,7 +59,6 @@ static struct {
     atomic_bool report_req;
     atomic_int fatal_sig;       /* a fatal signal waits for its report */
     atomic_uint reports_done;   /* bumped after every report attempt */
-    bool handlers_installed;
 } rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
