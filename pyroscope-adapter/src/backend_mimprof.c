@@ -1,6 +1,4 @@
-/* The mimprof profiler as a backend. Built only when mimprof-profiling is
- * found (MP_PYRO_HAVE_PROFILING); otherwise the constructors report
- * MP_PYRO_E_UNSUPPORTED. Its profiles carry interval samples (alloc_*,
+/* The mimprof profiler as a backend. Its profiles carry interval samples (alloc_*,
  * label __delta__="false") and the live snapshot (inuse_*), already
  * unbiased by the profiler's estimator: nothing is rescaled here. */
 #include <stdlib.h>
@@ -8,7 +6,6 @@
 
 #include "backend_int.h"
 
-#ifdef MP_PYRO_HAVE_PROFILING
 #include <mimprof/profiling.h>
 
 typedef struct mimprof_state {
@@ -137,23 +134,3 @@ mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p, mp_pyro_bac
     m->prof = p;
     return make(m, out);
 }
-
-#else /* !MP_PYRO_HAVE_PROFILING */
-
-mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg, mp_pyro_backend **out)
-{
-    (void)cfg;
-    if (out)
-        *out = NULL;
-    return MP_PYRO_E_UNSUPPORTED;
-}
-
-mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p, mp_pyro_backend **out)
-{
-    (void)p;
-    if (out)
-        *out = NULL;
-    return MP_PYRO_E_UNSUPPORTED;
-}
-
-#endif

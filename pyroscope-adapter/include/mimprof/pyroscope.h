@@ -368,10 +368,12 @@ struct mp_profiler;
 /**
  * The mimprof profiler as a backend that owns its session: start() calls
  * mp_profiler_start(cfg) (NULL = mp_prof_config_init() defaults), report()
- * mp_profiler_report(), stop() mp_profiler_stop(). Profiles carry interval
- * (`alloc_*`, `__delta__="false"`) and live (`inuse_*`) values.
- * @return MP_PYRO_E_UNSUPPORTED when the library was built without
- *         mimprof-profiling.
+ * mp_profiler_report(), stop() mp_profiler_stop() and frees the session.
+ * Profiles carry interval (`alloc_*`, `__delta__="false"`) and live
+ * (`inuse_*`) values, already unbiased by the profiler: nothing is
+ * rescaled here. The profiler's own errors come back as MP_PYRO_E_BACKEND
+ * (or NOMEM/STATE/UNSUPPORTED) with mp_prof_strerror()'s sentence in
+ * mp_pyro_backend_error().
  */
 mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg, mp_pyro_backend **out);
 
