@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     mp_img_word *all[] = {n, s, c, fn, fs, code, hh, t, var};
     for (int i = 0; i < 9; i++)
         v[i + 1] = (mp_img_word)all[i];
-    mp_img_set_flags(n, 0x8001);
+    mp_img_set_flags(n, 0x4001);
     mp_img_root_set(h, "all", v, NULL);
     mp_img_root_set(h, "nil", NULL, NULL);
     write_heap(h, "all-kinds");

@@ -132,7 +132,7 @@ int img_reserve(mp_img_heap *h, size_t bytes)
 
 void *img_alloc_slow(mp_img_heap *h, uint32_t type, size_t units)
 {
-    if (units > IMG_MAX_UNITS || units > (SIZE_MAX / sizeof(mp_img_word)) - h->meta_width - 2) {
+    if (units > IMG_MAX_UNITS || units > (SIZE_MAX / sizeof(mp_img_word)) - h->meta_width - 1) {
         errno = ENOMEM;
         return NULL;
     }
@@ -161,7 +161,7 @@ void *mp_img_alloc(mp_img_heap *h, const mp_img_type *type, size_t units)
     mp_img_word *obj = img_alloc_raw(h, type->index, units);
     if (!obj)
         return NULL;
-    memset((mp_img_word *)obj - 2 - h->meta_width, 0, h->meta_width * sizeof(mp_img_word));
+    memset((mp_img_word *)obj - 1 - h->meta_width, 0, h->meta_width * sizeof(mp_img_word));
     memset(obj, 0, units * sizeof(mp_img_word));
     if (type->shape_class == IMG_SHAPE_DYNAMIC)
         obj[0] = units - 1; /* the slot-0 count */
@@ -193,9 +193,9 @@ mp_img_word *mp_img_meta(const mp_img_heap *h, void *obj)
 
 size_t mp_img_heap_count(const mp_img_heap *h) { return h ? h->count : 0; }
 
-bool mp_img_heap_contains(const mp_img_heap *h, const void *p)
+bool img_heap_locate(const mp_img_heap *h, const void *p, size_t *chunk, size_t *word)
 {
-    if (!h || !p || h->n_chunks == 0)
+    if (!p || h->n_chunks == 0)
         return false;
     const unsigned char *a = p;
     const struct img_chunk *c = &h->chunks[h->last_chunk];
@@ -217,13 +217,23 @@ bool mp_img_heap_contains(const mp_img_heap *h, const void *p)
     size_t off = (size_t)(a - c->base);
     if (off % sizeof(mp_img_word))
         return false;
-    size_t word = off / sizeof(mp_img_word);
-    return (c->starts[word / 64] >> (word % 64)) & 1;
+    size_t w = off / sizeof(mp_img_word);
+    if (!((c->starts[w / 64] >> (w % 64)) & 1))
+        return false;
+    *chunk = (size_t)(c - h->chunks);
+    *word = w;
+    return true;
+}
+
+bool mp_img_heap_contains(const mp_img_heap *h, const void *p)
+{
+    size_t chunk, word;
+    return h && img_heap_locate(h, p, &chunk, &word);
 }
 
 void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void *ctx)
 {
-    size_t skip = (h->meta_width + 2) * sizeof(mp_img_word);
+    size_t skip = (h->meta_width + 1) * sizeof(mp_img_word);
     for (size_t i = 0; i < h->n_chunks; i++) {
         const struct img_chunk *c = &h->chunks[i];
         for (size_t off = 0; off < c->used;) {

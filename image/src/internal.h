@@ -26,7 +26,16 @@ mp_img_status img_ok(mp_img_error *err);
  * which allocator it came from; pass it back to img_big_free). Not zeroed
  * when it comes from malloc. NULL on ENOMEM. */
 void *img_big_alloc(size_t size, int *mapped);
+/* img_big_alloc, zero-filled. */
+void *img_big_zalloc(size_t size, int *mapped);
 void img_big_free(void *p, size_t size, int mapped);
+
+/* A block from img_big_alloc with what it takes to free it. */
+struct img_block {
+    void *p;
+    size_t size;
+    int mapped;
+};
 
 /* ---- platform.c ---------------------------------------------------- */
 
@@ -70,22 +79,22 @@ unsigned char *img_type_table(const mp_img_registry *reg, size_t *size);
 
 /* ---- heap.c ------------------------------------------------------ */
 
-/* The hidden header, immediately before unit 0. The metadata words (meta
- * width of them) sit immediately before the header. */
+/* The hidden header: one word, immediately before unit 0. The metadata
+ * words (meta width of them) sit immediately before the header. */
 struct img_obj {
-    uint32_t type;   /* registry index */
     uint32_t units;  /* allocated unit count */
-    uint32_t flags;  /* user flags (low 16 bits) | library bits */
-    uint32_t stamp;  /* image index; meaningful only while IMG_TRACED is set */
+    uint16_t type;   /* registry index (a registry holds at most 65535 types) */
+    uint16_t flags;  /* user flags (MP_IMG_USER_FLAGS) | IMG_TRACED */
 };
-_Static_assert(sizeof(struct img_obj) == 16, "object header is two words");
+_Static_assert(sizeof(struct img_obj) == 8, "object header is one word");
 
 /* The most units an object may have (its header holds a 32-bit count). */
 #define IMG_MAX_UNITS_MEM UINT32_MAX
 
 /* The trace flag: set by a trace, cleared by a chain walk. It is the
  * library's alone, above the user bits, so tracing never disturbs them. */
-#define IMG_TRACED 0x10000u
+#define IMG_TRACED 0x8000u
+_Static_assert((IMG_TRACED & MP_IMG_USER_FLAGS) == 0, "the trace bit is not a user bit");
 
 static inline struct img_obj *img_hdr(const void *obj) { return (struct img_obj *)obj - 1; }
 
@@ -138,7 +147,7 @@ struct mp_img_heap {
 /* Bytes one object of `units` units occupies on a heap. */
 static inline size_t img_obj_size(size_t meta_width, size_t units)
 {
-    return (meta_width + 2 + units) * sizeof(mp_img_word);
+    return (meta_width + 1 + units) * sizeof(mp_img_word);
 }
 /* Reserves room for `bytes` of objects in one chunk, so that a loader's
  * objects are contiguous. */
@@ -163,10 +172,9 @@ static inline void *img_alloc_raw(mp_img_heap *h, uint32_t type, size_t units)
     c->used += size;
     c->objects++;
     h->count++;
-    hdr->type = type;
     hdr->units = (uint32_t)units;
+    hdr->type = (uint16_t)type;
     hdr->flags = 0;
-    hdr->stamp = 0;
     return obj;
 }
 /* Takes ownership of a malloc'ed block (freed with the heap). */
@@ -174,6 +182,10 @@ int img_heap_own_block(mp_img_heap *h, void *block);
 /* The heap's handle on `library` ("" = main program), opened on first use
  * and closed with the heap; NULL with the dlerror() text in `why`. */
 void *img_heap_library(mp_img_heap *h, const char *library, const char **why);
+
+/* Where p is: true when p is an object of h (never dereferences p), with
+ * its chunk and the word index of its unit 0 in that chunk. */
+bool img_heap_locate(const mp_img_heap *h, const void *p, size_t *chunk, size_t *word);
 
 /* Calls fn on every object of the chain, in allocation order. */
 void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void *ctx);
@@ -200,6 +212,17 @@ struct img_trace {
     int emit;
     void **order;             /* reachable objects; order[i] has index i + 1 */
     size_t n, cap;
+    /* The stamps: the index of every object of the heap (0 = not reached),
+     * chunk by chunk; the k-th object of chunk c has stamps[first[c] + k],
+     * k found from the chunk's start bits and its rank directory (objects
+     * before each group of 64 words, at rank + rank_at[c]). Only the trace
+     * reads them: every reference is resolved while it is visited. */
+    uint32_t *stamps, *rank;
+    size_t *first, *rank_at;
+    size_t *words;            /* per chunk: its used words when the trace began */
+    size_t n_chunks;
+    struct img_block stamps_block, order_block, extents_block, rec_block;
+    uint64_t *root_index;     /* the index of each root (0 = nil) */
     uint64_t *extents;        /* emit: one extent word per object */
     uint64_t *rec;            /* emit: the object table */
     size_t rec_len, rec_cap;
@@ -223,7 +246,7 @@ static inline mp_img_kind img_kind(const mp_img_shape *s, size_t unit)
 }
 
 /* Traces from the roots in name order, breadth first: every reachable
- * object gets IMG_TRACED and stamp = its index. Refuses references that are
+ * object gets IMG_TRACED and a stamp, its index. Refuses references that are
  * not objects of the heap, shapeless types and contradicted shapes. With
  * tr->emit set (by the caller, after zeroing *tr) it also emits the object
  * table. The caller must call img_trace_clear() whatever the result. */

@@ -63,12 +63,11 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
         if (fill) {
             dst = base + off[i + 1];
             if (w)
-                memcpy(dst - 2 - w, rec, 8 * w); /* metadata, imaged as words */
+                memcpy(dst - 1 - w, rec, 8 * w); /* metadata, imaged as words */
             struct img_obj *hdr = img_hdr(dst);
-            hdr->type = IMG_EXTENT_TYPE(e);
             hdr->units = units;
-            hdr->flags = IMG_EXTENT_FLAGS(e);
-            hdr->stamp = 0;
+            hdr->type = (uint16_t)IMG_EXTENT_TYPE(e);
+            hdr->flags = (uint16_t)IMG_EXTENT_FLAGS(e);
             /* Invariant kept: the start bit of every object's unit 0. */
             size_t word = run->base_word + off[i + 1];
             run->chunk->starts[word / 64] |= (uint64_t)1 << (word % 64);
@@ -217,10 +216,10 @@ static mp_img_status plan_run(mp_img_heap *h, const struct img_view *v, struct i
     run->base = (mp_img_word *)(run->chunk->base + run->chunk->used);
     run->base_word = run->chunk->used / sizeof(mp_img_word);
     run->off[0] = 0; /* index 0 is nil; REF() masks it */
-    uint32_t at = (uint32_t)(h->meta_width + 2); /* unit 0 of the first object */
+    uint32_t at = (uint32_t)(h->meta_width + 1); /* unit 0 of the first object */
     for (uint64_t i = 0; i < n; i++) {
         run->off[i + 1] = at;
-        at += (uint32_t)(IMG_EXTENT_UNITS(img_rd64(v->extents_at + 8 * i)) + h->meta_width + 2);
+        at += (uint32_t)(IMG_EXTENT_UNITS(img_rd64(v->extents_at + 8 * i)) + h->meta_width + 1);
     }
     return MP_IMG_OK;
 }

@@ -63,6 +63,14 @@ void *img_big_alloc(size_t size, int *mapped)
     return malloc(size ? size : 1);
 }
 
+void *img_big_zalloc(size_t size, int *mapped)
+{
+    if (size >= MAP_THRESHOLD)
+        return img_big_alloc(size, mapped); /* fresh mappings are zero */
+    *mapped = 0;
+    return calloc(1, size ? size : 1);
+}
+
 void img_big_free(void *p, size_t size, int mapped)
 {
     if (mapped)

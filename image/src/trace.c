@@ -22,16 +22,21 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-/* Marks p reached: its index is the next one. */
-static inline void reach(struct img_trace *tr, void *p)
+/* Set bits of x (SWAR: no libgcc call where the CPU baseline lacks popcnt). */
+static inline unsigned popcount64(uint64_t x)
 {
-    struct img_obj *hdr = img_hdr(p);
-    /* Invariant: IMG_TRACED set <=> the object is in order[] and its stamp
-     * is its 1-based position there. The chain walk in img_trace_clear()
-     * takes the bit back from every object, reached or not. */
-    hdr->flags |= IMG_TRACED;
-    hdr->stamp = (uint32_t)(tr->n + 1);
-    tr->order[tr->n++] = p;
+    x = x - ((x >> 1) & UINT64_C(0x5555555555555555));
+    x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
+    x = (x + (x >> 4)) & UINT64_C(0x0F0F0F0F0F0F0F0F);
+    return (unsigned)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
+/* The k-th object of chunk c holds its unit 0 at word w: k is the number
+ * of start bits below w. */
+static inline size_t ordinal(const struct img_chunk *c, const uint32_t *rank, size_t w)
+{
+    uint64_t below = c->starts[w / 64] & (((uint64_t)1 << (w % 64)) - 1);
+    return rank[w / 64] + popcount64(below);
 }
 
 /* A reference held by object `holder` (type t) at `unit`, or by root
@@ -41,12 +46,13 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
                            const mp_img_type *t, size_t unit, uint64_t *index,
                            mp_img_error *err)
 {
+    size_t chunk, word;
     if (!p) {
         *index = 0;
         return MP_IMG_OK;
     }
     /* Checked before anything reads *p: p may be any address at all. */
-    if (!mp_img_heap_contains(h, p)) {
+    if (!img_heap_locate(h, p, &chunk, &word)) {
         if (holder == 0)
             return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
                             "root '%s': 0x%lx is not an object on this heap", h->roots[unit].name,
@@ -56,9 +62,26 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
                         "this heap",
                         holder, t->name, unit, (unsigned long)(uintptr_t)p);
     }
-    if (!(img_hdr(p)->flags & IMG_TRACED))
-        reach(tr, p); /* order[] was sized for every object of the heap */
-    *index = img_hdr(p)->stamp;
+    /* Callbacks must not allocate on the heap being written; if one did,
+     * the object is newer than the stamp tables: refused, not followed. */
+    size_t k = chunk < tr->n_chunks && word < tr->words[chunk]
+                   ? ordinal(&h->chunks[chunk], tr->rank + tr->rank_at[chunk], word)
+                   : SIZE_MAX;
+    struct img_obj *hdr = img_hdr(p);
+    if (k == SIZE_MAX || (!(hdr->flags & IMG_TRACED) && tr->n >= tr->cap))
+        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+                        "object %zu unit %zu: references an object allocated during the write",
+                        holder, unit);
+    uint32_t *stamp = &tr->stamps[tr->first[chunk] + k];
+    if (!(hdr->flags & IMG_TRACED)) {
+        /* Invariant: IMG_TRACED set <=> the object is in order[] and its
+         * stamp is its 1-based position there. The chain walk in
+         * img_trace_clear() takes the bit back from every object. */
+        hdr->flags |= IMG_TRACED;
+        *stamp = (uint32_t)(tr->n + 1);
+        tr->order[tr->n++] = p; /* order[] was sized for every object of the heap */
+    }
+    *index = *stamp;
     return MP_IMG_OK;
 }
 
@@ -167,7 +190,7 @@ static mp_img_status process(mp_img_heap *h, struct img_trace *tr, size_t i, mp_
             *rec++ = s->described;
             *rec++ = s->mask;
         }
-        const mp_img_word *meta = obj - 2 - h->meta_width;
+        const mp_img_word *meta = obj - 1 - h->meta_width;
         for (size_t m = 0; m < h->meta_width; m++)
             *rec++ = meta[m];
         tr->rec_len = (size_t)(rec - tr->rec) + extent;
@@ -199,23 +222,71 @@ static mp_img_status process(mp_img_heap *h, struct img_trace *tr, size_t i, mp_
     return MP_IMG_OK;
 }
 
+static void *big(struct img_block *b, size_t size, int zero)
+{
+    b->size = size ? size : 1;
+    b->p = zero ? img_big_zalloc(b->size, &b->mapped) : img_big_alloc(b->size, &b->mapped);
+    return b->p;
+}
+
+static void big_free(struct img_block *b)
+{
+    if (b->p)
+        img_big_free(b->p, b->size, b->mapped);
+    b->p = NULL;
+}
+
+/* The stamp table and the rank directory of every chunk. */
+static int reserve_stamps(mp_img_heap *h, struct img_trace *tr)
+{
+    size_t n = h->n_chunks ? h->n_chunks : 1, groups = 0;
+    tr->n_chunks = h->n_chunks;
+    tr->first = malloc(n * sizeof *tr->first);
+    tr->rank_at = malloc(n * sizeof *tr->rank_at);
+    tr->words = malloc(n * sizeof *tr->words);
+    if (!tr->first || !tr->rank_at || !tr->words)
+        return -1;
+    size_t objects = 0;
+    for (size_t c = 0; c < h->n_chunks; c++) {
+        tr->first[c] = objects;
+        tr->rank_at[c] = groups;
+        tr->words[c] = h->chunks[c].used / sizeof(mp_img_word);
+        objects += h->chunks[c].objects;
+        groups += (tr->words[c] + 63) / 64;
+    }
+    tr->rank = malloc((groups ? groups : 1) * sizeof *tr->rank);
+    if (!tr->rank || !big(&tr->stamps_block, objects * sizeof *tr->stamps, 1))
+        return -1;
+    tr->stamps = tr->stamps_block.p;
+    for (size_t c = 0; c < h->n_chunks; c++) {
+        uint32_t before = 0;
+        for (size_t g = 0; g < (tr->words[c] + 63) / 64; g++) {
+            tr->rank[tr->rank_at[c] + g] = before;
+            before += popcount64(h->chunks[c].starts[g]);
+        }
+    }
+    return 0;
+}
+
 /* Room for the whole heap, so that nothing moves during the walk: order
  * and extents for every object, the object table for every heap word (an
- * object's record is never longer than its place on the heap). Reserved,
- * not touched: only what is used is faulted in. */
+ * object's record is never longer than its place on the heap, header
+ * included). */
 static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error *err)
 {
     size_t words = 0;
     for (size_t c = 0; c < h->n_chunks; c++)
         words += h->chunks[c].used / sizeof(mp_img_word);
     tr->cap = h->count;
-    tr->order = malloc((tr->cap ? tr->cap : 1) * sizeof *tr->order);
+    tr->order = big(&tr->order_block, tr->cap * sizeof *tr->order, 0);
+    tr->root_index = calloc(h->n_roots ? h->n_roots : 1, sizeof *tr->root_index);
     if (tr->emit) {
-        tr->extents = malloc((tr->cap ? tr->cap : 1) * sizeof *tr->extents);
+        tr->extents = big(&tr->extents_block, tr->cap * sizeof *tr->extents, 0);
         tr->rec_cap = words;
-        tr->rec = malloc((words ? words : 1) * sizeof *tr->rec);
+        tr->rec = big(&tr->rec_block, words * sizeof *tr->rec, 0);
     }
-    if (!tr->order || (tr->emit && (!tr->extents || !tr->rec)))
+    if (!tr->order || !tr->root_index || (tr->emit && (!tr->extents || !tr->rec)) ||
+        reserve_stamps(h, tr))
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory tracing %zu objects", h->count);
     if (h->count >= (size_t)UINT32_MAX - 1)
         return img_fail(err, MP_IMG_ERR_LIMIT, "more than %u objects on the heap",
@@ -226,9 +297,8 @@ static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error 
 mp_img_status img_trace_run(mp_img_heap *h, struct img_trace *tr, mp_img_error *err)
 {
     mp_img_status st = reserve(h, tr, err);
-    uint64_t ignored;
     for (size_t r = 0; r < h->n_roots && st == MP_IMG_OK; r++)
-        st = visit(h, tr, h->roots[r].obj, 0, NULL, r, &ignored, err);
+        st = visit(h, tr, h->roots[r].obj, 0, NULL, r, &tr->root_index[r], err);
     /* order[] is its own queue: objects are appended as they are reached
      * and processed in index order. */
     for (size_t i = 0; i < tr->n && st == MP_IMG_OK; i++)
@@ -247,9 +317,15 @@ void img_trace_clear(mp_img_heap *h, struct img_trace *tr)
     /* A chain walk, not a tree walk: it reaches every object, including one
      * a trace flagged and the graph has since dropped. */
     img_chain_walk(h, untrace, NULL);
-    free(tr->order);
-    free(tr->extents);
-    free(tr->rec);
+    big_free(&tr->stamps_block);
+    big_free(&tr->order_block);
+    big_free(&tr->extents_block);
+    big_free(&tr->rec_block);
+    free(tr->rank);
+    free(tr->first);
+    free(tr->rank_at);
+    free(tr->words);
+    free(tr->root_index);
     free(tr->bytes);
     free(tr->frefs);
     memset(tr, 0, sizeof *tr);

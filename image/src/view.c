@@ -274,6 +274,9 @@ static mp_img_status check_extents(struct img_view *v, mp_img_error *err)
         if (ti >= v->hd.n_types)
             return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: type index %u out of range",
                             (unsigned long long)i + 1, (unsigned)ti);
+        if (IMG_EXTENT_FLAGS(e) & ~MP_IMG_USER_FLAGS)
+            return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: flags 0x%x are not user flags",
+                            (unsigned long long)i + 1, (unsigned)IMG_EXTENT_FLAGS(e));
         const struct img_vtype *t = &v->types[ti];
         if (t->shape_class == IMG_SHAPE_NONE ||
             (t->shape_class == IMG_SHAPE_FIXED && units != t->shape.count) ||

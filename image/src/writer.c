@@ -240,8 +240,6 @@ static void put_str(struct img_sink *sk, const char *s)
     img_sink_zeros(sk, img_pad8(len) - len);
 }
 
-static inline uint64_t ref_index(mp_img_word p) { return p ? img_hdr((void *)p)->stamp : 0; }
-
 static void put_blob(struct img_sink *sk, const struct img_trace *tr)
 {
     for (size_t i = 0; i < tr->n_bytes; i++) {
@@ -263,7 +261,7 @@ static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr,
     img_sink_put(&sk, p->types, p->types_size);
     img_sink_put(&sk, p->ftab, p->ftab_size);
     for (size_t r = 0; r < h->n_roots; r++) {
-        img_sink_word(&sk, ref_index((mp_img_word)h->roots[r].obj));
+        img_sink_word(&sk, tr->root_index[r]);
         put_str(&sk, h->roots[r].name);
     }
     img_sink_put(&sk, tr->extents, tr->n * 8);

@@ -221,3 +221,37 @@ Test(refusal, a_write_failing_midway_leaves_nothing)
     closedir(d);
     free(path);
 }
+
+/* A shape callback that breaks the rules: it allocates on the heap being
+ * written and links the new object in. The write must refuse, not follow a
+ * reference the trace's tables do not cover. */
+static mp_img_heap *rogue_heap;
+static const mp_img_type *rogue_type;
+static bool rogue_shape(void *ctx, const mp_img_word *obj, size_t units, mp_img_shape *out)
+{
+    (void)ctx;
+    mp_img_word *fresh = mp_img_alloc(rogue_heap, rogue_type, 2);
+    ((mp_img_word *)obj)[1] = (mp_img_word)fresh;
+    *out = (mp_img_shape){false, (uint32_t)units, 0, 0};
+    return true;
+}
+
+Test(refusal, objects_allocated_during_the_write)
+{
+    mp_img_registry *reg;
+    mp_img_registry_new(0, &reg, NULL);
+    mp_img_type_register(reg, "rogue", &(mp_img_type_options){.shape_of = rogue_shape},
+                         &rogue_type, NULL);
+    mp_img_heap_new(reg, &rogue_heap, NULL);
+    mp_img_word *a = mp_img_alloc(rogue_heap, rogue_type, 2);
+    mp_img_root_set(rogue_heap, "a", a, NULL);
+    char *path = fx_path("rogue.mpimg");
+    mp_img_error err;
+    cr_assert_eq(mp_img_write(rogue_heap, path, &err), MP_IMG_ERR_ARGUMENT, "%s", err.detail);
+    cr_assert_str_eq(err.detail,
+                     "object 1 unit 1: references an object allocated during the write");
+    cr_assert_neq(access(path, F_OK), 0);
+    free(path);
+    mp_img_heap_free(rogue_heap);
+    mp_img_registry_free(reg);
+}

@@ -278,8 +278,9 @@ MP_IMG_API bool mp_img_type_shape(const mp_img_type *type, mp_img_shape *out);
 /** A heap: objects, their chain, and named roots (opaque). */
 typedef struct mp_img_heap mp_img_heap;
 
-/** Flags an object carries in the image (the library keeps its own bits elsewhere). */
-#define MP_IMG_USER_FLAGS 0xFFFFu
+/** Flags an object carries in the image (15 bits; the header's 16th is the
+ *  library's trace flag, which is never imaged and never visible here). */
+#define MP_IMG_USER_FLAGS 0x7FFFu
 
 /** Creates an empty heap whose objects are typed by `reg`. */
 MP_IMG_API mp_img_status mp_img_heap_new(mp_img_registry *reg, mp_img_heap **out,
