@@ -33,6 +33,7 @@
 #include <mimprof/profiling.h>
 
 #include "ring.h"
+#include "rwlock.h"
 
 #define MP_MAX_DEPTH_LIMIT 512u
 /* Frames captured beyond max_stack_depth, so that profiler frames cut from
@@ -149,8 +150,6 @@ bool mp_guard_held(void);
 void mp_sampler_reset_current_thread(void);
 /* Warm-up: the unwinder's first call may allocate; done at session start. */
 void mp_sampler_warm_up(void);
-/* Marks every thread record of the current thread stale (fork child). */
-void mp_sampler_forget_thread_state(void);
 bool mp_sampler_observed(void);
 /* One exponential draw with mean `mean` from `state` (exposed for tests). */
 uint64_t mp_sampler_draw(uint64_t state[2], double mean);
@@ -176,7 +175,7 @@ struct mp_counters {
 
 struct mp_recorder {
     pthread_mutex_t session;     /* start/stop/report serialization */
-    pthread_rwlock_t rw;         /* hooks (shared) vs start/stop/fork (exclusive) */
+    mp_rwlock rw;                /* hooks (shared) vs start/stop/fork (exclusive) */
     _Atomic uint64_t active_gen; /* 0 = no session; written under rw exclusive */
     mp_session_cfg cfg;          /* written under rw exclusive */
     uint64_t gen_counter;        /* under session */

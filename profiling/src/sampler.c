@@ -168,7 +168,7 @@ static HOOK uint64_t thread_reset(void)
     }
     bool locked = atomic_load_explicit(&g_rec.active_gen, memory_order_acquire) != 0;
     if (locked)
-        pthread_rwlock_rdlock(&g_rec.rw);
+        mp_rw_rdlock(&g_rec.rw);
     uint64_t gen = atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed);
     if (ts.rec != NULL && ts.rec->gen != gen) {
         stale = ts.rec; /* its session ended: it was unregistered then */
@@ -190,7 +190,7 @@ static HOOK uint64_t thread_reset(void)
         ts.rng = st[0];
     }
     if (locked)
-        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rw_rdunlock(&g_rec.rw);
     mp_rec_thread_free(stale);
     mp_guard_exit();
     return cd;
@@ -214,13 +214,13 @@ static void thread_exit(void *arg)
     mp_thread_rec *t = ts.rec;
     ts.rec = NULL;
     if (t != NULL) {
-        pthread_rwlock_rdlock(&g_rec.rw);
+        mp_rw_rdlock(&g_rec.rw);
         if (t->gen == atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed)) {
             uint64_t lost = mp_rec_thread_exit(t);
             if (lost != 0)
                 MP_COUNT(dropped_overflow_full, lost);
         }
-        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rw_rdunlock(&g_rec.rw);
         mp_rec_thread_free(t);
     }
     mp_guard_exit();
@@ -235,31 +235,31 @@ static HOOK __attribute__((noinline)) void record(void *p, size_t size)
     mp_guard_enter();
     uint64_t gen = ts.gen;
     if (ts.exited) {
-        pthread_rwlock_rdlock(&g_rec.rw);
+        mp_rw_rdlock(&g_rec.rw);
         if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == gen) {
             MP_COUNT(taken, 1);
             MP_COUNT(dropped_teardown, 1);
         }
-        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rw_rdunlock(&g_rec.rw);
         mp_guard_exit();
         return;
     }
     if (ts.rec == NULL) {
-        pthread_rwlock_rdlock(&g_rec.rw);
+        mp_rw_rdlock(&g_rec.rw);
         if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == gen)
             ts.rec = mp_rec_thread_new(gen, ts.ordinal, ts.ring_capacity,
                                        ts.max_depth + MP_CAPTURE_SLACK);
-        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rw_rdunlock(&g_rec.rw);
         if (ts.rec != NULL && !ts.key_set) {
             ts.key_set = pthread_setspecific(g_exit_key, &ts) == 0;
         }
         if (ts.rec == NULL) {
-            pthread_rwlock_rdlock(&g_rec.rw);
+            mp_rw_rdlock(&g_rec.rw);
             if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == gen) {
                 MP_COUNT(taken, 1);
                 MP_COUNT(dropped_registration, 1); /* no memory for a ring */
             }
-            pthread_rwlock_unlock(&g_rec.rw);
+            mp_rw_rdunlock(&g_rec.rw);
             mp_guard_exit();
             return;
         }
@@ -276,7 +276,7 @@ static HOOK __attribute__((noinline)) void record(void *p, size_t size)
     bool truncated = avail > ts.max_depth || n == cap;
     mp_record r = {.size = size, .weight = mp_estimator_weight(size, ts.interval)};
 
-    pthread_rwlock_rdlock(&g_rec.rw);
+    mp_rw_rdlock(&g_rec.rw);
     if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != gen)
         goto out; /* the session ended while we captured */
     MP_COUNT(taken, 1);
@@ -294,7 +294,7 @@ static HOOK __attribute__((noinline)) void record(void *p, size_t size)
     if (!mp_rec_push(t, &r))
         MP_COUNT(dropped_overflow_full, 1);
 out:
-    pthread_rwlock_unlock(&g_rec.rw);
+    mp_rw_rdunlock(&g_rec.rw);
     mp_guard_exit();
 }
 
@@ -328,9 +328,9 @@ HOOK void mp_prof_hook_forget(void *p)
     if (ts.guard != 0)
         return; /* profiler-internal memory: never sampled */
     mp_guard_enter();
-    pthread_rwlock_rdlock(&g_rec.rw);
+    mp_rw_rdlock(&g_rec.rw);
     mp_live_remove((uintptr_t)p, 0);
-    pthread_rwlock_unlock(&g_rec.rw);
+    mp_rw_rdunlock(&g_rec.rw);
     mp_guard_exit();
 }
 
@@ -339,9 +339,9 @@ HOOK uint64_t mp_prof_hook_live_id(const void *p)
     if (ts.guard != 0)
         return 0;
     mp_guard_enter();
-    pthread_rwlock_rdlock(&g_rec.rw);
+    mp_rw_rdlock(&g_rec.rw);
     uint64_t id = mp_live_id((uintptr_t)p);
-    pthread_rwlock_unlock(&g_rec.rw);
+    mp_rw_rdunlock(&g_rec.rw);
     mp_guard_exit();
     return id;
 }
@@ -351,9 +351,9 @@ HOOK void mp_prof_hook_forget_id(const void *p, uint64_t id)
     if (ts.guard != 0)
         return;
     mp_guard_enter();
-    pthread_rwlock_rdlock(&g_rec.rw);
+    mp_rw_rdlock(&g_rec.rw);
     mp_live_remove((uintptr_t)p, id);
-    pthread_rwlock_unlock(&g_rec.rw);
+    mp_rw_rdunlock(&g_rec.rw);
     mp_guard_exit();
 }
 

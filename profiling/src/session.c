@@ -27,7 +27,7 @@
 
 struct mp_recorder g_rec = {
     .session = PTHREAD_MUTEX_INITIALIZER,
-    .rw = PTHREAD_RWLOCK_INITIALIZER,
+    .rw = MP_RWLOCK_INIT,
     .c = {.last_symbol_quality = -1},
 };
 
@@ -147,9 +147,9 @@ mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out)
 
     unsigned nshards = shard_count();
     size_t per_shard = (c.overflow_stacks + nshards - 1) / nshards;
-    pthread_rwlock_wrlock(&g_rec.rw);
+    mp_rw_wrlock(&g_rec.rw);
     if (!mp_rec_session_begin(nshards, per_shard)) {
-        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rw_wrunlock(&g_rec.rw);
         free(p);
         st = MP_PROF_E_NOMEM;
         goto unlock;
@@ -166,7 +166,7 @@ mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out)
     atomic_store_explicit(&g_rec.next_ordinal, 0, memory_order_relaxed);
     g_rec.owner = p;
     atomic_store_explicit(&g_rec.active_gen, gen, memory_order_release);
-    pthread_rwlock_unlock(&g_rec.rw);
+    mp_rw_wrunlock(&g_rec.rw);
 
     p->gen = gen;
     p->cfg = c;
@@ -193,9 +193,9 @@ mp_prof_status mp_profiler_stop(mp_profiler *p)
     mp_guard_enter();
     pthread_mutex_lock(&g_rec.session);
     if (owns_locked(p)) {
-        pthread_rwlock_wrlock(&g_rec.rw);
+        mp_rw_wrlock(&g_rec.rw);
         end_session_locked();
-        pthread_rwlock_unlock(&g_rec.rw);
+        mp_rw_wrunlock(&g_rec.rw);
     }
     p->stopped = true;
     if (p->cache != NULL) {
@@ -326,22 +326,19 @@ static void fork_prepare(void)
 {
     mp_guard_enter();
     pthread_mutex_lock(&g_rec.session);
-    pthread_rwlock_wrlock(&g_rec.rw);
+    mp_rw_fork_prepare(&g_rec.rw);
 }
 
 static void fork_parent(void)
 {
-    pthread_rwlock_unlock(&g_rec.rw);
+    mp_rw_fork_parent(&g_rec.rw);
     pthread_mutex_unlock(&g_rec.session);
     mp_guard_exit();
 }
 
 static void fork_child(void)
 {
-    /* glibc records a write owner by thread id, which changed in the
-     * child: the inherited write lock cannot be unlocked, so it is
-     * re-created (nobody else exists in the child to hold it). */
-    pthread_rwlock_init(&g_rec.rw, NULL);
+    mp_rw_fork_child(&g_rec.rw);
     if (g_rec.owner != NULL || atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != 0) {
         mp_rec_fork_child_release(mp_sampler_current_rec());
         end_session_locked();

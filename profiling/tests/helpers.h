@@ -40,6 +40,10 @@
 #define TEST_TSAN 0
 #endif
 
+/* Keeps a call from being a tail call, so that the calling function's frame
+ * is on the stack when the callee captures it. */
+#define TEST_NO_TAIL(x) __asm__ volatile("" : : "g"(x) : "memory")
+
 /* Number of standard deviations a statistical check allows. With fixed
  * seeds the checks are deterministic; 5 sigma keeps a fresh seed's chance
  * of a false failure below 1e-6 per check. */

@@ -177,7 +177,7 @@ __attribute__((noinline)) static void site_y(size_t size, unsigned n)
 /* All samples of one stack have weight w = 1/p with a large fractional
  * part; their sum must be rounded once: round(K w), not K round(w) or
  * K floor(w). K comes from the diagnostics (samples taken). */
-Test(estimator, fractions_survive_aggregation)
+Test(estimator, fractions_survive_aggregation, .timeout = 60)
 {
     /* S/R = 1.2528 gives p = 0.7142..., w = 1.4001... */
     const size_t R = 1000, S = 1253;
@@ -224,7 +224,7 @@ Test(estimator, fractions_survive_aggregation)
     mp_profiler_free(p);
 }
 
-Test(estimator, weight_formula_limits)
+Test(estimator, weight_formula_limits, .timeout = 60)
 {
     /* 1 - exp(-S/R) for S << R is about S/R: weight about R/S */
     double w = 1.0 / test_p(1, 1 << 20);

@@ -1,0 +1,158 @@
+/* fork(): the child keeps a working allocator, the parent's session is
+ * ended there (its handle answers INACTIVE), a new session can start in
+ * the child, and nothing deadlocks, also while other threads sample. */
+#include "helpers.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mimprof/sys.h>
+
+MP_PROF_SAMPLING_ALLOCATOR_INLINE(tmi, mp_sys_mimalloc);
+
+static mp_prof_stats stats(void)
+{
+    mp_prof_stats s;
+    mp_prof_diagnostics(&s);
+    return s;
+}
+
+/* Child-side checks report by exit code (assertions do not cross fork). */
+#define CHILD_CHECK(cond, code)                                                                    \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            _exit(code);                                                                           \
+    } while (0)
+
+static int child_body(mp_profiler *inherited)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_prof_stats s;
+    mp_prof_diagnostics(&s);
+    CHILD_CHECK(!s.active, 10);
+    CHILD_CHECK(s.live_samples == 0, 11);
+    CHILD_CHECK(mp_profiler_report(inherited, &buf, &len) == MP_PROF_E_INACTIVE, 12);
+    /* the allocator works (sampled and unsampled paths) */
+    for (int i = 0; i < 20000; i++) {
+        void *p = tmi_alloc((size_t)(16 + i % 5000), 8);
+        CHILD_CHECK(p != NULL, 13);
+        tmi_dealloc(p, 0, 8);
+    }
+    /* a new session in the child */
+    mp_prof_config c = test_config(1, 77);
+    mp_profiler *q = NULL;
+    CHILD_CHECK(mp_profiler_start(&c, &q) == MP_PROF_OK, 14);
+    void *keep = tmi_alloc(4000, 8);
+    CHILD_CHECK(mp_profiler_report(q, &buf, &len) == MP_PROF_OK, 15);
+    tp_profile prof;
+    CHILD_CHECK(tp_decode(buf, len, &prof), 16);
+    int k = tp_type_index(&prof, "inuse_space");
+    int64_t inuse = 0;
+    for (size_t i = 0; i < prof.nsamples; i++)
+        inuse += prof.samples[i].values[k];
+    CHILD_CHECK(inuse == 4000, 17);
+    tp_free(&prof);
+    mp_prof_buffer_free(buf);
+    tmi_dealloc(keep, 4000, 8);
+    mp_profiler_free(q);
+    mp_profiler_stop(inherited); /* safe, no effect */
+    mp_profiler_free(inherited);
+    return 0;
+}
+
+static int wait_child(pid_t pid)
+{
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "child died (signal %d)",
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return WEXITSTATUS(status);
+}
+
+Test(fork, child_ends_the_inherited_session_and_can_start_its_own, .timeout = 60)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(1, 76);
+    mp_profiler *p = test_start(&c);
+    void *live = tmi_alloc(1000, 8);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(30);
+        _exit(child_body(p));
+    }
+    cr_assert_eq(wait_child(pid), 0, "child check %d failed", 0);
+    /* the parent's session is untouched */
+    mp_prof_stats s = stats();
+    cr_assert(s.active);
+    cr_assert_eq(s.live_samples, 1);
+    tp_profile prof;
+    test_report(p, &prof);
+    cr_assert_eq(test_sum(&prof, "inuse_space", 0), 1000);
+    tp_free(&prof);
+    tmi_dealloc(live, 1000, 8);
+    mp_profiler_free(p);
+}
+
+static _Atomic int stop_threads;
+
+static void *hammer(void *arg)
+{
+    (void)arg;
+    unsigned i = 0;
+    while (!atomic_load(&stop_threads)) {
+        void *p = tmi_alloc(64 + (i++ % 2000), 8);
+        tmi_dealloc(p, 0, 8);
+    }
+    return NULL;
+}
+
+static void *reporter(void *arg)
+{
+    mp_profiler *p = arg;
+    while (!atomic_load(&stop_threads)) {
+        uint8_t *buf;
+        size_t len;
+        if (mp_profiler_report(p, &buf, &len) == MP_PROF_OK)
+            mp_prof_buffer_free(buf);
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* Forks while four threads sample at a high rate and one reports: every
+ * child must finish (no profiler lock inherited locked). */
+Test(fork, no_deadlock_while_other_threads_sample_and_report, .timeout = 120)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(512, 78);
+    c.ring_capacity = 4;
+    mp_profiler *p = test_start(&c);
+    pthread_t t[5];
+    atomic_store(&stop_threads, 0);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, hammer, NULL);
+    pthread_create(&t[4], NULL, reporter, p);
+    int forks = TEST_SANITIZED ? 8 : 30;
+    for (int i = 0; i < forks; i++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            alarm(20);
+            _exit(child_body(p));
+        }
+        int code = wait_child(pid);
+        cr_assert_eq(code, 0, "fork %d: child check %d failed", i, code);
+    }
+    atomic_store(&stop_threads, 1);
+    for (int i = 0; i < 5; i++)
+        pthread_join(t[i], NULL);
+    cr_assert(stats().active);
+    mp_profiler_free(p);
+}
