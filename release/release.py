@@ -610,12 +610,16 @@ def step_pack(rel):
             wraps[f"subprojects/{s}.wrap"] = wrap_text(
                 s, e["version"], e["archive"], e["sha256"], e["provides"],
                 rel.archive_url(s, e["version"], e["archive"])).encode()
-        data, dropped = normalize_archive(raw, p.directory, rel.commit_time, wraps)
+        # Every entry's mtime: the time of the last commit that changed the
+        # package directory, so an unchanged package packs to the same bytes
+        # from a later commit too (a re-tagged release then skips it).
+        mtime = int(git(rel.repo, "log", "-1", "--format=%ct", rel.commit, "--", p.dir).strip())
+        data, dropped = normalize_archive(raw, p.directory, mtime, wraps)
         (out / "archives" / p.archive).write_bytes(data)
         e = {"dir": p.dir, "name": p.name, "version": p.version, "archive": p.archive,
              "sha256": sha256_bytes(data), "size": len(data), "siblings": p.siblings, "direct": p.direct,
              "provides": p.provides, "options": p.options, "method": "meson dist",
-             "dropped_links": dropped, "wraps": sorted(wraps)}
+             "dropped_links": dropped, "wraps": sorted(wraps), "mtime": mtime}
         done[p.name] = e
         entries.append(e)
         (out / "wraps" / f"{p.name}.wrap").write_text(wrap_text(
