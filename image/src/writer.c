@@ -6,7 +6,7 @@
  *   2. name  - name the foreign values, over the foreign table alone, never
  *              during the walk, and fill in their placeholders; refuses what
  *              the vocabulary cannot name.
- *   3. write - one pass of write(2) calls to a temporary, fsync, checksum,
+ *   3. write - one pass of write(2) calls to a temporary, checksum, fdatasync,
  *              clear the incomplete marker last, rename.
  *
  * Every refusal happens before step 3 creates a file. The trace flag is
@@ -274,13 +274,14 @@ static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr,
         return e;
     if ((e = img_pwrite_all(fd, &sum, 8, offsetof(struct img_header, checksum))))
         return e;
-    if (fsync(fd))
+    /* fdatasync: the data and the size, without the timestamps. */
+    if (fdatasync(fd))
         return errno;
     /* Last: the marker, once everything it vouches for is on disk. */
     uint64_t done = 0;
     if ((e = img_pwrite_all(fd, &done, 8, offsetof(struct img_header, incomplete))))
         return e;
-    if (fsync(fd))
+    if (fdatasync(fd))
         return errno;
     return 0;
 }

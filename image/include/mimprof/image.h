@@ -360,7 +360,8 @@ MP_IMG_API mp_img_status mp_img_heap_reachable(mp_img_heap *heap, size_t *count,
 /**
  * Writes the graph reachable from the heap's roots to `path`.
  *
- * The file is written to a temporary in the same directory, fsync'ed and
+ * The file is written to a temporary in the same directory, flushed to disk
+ * (fdatasync, before and after the incomplete marker is cleared) and
  * renamed over `path`; on any refusal or error nothing is left under `path`
  * (an existing file there is untouched). The same graph gives the same
  * bytes, whatever the allocation order or addresses.
