@@ -34,7 +34,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 void mpt_limits_init(mpt_limits *lim)
 {
     lim->max_inflated = (size_t)1 << 30;
-    lim->max_frames = (size_t)1 << 28;
+    lim->max_frames = (size_t)1 << 26;
 }
 
 /* ---- gzip ------------------------------------------------------------ */

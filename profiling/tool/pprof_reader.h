@@ -20,7 +20,7 @@
 
 typedef struct mpt_limits {
     size_t max_inflated; /* bound on the decompressed size; default 1 GiB */
-    size_t max_frames;   /* bound on the total frames over all samples; default 1<<28 */
+    size_t max_frames;   /* bound on the total frames over all samples; default 1<<26 */
 } mpt_limits;
 
 typedef struct mpt_profile {

@@ -30,6 +30,7 @@ from tool_testlib import (EXAMPLE, MIMPROF, TempDirTest, mimprof, parse_diff, pa
 
 MiB = 1 << 20
 PYTHON = "/usr/bin/python3"
+PRELOAD = os.environ.get("MIMPROF_PRELOAD", "")
 
 
 def rel_sd(size, interval, n):
@@ -165,6 +166,46 @@ class ExitStatus(TempDirTest):
         self.assertIn("signal 11", r.stderr)
 
 
+class PreloadLookup(TempDirTest):
+    def test_install_prefix_and_override(self):
+        prefix = self.path("prefix")
+        os.makedirs(os.path.join(prefix, "bin"))
+        exe = os.path.join(prefix, "bin", "mimprof")
+        shutil.copy2(MIMPROF, exe)
+        r = subprocess.run([exe, "run", "-o", self.path("o1"), "--", "true"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 125)
+        m = re.search(r"looked in: (.*); set MIMPROF_PRELOAD_DIR", r.stderr)
+        self.assertTrue(m, r.stderr)
+        libdir = os.path.normpath(m.group(1).split(", ")[-1])  # the install-prefix candidate
+        self.assertTrue(libdir.startswith(prefix + "/"), libdir)
+        os.makedirs(libdir)
+        shutil.copy2(PRELOAD, os.path.join(libdir, os.path.basename(PRELOAD)))
+        r = subprocess.run([exe, "run", "--every", "0", "-o", self.path("o1"), "--", "true"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(reports(self.path("o1"))), 1)
+        # $MIMPROF_PRELOAD_DIR comes first
+        os.remove(os.path.join(libdir, os.path.basename(PRELOAD)))
+        r = subprocess.run([exe, "run", "--every", "0", "-o", self.path("o2"), "--", "true"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, MIMPROF_PRELOAD_DIR=os.path.dirname(PRELOAD)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(reports(self.path("o2"))), 1)
+
+    @unittest.skipUnless(os.environ.get("MIMPROF_HAVE_JEMALLOC") == "1", "no jemalloc preload")
+    def test_jemalloc(self):
+        out = self.path("je")
+        r = mimprof("run", "--allocator", "jemalloc", "--every", "0", "--interval", "16k",
+                    "-o", out, "--", EXAMPLE, "--rounds", "1000", "--sleep-us", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = reports(out, main_pid(r.stderr))
+        rows = parse_top(mimprof("top", files[-1], check=True).stdout)
+        self.assertEqual(rows[0][5], "remember_session")
+        sd = rel_sd(8192, 16384, 1000)
+        self.assertLess(abs(rows[0][0] / (1000 * 8192) - 1), 4.5 * sd)
+
+
 class Signals(TempDirTest):
     def start(self, code, *opts):
         out = self.path("out")
@@ -198,9 +239,11 @@ class Signals(TempDirTest):
         self.assertGreaterEqual(first, 4 << 20)
 
     def test_program_that_handles_sigusr2_keeps_it(self):
-        code = ("import os, signal\n"
-                "signal.signal(signal.SIGUSR2, lambda *a: print('handled', flush=True))\n"
-                "print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGUSR2)\n")
+        code = ("import os, signal, time\ngot = []\n"
+                "signal.signal(signal.SIGUSR2, lambda *a: got.append(1))\n"
+                "print('ready', flush=True)\nos.kill(os.getpid(), signal.SIGUSR2)\n"
+                "for _ in range(500):\n    if got: break\n    time.sleep(0.01)\n"
+                "print('handled' if got else 'lost', flush=True)\n")
         p, out = self.start(code)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 0, err)
@@ -369,6 +412,6 @@ sys.exit(3)
 
 
 if __name__ == "__main__":
-    for need in (MIMPROF, EXAMPLE):
-        assert need and os.path.exists(need), "set MIMPROF and MIMPROF_EXAMPLE"
+    for need in (MIMPROF, EXAMPLE, PRELOAD):
+        assert need and os.path.exists(need), "set MIMPROF, MIMPROF_EXAMPLE and MIMPROF_PRELOAD"
     unittest.main(verbosity=2)
