@@ -52,6 +52,7 @@ struct mp_pyro_agent {
     bool inflight;
     bool stopping;
     bool reporter_done;
+    bool uploader_done;
     bool stopped;
     int64_t last_boundary_ns;   /* reporter: `from` of the next window */
     int64_t flush_deadline_ns;  /* monotonic, set by stop */
@@ -122,6 +123,32 @@ static void dispose(mp_pyro_agent *a, mp_pyro_item *it, dispose_reason why)
 
 /* --- reporter ---------------------------------------------------------- */
 
+/* Puts a gzipped profile in the queue (dropping or spooling the oldest
+ * when full). Called without a->mu. */
+static void enqueue(mp_pyro_agent *a, mp_pyro_item it)
+{
+    mp_pyro_item oldest;
+    bool overflow = false;
+    pthread_mutex_lock(&a->mu);
+    a->st.reports_queued++;
+    if (a->uploader_done) {
+        /* a submit that raced with stop: nobody will send it */
+        pthread_mutex_unlock(&a->mu);
+        dispose(a, &it, DISPOSE_DEADLINE);
+        return;
+    }
+    if (mp_pyro_queue_full(&a->q))
+        overflow = mp_pyro_queue_pop_front(&a->q, &oldest);
+    mp_pyro_queue_push_back(&a->q, it);
+    uint64_t depth = a->q.len + (a->inflight ? 1u : 0u);
+    if (depth > a->st.queue_high_water)
+        a->st.queue_high_water = depth;
+    pthread_cond_signal(&a->up_cv);
+    pthread_mutex_unlock(&a->mu);
+    if (overflow)
+        dispose(a, &oldest, DISPOSE_OVERFLOW);
+}
+
 static void take_report(mp_pyro_agent *a, mp_pyro_window w)
 {
     mp_pyro_backend *b = a->backend;
@@ -146,25 +173,12 @@ static void take_report(mp_pyro_agent *a, mp_pyro_window w)
         mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "%s", msg);
         return;
     }
-    if (empty) {
+    if (empty)
         a->st.reports_empty++;
-        pthread_mutex_unlock(&a->mu);
-        return;
-    }
-    mp_pyro_item it = {.gz = gz, .gz_len = gz_len, .from_ns = w.from_nanos, .until_ns = w.until_nanos};
-    mp_pyro_item oldest;
-    bool overflow = false;
-    a->st.reports_queued++;
-    if (mp_pyro_queue_full(&a->q))
-        overflow = mp_pyro_queue_pop_front(&a->q, &oldest);
-    mp_pyro_queue_push_back(&a->q, it);
-    uint64_t depth = a->q.len + (a->inflight ? 1u : 0u);
-    if (depth > a->st.queue_high_water)
-        a->st.queue_high_water = depth;
-    pthread_cond_signal(&a->up_cv);
     pthread_mutex_unlock(&a->mu);
-    if (overflow)
-        dispose(a, &oldest, DISPOSE_OVERFLOW);
+    if (!empty)
+        enqueue(a, (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = w.from_nanos,
+                                  .until_ns = w.until_nanos});
 }
 
 static void *reporter_main(void *arg)
@@ -382,6 +396,7 @@ static void *uploader_main(void *arg)
         }
         wait_until(a, a->stopping ? a->flush_deadline_ns : 0);
     }
+    a->uploader_done = true;
     mp_pyro_item it;
     while (mp_pyro_queue_pop_front(&a->q, &it)) {
         pthread_mutex_unlock(&a->mu);
@@ -410,7 +425,7 @@ static void agent_destroy(mp_pyro_agent *a)
 mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg_in, mp_pyro_backend *backend,
                                    mp_pyro_agent **out)
 {
-    if (!cfg_in || !backend || !out)
+    if (!cfg_in || !out)
         return MP_PYRO_E_INVALID_ARGUMENT;
     mp_pyro_agent *a = calloc(1, sizeof *a);
     if (!a)
@@ -452,32 +467,40 @@ mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg_in, mp_pyro_backend
             return s;
         }
     }
-    bool expected = false;
-    if (!atomic_compare_exchange_strong(&backend->in_use, &expected, true)) {
-        agent_destroy(a);
-        return MP_PYRO_E_STATE;
-    }
-    a->backend = backend;
-    mp_pyro_fmt(a->spy, sizeof a->spy, "%s", backend->ops->name(backend->state));
-    backend->error[0] = '\0';
-    s = backend->ops->start(backend->state);
-    if (s != MP_PYRO_OK) {
-        mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "backend %s did not start: %s%s%s", a->spy,
-                    mp_pyro_strerror(s), backend->error[0] ? ": " : "", backend->error);
-        atomic_store(&backend->in_use, false);
-        agent_destroy(a);
-        return s;
+    if (backend) {
+        bool expected = false;
+        if (!atomic_compare_exchange_strong(&backend->in_use, &expected, true)) {
+            agent_destroy(a);
+            return MP_PYRO_E_STATE;
+        }
+        a->backend = backend;
+        mp_pyro_fmt(a->spy, sizeof a->spy, "%s", backend->ops->name(backend->state));
+        backend->error[0] = '\0';
+        s = backend->ops->start(backend->state);
+        if (s != MP_PYRO_OK) {
+            mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "backend %s did not start: %s%s%s", a->spy,
+                        mp_pyro_strerror(s), backend->error[0] ? ": " : "", backend->error);
+            atomic_store(&backend->in_use, false);
+            agent_destroy(a);
+            return s;
+        }
+    } else {
+        /* sink mode: profiles arrive through mp_pyro_agent_submit() */
+        mp_pyro_fmt(a->spy, sizeof a->spy, "mimprof");
+        a->reporter_done = true;
     }
     mp_pyro_rng_seed(&a->rng);
     a->st.queue_capacity = a->cfg->queue_capacity;
     a->last_boundary_ns = mp_pyro_now_real_ns();
     if (pthread_create(&a->uploader, NULL, uploader_main, a) != 0) {
-        backend->ops->stop(backend->state);
-        atomic_store(&backend->in_use, false);
+        if (backend) {
+            backend->ops->stop(backend->state);
+            atomic_store(&backend->in_use, false);
+        }
         agent_destroy(a);
         return MP_PYRO_E_NOMEM;
     }
-    if (pthread_create(&a->reporter, NULL, reporter_main, a) != 0) {
+    if (backend && pthread_create(&a->reporter, NULL, reporter_main, a) != 0) {
         pthread_mutex_lock(&a->mu);
         a->stopping = a->reporter_done = true;
         pthread_cond_broadcast(&a->up_cv);
@@ -488,8 +511,8 @@ mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg_in, mp_pyro_backend
         agent_destroy(a);
         return MP_PYRO_E_NOMEM;
     }
-    mp_pyro_log(a->cfg, MP_PYRO_LOG_INFO, "started: %s every %u ms to %s (%s)", a->spy,
-                a->cfg->interval_ms, a->cfg->server,
+    mp_pyro_log(a->cfg, MP_PYRO_LOG_INFO, "started: %s %s %u ms to %s (%s)", a->spy,
+                backend ? "every" : "(submitted profiles),", a->cfg->interval_ms, a->cfg->server,
                 a->cfg->protocol == MP_PYRO_PROTOCOL_PUSH ? "push" : "ingest");
     *out = a;
     return MP_PYRO_OK;
@@ -497,7 +520,7 @@ mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg_in, mp_pyro_backend
 
 mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend, mp_pyro_agent **out)
 {
-    if (!backend || !out)
+    if (!out)
         return MP_PYRO_E_INVALID_ARGUMENT;
     const char *srv = getenv("PYROSCOPE_SERVER_ADDRESS");
     const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
@@ -533,18 +556,51 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a)
     pthread_cond_broadcast(&a->up_cv);
     pthread_mutex_unlock(&a->mu);
     mp_pyro_http_wakeup(a->http);
-    pthread_join(a->reporter, NULL);
+    if (a->backend)
+        pthread_join(a->reporter, NULL);
     pthread_join(a->uploader, NULL);
     pthread_mutex_lock(&a->mu);
     a->stop_status = a->disposed_at_stop ? MP_PYRO_E_DEADLINE : MP_PYRO_OK;
     a->stopped = true;
     pthread_mutex_unlock(&a->mu);
-    atomic_store(&a->backend->in_use, false);
+    if (a->backend)
+        atomic_store(&a->backend->in_use, false);
     mp_pyro_log(a->cfg, MP_PYRO_LOG_INFO, "stopped: %llu uploaded, %llu spooled, %llu left at the "
                 "deadline", (unsigned long long)a->st.uploaded, (unsigned long long)a->st.spooled,
                 (unsigned long long)a->disposed_at_stop);
     pthread_mutex_unlock(&a->stop_mu);
     return a->stop_status;
+}
+
+mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                    int64_t from_nanos, int64_t until_nanos)
+{
+    if (!a || (!pprof && len) || until_nanos < from_nanos)
+        return MP_PYRO_E_INVALID_ARGUMENT;
+    pthread_mutex_lock(&a->mu);
+    bool closed = a->stopping;
+    if (!closed) {
+        a->st.reports++;
+        if (len == 0)
+            a->st.reports_empty++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (closed)
+        return MP_PYRO_E_STATE;
+    if (len == 0)
+        return MP_PYRO_OK;
+    uint8_t *gz;
+    size_t gz_len;
+    mp_pyro_status s = mp_pyro_gzip(pprof, len, &gz, &gz_len);
+    if (s != MP_PYRO_OK) {
+        pthread_mutex_lock(&a->mu);
+        a->st.reports_failed++;
+        pthread_mutex_unlock(&a->mu);
+        return s;
+    }
+    enqueue(a, (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = from_nanos,
+                              .until_ns = until_nanos});
+    return MP_PYRO_OK;
 }
 
 void mp_pyro_agent_free(mp_pyro_agent *a)

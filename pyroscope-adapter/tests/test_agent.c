@@ -283,3 +283,66 @@ Test(agent, retry_budget_spent_goes_to_spool)
     rm_dir(dir);
     free(dir);
 }
+
+/* Sink mode: the LD_PRELOAD runtime takes the reports itself and hands
+ * them over with mp_pyro_agent_submit(). */
+Test(agent, sink_submitted_profiles)
+{
+    mp_pyro_agent *a;
+    cr_assert_eq(mp_pyro_agent_start(cfg, NULL, &a), MP_PYRO_OK);
+    int64_t t = (now_ms() - 10000) * 1000000;
+    int64_t sent = 0;
+    for (int k = 0; k < 4; k++) {
+        tp_heap_values v;
+        fixed_values(k, &v);
+        sent += v.alloc_space[0] + v.alloc_space[1];
+        size_t n;
+        uint8_t *p = tp_build_heap(&v, t + k * 1000000000LL, 1000000000LL, true, &n);
+        cr_expect_eq(mp_pyro_agent_submit(a, p, n, t + k * 1000000000LL, t + (k + 1) * 1000000000LL),
+                     MP_PYRO_OK);
+        free(p);
+    }
+    cr_expect_eq(mp_pyro_agent_submit(a, NULL, 0, t, t), MP_PYRO_OK);
+    cr_expect_eq(mp_pyro_agent_submit(a, NULL, 0, t, t - 1), MP_PYRO_E_INVALID_ARGUMENT);
+    cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+    uint8_t b = 0;
+    cr_expect_eq(mp_pyro_agent_submit(a, &b, 1, t, t), MP_PYRO_E_STATE);
+    mp_pyro_stats st;
+    mp_pyro_agent_stats(a, &st);
+    mp_pyro_agent_free(a);
+    expect_accounted(&st);
+    cr_expect_eq(st.reports, 5);
+    cr_expect_eq(st.reports_empty, 1);
+    cr_expect_eq(st.uploaded, 4);
+    cr_expect_eq(ts_records(&srv, "memory:alloc_space:bytes:space:bytes"), 4);
+    double got = q_series_sum(srv.url, NULL, "memory:alloc_space:bytes:space:bytes",
+                              "{service_name=\"agent-test\"}", t / 1000000 - 1000, now_ms() + 1000);
+    cr_expect_eq((int64_t)got, sent);
+    cr_expect(q_label_has(srv.url, NULL, "pyroscope_spy", "mimprof", t / 1000000 - 1000, now_ms() + 1000));
+}
+
+/* What the preload does: configuration from PYROSCOPE_* only. */
+Test(agent, sink_from_environment)
+{
+    setenv("PYROSCOPE_SERVER_ADDRESS", srv.url, 1);
+    setenv("PYROSCOPE_APPLICATION_NAME", "from-env", 1);
+    setenv("PYROSCOPE_TAGS", "origin=env", 1);
+    setenv("MIMPROF_PYROSCOPE_PROTOCOL", "push", 1);
+    mp_pyro_agent *a;
+    cr_assert_eq(mp_pyro_agent_start_from_env(NULL, &a), MP_PYRO_OK);
+    tp_heap_values v;
+    fixed_values(0, &v);
+    int64_t t = now_ms() * 1000000;
+    size_t n;
+    uint8_t *p = tp_build_heap(&v, t, 1000000, true, &n);
+    cr_expect_eq(mp_pyro_agent_submit(a, p, n, t, t + 1000000), MP_PYRO_OK);
+    free(p);
+    cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+    mp_pyro_agent_free(a);
+    cr_expect(q_label_has(srv.url, NULL, "origin", "env", now_ms() - 60000, now_ms() + 1000));
+    cr_expect(q_label_has(srv.url, NULL, "service_name", "from-env", now_ms() - 60000, now_ms() + 1000));
+    unsetenv("PYROSCOPE_SERVER_ADDRESS");
+    unsetenv("PYROSCOPE_APPLICATION_NAME");
+    unsetenv("PYROSCOPE_TAGS");
+    unsetenv("MIMPROF_PYROSCOPE_PROTOCOL");
+}

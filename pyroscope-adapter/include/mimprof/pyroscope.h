@@ -432,7 +432,7 @@ mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
  * Profiles read back from the spool are counted apart (`spool_*`).
  */
 typedef struct mp_pyro_stats {
-    uint64_t reports;                 /**< backend reports taken */
+    uint64_t reports;                 /**< backend reports taken, plus submitted profiles */
     uint64_t reports_empty;           /**< reports with nothing to upload */
     uint64_t reports_failed;          /**< backend report errors */
     uint64_t reports_queued;          /**< profiles put in the queue */
@@ -472,6 +472,13 @@ typedef struct mp_pyro_agent mp_pyro_agent;
  * Validates `cfg` (copied; the caller keeps it), opens the spool, starts
  * `backend` and the two threads. `backend` is borrowed: it must outlive
  * the agent and serve one agent at a time.
+ *
+ * With `backend` NULL the agent is a *sink*: no reporter thread, no
+ * schedule; profiles produced elsewhere arrive through
+ * mp_pyro_agent_submit() (what the LD_PRELOAD runtime does, whose own
+ * reporter thread already takes the reports), and everything else
+ * (queue, retries, spool, stop flush, counters) is the same. Its
+ * `spyName` is "mimprof".
  * @return MP_PYRO_OK and `*out`; a configuration status; MP_PYRO_E_STATE
  *         when `backend` is in use; MP_PYRO_E_SPOOL_LOCKED / MP_PYRO_E_IO;
  *         the backend's start() status.
@@ -480,7 +487,8 @@ mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *b
 
 /**
  * Everything a launcher or LD_PRELOAD object needs in one call: a config
- * from mp_pyro_config_from_env(), then mp_pyro_agent_start().
+ * from mp_pyro_config_from_env(), then mp_pyro_agent_start() (`backend`
+ * may be NULL: a sink, see there).
  * @return MP_PYRO_E_NOT_CONFIGURED when PYROSCOPE_SERVER_ADDRESS or
  *         PYROSCOPE_APPLICATION_NAME is unset (nothing is started).
  */
@@ -495,6 +503,18 @@ mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend, mp_pyro_ag
  *         profiles were spooled or dropped at the deadline.
  */
 mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
+
+/**
+ * Queues one uncompressed pprof produced by the caller (a sink agent, or
+ * extra profiles next to a backend's): copied and gzipped here, then
+ * uploaded like the agent's own, with `from_nanos`/`until_nanos` as its
+ * window. Any thread; never blocks on the network. An empty profile
+ * (`len` 0) is counted in `reports_empty` and not sent.
+ * @return MP_PYRO_OK; MP_PYRO_E_STATE once mp_pyro_agent_stop() was called;
+ *         MP_PYRO_E_INVALID_ARGUMENT; MP_PYRO_E_NOMEM.
+ */
+mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                    int64_t from_nanos, int64_t until_nanos);
 
 /** Stops `a` if running and frees it. NULL is a no-op. */
 void mp_pyro_agent_free(mp_pyro_agent *a);
