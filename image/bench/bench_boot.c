@@ -51,7 +51,7 @@ static unsigned rnd(unsigned n)
 
 static const char *const builtins[] = {"add", "sub", "mul", "min", "max"};
 static const char *const keywords[] = {"define", "if", "let", "lambda", "cond", "quote", "set!",
-                                       "begin", "<", "+", "-", "car", "cdr", "cons"};
+                                       "begin",  "<",  "+",   "-",      "car",  "cdr",   "cons"};
 
 static void gen_atom(FILE *f)
 {

@@ -135,12 +135,12 @@ static void run(const struct types *t, const char *name, mp_img_heap *h, const c
     struct stat sb;
     stat(path, &sb);
     uint64_t units = (hd.objects_size - 8 * hd.meta_width * hd.n_objects) / 8;
-    double overhead = ((double)sb.st_size - (double)sizeof hd - (double)hd.types_size -
-                       (double)hd.foreign_size - (double)hd.roots_size - (double)hd.n_bytes -
-                       8.0 * (double)units) /
-                      (double)hd.n_objects;
-    printf("%-8s %8zu objects, %5.1f MB, %.2f bytes/object beyond units, blob and header\n",
-           name, objects, (double)sb.st_size / 1e6, overhead);
+    double overhead =
+        ((double)sb.st_size - (double)sizeof hd - (double)hd.types_size - (double)hd.foreign_size -
+         (double)hd.roots_size - (double)hd.n_bytes - 8.0 * (double)units) /
+        (double)hd.n_objects;
+    printf("%-8s %8zu objects, %5.1f MB, %.2f bytes/object beyond units, blob and header\n", name,
+           objects, (double)sb.st_size / 1e6, overhead);
     printf("         write  cpu %6.1f ms (%5.1fM objects/s)  wall %6.1f ms (%5.1fM/s)  [median cpu "
            "%.1f, wall %.1f]\n",
            wc[0] * 1e3, (double)objects / wc[0] / 1e6, w[0] * 1e3, (double)objects / w[0] / 1e6,
@@ -165,8 +165,8 @@ int main(int argc, char **argv)
     struct types t;
     mp_img_error err;
     if (mp_img_registry_new(0, &t.reg, &err) ||
-        mp_img_type_register(t.reg, "cons", &(mp_img_type_options){.spelling = "ref ref"},
-                             &t.cons, &err) ||
+        mp_img_type_register(t.reg, "cons", &(mp_img_type_options){.spelling = "ref ref"}, &t.cons,
+                             &err) ||
         mp_img_type_register(t.reg, "leaf", &(mp_img_type_options){.spelling = "word"}, &t.leaf,
                              &err) ||
         mp_img_type_register(t.reg, "str",
@@ -181,8 +181,9 @@ int main(int argc, char **argv)
     for (int g = 0; g < 3; g++) {
         mp_img_heap *h;
         mp_img_heap_new(t.reg, &h, NULL);
-        void *root = g == 0 ? build_list(h, &t) : g == 1 ? build_tree(h, &t, 20)
-                                                         : build_strings(h, &t);
+        void *root = g == 0   ? build_list(h, &t)
+                     : g == 1 ? build_tree(h, &t, 20)
+                              : build_strings(h, &t);
         mp_img_root_set(h, "root", root, NULL);
         run(&t, names[g], h, dir, rounds);
         mp_img_heap_free(h);

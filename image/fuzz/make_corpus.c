@@ -58,8 +58,8 @@ static void variant(const char *base, const char *name, void (*mutate)(unsigned 
 static struct img_header *hd(unsigned char *p) { return (struct img_header *)p; }
 static size_t objects_at(unsigned char *p)
 {
-    return sizeof(struct img_header) + hd(p)->types_size + hd(p)->foreign_size +
-           hd(p)->roots_size + 8 * hd(p)->n_objects;
+    return sizeof(struct img_header) + hd(p)->types_size + hd(p)->foreign_size + hd(p)->roots_size +
+           8 * hd(p)->n_objects;
 }
 static void m_ref(unsigned char *p, size_t n)
 {

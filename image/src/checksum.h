@@ -7,10 +7,10 @@
 #include <stdint.h>
 
 struct img_hash {
-    uint64_t v[4];      /* the four lanes */
-    uint64_t total;     /* bytes fed so far */
+    uint64_t v[4];         /* the four lanes */
+    uint64_t total;        /* bytes fed so far */
     unsigned char buf[32]; /* a partial stripe */
-    size_t buffered;    /* bytes in buf, always < 32 */
+    size_t buffered;       /* bytes in buf, always < 32 */
 };
 
 void img_hash_init(struct img_hash *h);

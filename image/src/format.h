@@ -16,17 +16,17 @@
 #include <stdint.h>
 
 /* "MPIMG\r\n\x1a": the CR/LF pair and ^Z catch text-mode mangling. */
-#define IMG_MAGIC "MPIMG\r\n\x1a"
+#define IMG_MAGIC     "MPIMG\r\n\x1a"
 #define IMG_MAGIC_LEN 8
 
 /* Format version. Not equal to its own byte swap (0x01000000), so a
  * byte-swapped header can never pass as a valid version. */
-#define IMG_VERSION UINT32_C(1)
+#define IMG_VERSION         UINT32_C(1)
 #define IMG_VERSION_SWAPPED UINT32_C(0x01000000)
 _Static_assert(IMG_VERSION != IMG_VERSION_SWAPPED, "format version must not be swap-invariant");
 
 /* Read as a native word: reveals the writer's byte order. */
-#define IMG_BYTE_ORDER UINT64_C(0x0102030405060708)
+#define IMG_BYTE_ORDER         UINT64_C(0x0102030405060708)
 #define IMG_BYTE_ORDER_SWAPPED UINT64_C(0x0807060504030201)
 
 /* The incomplete marker while the writer is busy ("INCOMPLE" as text);
@@ -40,29 +40,29 @@ _Static_assert(IMG_VERSION != IMG_VERSION_SWAPPED, "format version must not be s
 #define IMG_TEXT_FIELD 16 /* release, os, arch: NUL-padded text */
 
 struct img_header {
-    char magic[IMG_MAGIC_LEN];     /*   0 */
-    uint32_t version;              /*   8 */
-    uint32_t header_size;          /*  12 sizeof(struct img_header) */
-    uint64_t checksum;             /*  16 XXH64 of [24, end), marker as 0 */
-    uint64_t incomplete;           /*  24 IMG_INCOMPLETE, then 0 */
-    uint64_t byte_order;           /*  32 IMG_BYTE_ORDER */
-    uint32_t word_size;            /*  40 sizeof(mp_img_word) of the writer */
-    uint32_t meta_width;           /*  44 metadata words per object */
-    char release[IMG_TEXT_FIELD];  /*  48 library release, e.g. "0.1.0" */
-    char os[IMG_TEXT_FIELD];       /*  64 e.g. "linux" */
-    char arch[IMG_TEXT_FIELD];     /*  80 e.g. "x86_64" */
-    uint64_t type_digest;          /*  96 XXH64 of the type table section */
-    uint64_t n_types;              /* 104 */
-    uint64_t n_foreign;            /* 112 entries, index 0 (nil) not stored */
-    uint64_t n_roots;              /* 120 */
-    uint64_t n_objects;            /* 128 index 0 (nil) not stored */
-    uint64_t n_bytes;              /* 136 size of the byte blob */
-    uint64_t types_size;           /* 144 bytes of the type table */
-    uint64_t foreign_size;         /* 152 bytes of the foreign table */
-    uint64_t roots_size;           /* 160 bytes of the root table */
-    uint64_t objects_size;         /* 168 bytes of the object table */
-    uint64_t reserved[4];          /* 176 zero */
-};                                 /* 208 */
+    char magic[IMG_MAGIC_LEN];    /*   0 */
+    uint32_t version;             /*   8 */
+    uint32_t header_size;         /*  12 sizeof(struct img_header) */
+    uint64_t checksum;            /*  16 XXH64 of [24, end), marker as 0 */
+    uint64_t incomplete;          /*  24 IMG_INCOMPLETE, then 0 */
+    uint64_t byte_order;          /*  32 IMG_BYTE_ORDER */
+    uint32_t word_size;           /*  40 sizeof(mp_img_word) of the writer */
+    uint32_t meta_width;          /*  44 metadata words per object */
+    char release[IMG_TEXT_FIELD]; /*  48 library release, e.g. "0.1.0" */
+    char os[IMG_TEXT_FIELD];      /*  64 e.g. "linux" */
+    char arch[IMG_TEXT_FIELD];    /*  80 e.g. "x86_64" */
+    uint64_t type_digest;         /*  96 XXH64 of the type table section */
+    uint64_t n_types;             /* 104 */
+    uint64_t n_foreign;           /* 112 entries, index 0 (nil) not stored */
+    uint64_t n_roots;             /* 120 */
+    uint64_t n_objects;           /* 128 index 0 (nil) not stored */
+    uint64_t n_bytes;             /* 136 size of the byte blob */
+    uint64_t types_size;          /* 144 bytes of the type table */
+    uint64_t foreign_size;        /* 152 bytes of the foreign table */
+    uint64_t roots_size;          /* 160 bytes of the root table */
+    uint64_t objects_size;        /* 168 bytes of the object table */
+    uint64_t reserved[4];         /* 176 zero */
+};                                /* 208 */
 _Static_assert(sizeof(struct img_header) == 208, "header layout");
 _Static_assert(offsetof(struct img_header, incomplete) == IMG_CHECKSUM_FROM, "checksum start");
 
@@ -97,13 +97,13 @@ enum img_foreign_kind {
  *   bits  0..31 unit count
  *   bits 32..47 type index (0-based into the type table)
  *   bits 48..63 user flags */
-#define IMG_EXTENT(units, type, flags)                                                     \
+#define IMG_EXTENT(units, type, flags)                                                             \
     ((uint64_t)(units) | ((uint64_t)(type) << 32) | ((uint64_t)(flags) << 48))
-#define IMG_EXTENT_UNITS(e) ((uint32_t)((e) & 0xFFFFFFFFu))
-#define IMG_EXTENT_TYPE(e) ((uint32_t)(((e) >> 32) & 0xFFFFu))
+#define IMG_EXTENT_UNITS(e) ((uint32_t)((e)&0xFFFFFFFFu))
+#define IMG_EXTENT_TYPE(e)  ((uint32_t)(((e) >> 32) & 0xFFFFu))
 #define IMG_EXTENT_FLAGS(e) ((uint32_t)((e) >> 48))
-#define IMG_MAX_UNITS UINT32_MAX
-#define IMG_MAX_TYPES 0xFFFFu
+#define IMG_MAX_UNITS       UINT32_MAX
+#define IMG_MAX_TYPES       0xFFFFu
 
 /* Object table: per object, in index order:
  *   [custom shape: u64 described | u64 mask] [meta_width words] [units]

@@ -62,21 +62,6 @@ void mp_img_heap_free(mp_img_heap *h)
 
 mp_img_registry *mp_img_heap_registry(const mp_img_heap *h) { return h ? h->reg : NULL; }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 /* Adds a chunk of at least `bytes`; keeps by_addr sorted by base. */
 static struct img_chunk *add_chunk(mp_img_heap *h, size_t bytes)
 {
@@ -247,7 +232,7 @@ void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void
 
 int img_heap_own_block(mp_img_heap *h, void *block)
 {
-    if (grow((void **)&h->blocks, &h->cap_blocks, h->n_blocks + 1, sizeof *h->blocks))
+    if (img_grow((void **)&h->blocks, &h->cap_blocks, h->n_blocks + 1, sizeof *h->blocks))
         return -1;
     h->blocks[h->n_blocks++] = block;
     return 0;
@@ -260,8 +245,8 @@ void *img_heap_library(mp_img_heap *h, const char *library, const char **why)
             return h->handles[i].handle;
     size_t len = strlen(library);
     char *copy = malloc(len + 1);
-    if (!copy || grow((void **)&h->handles, &h->cap_handles, h->n_handles + 1,
-                      sizeof *h->handles)) {
+    if (!copy ||
+        img_grow((void **)&h->handles, &h->cap_handles, h->n_handles + 1, sizeof *h->handles)) {
         free(copy);
         *why = "out of memory";
         return NULL;
@@ -315,7 +300,7 @@ mp_img_status mp_img_root_set(mp_img_heap *h, const char *name, void *obj, mp_im
         return img_ok(err);
     }
     char *copy = malloc(len + 1);
-    if (!copy || grow((void **)&h->roots, &h->cap_roots, h->n_roots + 1, sizeof *h->roots)) {
+    if (!copy || img_grow((void **)&h->roots, &h->cap_roots, h->n_roots + 1, sizeof *h->roots)) {
         free(copy);
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming root '%s'", name);
     }

@@ -22,6 +22,10 @@ mp_img_status img_ok(mp_img_error *err);
 
 /* ---- mem.c ---------------------------------------------------------- */
 
+/* Grows *arr (elements of `elem` bytes, capacity *cap) to hold `need`;
+ * doubles, so appends are amortised O(1). 0, or -1 with *arr untouched. */
+int img_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
 /* A block of `size` bytes, populated up front when large (*mapped says
  * which allocator it came from; pass it back to img_big_free). Not zeroed
  * when it comes from malloc. NULL on ENOMEM. */
@@ -61,9 +65,9 @@ int img_shape_has_kind(const mp_img_shape *s, size_t units, mp_img_kind kind);
 struct mp_img_type {
     char *name;
     size_t name_len;
-    uint32_t index;         /* position in the registry = in the type table */
-    unsigned shape_class;   /* enum img_shape_class */
-    mp_img_shape shape;     /* valid for FIXED and DYNAMIC */
+    uint32_t index;       /* position in the registry = in the type table */
+    unsigned shape_class; /* enum img_shape_class */
+    mp_img_shape shape;   /* valid for FIXED and DYNAMIC */
     mp_img_type_options opts;
 };
 
@@ -82,9 +86,9 @@ unsigned char *img_type_table(const mp_img_registry *reg, size_t *size);
 /* The hidden header: one word, immediately before unit 0. The metadata
  * words (meta width of them) sit immediately before the header. */
 struct img_obj {
-    uint32_t units;  /* allocated unit count */
-    uint16_t type;   /* registry index (a registry holds at most 65535 types) */
-    uint16_t flags;  /* user flags (MP_IMG_USER_FLAGS) | IMG_TRACED */
+    uint32_t units; /* allocated unit count */
+    uint16_t type;  /* registry index (a registry holds at most 65535 types) */
+    uint16_t flags; /* user flags (MP_IMG_USER_FLAGS) | IMG_TRACED */
 };
 _Static_assert(sizeof(struct img_obj) == 8, "object header is one word");
 
@@ -103,11 +107,11 @@ static inline struct img_obj *img_hdr(const void *obj) { return (struct img_obj 
  * set at every object's unit 0: the exact membership test. */
 struct img_chunk {
     unsigned char *base;
-    size_t cap;        /* bytes */
-    size_t used;       /* bytes; objects occupy [base, base + used) */
+    size_t cap;  /* bytes */
+    size_t used; /* bytes; objects occupy [base, base + used) */
     size_t objects;
-    uint64_t *starts;  /* cap / 8 bits */
-    int mapped;        /* base came from img_big_alloc's mapping */
+    uint64_t *starts; /* cap / 8 bits */
+    int mapped;       /* base came from img_big_alloc's mapping */
 };
 
 struct img_root {
@@ -131,12 +135,12 @@ struct mp_img_heap {
     size_t n_chunks, cap_chunks;
     /* The same chunks sorted by base address, for the membership test. */
     size_t *by_addr;
-    size_t last_chunk;       /* membership cache */
-    size_t count;            /* objects on the chain */
-    struct img_root *roots;  /* sorted by name */
+    size_t last_chunk;      /* membership cache */
+    size_t count;           /* objects on the chain */
+    struct img_root *roots; /* sorted by name */
     size_t n_roots, cap_roots;
     /* What a load leaves the heap owning. */
-    void **blocks;           /* byte blobs */
+    void **blocks; /* byte blobs */
     size_t n_blocks, cap_blocks;
     struct img_handle *handles; /* dlopen handles, by library name */
     size_t n_handles, cap_handles;
@@ -203,14 +207,14 @@ struct img_bytes_ref {
     uint64_t len;
 };
 struct img_foreign_ref {
-    size_t pos;               /* word of the object table holding the unit */
+    size_t pos; /* word of the object table holding the unit */
     const mp_img_type *type;
     uintptr_t value;
-    size_t index, unit;       /* where, for a refusal */
+    size_t index, unit; /* where, for a refusal */
 };
 struct img_trace {
     int emit;
-    void **order;             /* reachable objects; order[i] has index i + 1 */
+    void **order; /* reachable objects; order[i] has index i + 1 */
     size_t n, cap;
     /* The stamps: the index of every object of the heap (0 = not reached),
      * chunk by chunk; the k-th object of chunk c has stamps[first[c] + k],
@@ -219,12 +223,12 @@ struct img_trace {
      * reads them: every reference is resolved while it is visited. */
     uint32_t *stamps, *rank;
     size_t *first, *rank_at;
-    size_t *words;            /* per chunk: its used words when the trace began */
+    size_t *words; /* per chunk: its used words when the trace began */
     size_t n_chunks;
     struct img_block stamps_block, order_block, extents_block, rec_block;
-    uint64_t *root_index;     /* the index of each root (0 = nil) */
-    uint64_t *extents;        /* emit: one extent word per object */
-    uint64_t *rec;            /* emit: the object table */
+    uint64_t *root_index; /* the index of each root (0 = nil) */
+    uint64_t *extents;    /* emit: one extent word per object */
+    uint64_t *rec;        /* emit: the object table */
     size_t rec_len, rec_cap;
     struct img_bytes_ref *bytes; /* emit: the blob's entries, in order */
     size_t n_bytes, cap_bytes;
@@ -258,12 +262,12 @@ void img_trace_clear(mp_img_heap *h, struct img_trace *tr);
 
 /* A named foreign value, as the writer names it and the loader reads it. */
 struct img_foreign {
-    unsigned kind;              /* enum img_foreign_kind */
-    const unsigned char *a;     /* DLSYM library / CODE build-id / EXT name */
+    unsigned kind;          /* enum img_foreign_kind */
+    const unsigned char *a; /* DLSYM library / CODE build-id / EXT name */
     size_t a_len;
-    const unsigned char *b;     /* DLSYM symbol / CODE path */
+    const unsigned char *b; /* DLSYM symbol / CODE path */
     size_t b_len;
-    uint64_t n;                 /* FD role / CODE offset / EXT type index */
+    uint64_t n; /* FD role / CODE offset / EXT type index */
 };
 
 /* A named code location owned by a heap: what an unresolved `code` unit
@@ -278,8 +282,8 @@ struct img_code_rec {
 
 /* A loaded module, for naming and resolving `code`. */
 struct img_module {
-    uintptr_t bias;      /* dlpi_addr */
-    uintptr_t lo, hi;    /* span of its PT_LOAD segments */
+    uintptr_t bias;   /* dlpi_addr */
+    uintptr_t lo, hi; /* span of its PT_LOAD segments */
     const unsigned char *build_id;
     size_t build_id_len;
     const char *path;

@@ -22,9 +22,9 @@
  * written, so that the fill below touches the run once, in order. */
 struct img_run {
     struct img_chunk *chunk;
-    mp_img_word *base;  /* first word of the run */
-    size_t base_word;   /* its word index in the chunk, for the start bits */
-    uint32_t *off;      /* n + 1 entries; off[0] unused */
+    mp_img_word *base; /* first word of the run */
+    size_t base_word;  /* its word index in the chunk, for the start bits */
+    uint32_t *off;     /* n + 1 entries; off[0] = 0, masked by REF() */
     size_t off_size;
     int off_mapped;
 };
@@ -74,10 +74,9 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
         }
         rec += 8 * w;
         if (t->shape_class == IMG_SHAPE_DYNAMIC && img_rd64(rec) != (uint64_t)units - 1)
-            return img_fail(err, MP_IMG_ERR_CORRUPT,
-                            "object %llu: slot-0 count %llu contradicts its %u units",
-                            (unsigned long long)i + 1, (unsigned long long)img_rd64(rec),
-                            (unsigned)units);
+            return img_fail(
+                err, MP_IMG_ERR_CORRUPT, "object %llu: slot-0 count %llu contradicts its %u units",
+                (unsigned long long)i + 1, (unsigned long long)img_rd64(rec), (unsigned)units);
 /* Object x (checked <= n) as a pointer; index 0 is nil. */
 #define REF(x) ((mp_img_word)(base + off[x]) & ((mp_img_word)0 - (mp_img_word)((x) != 0)))
         if (s->mask == 0) {
@@ -125,8 +124,7 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
                 if (x > nf)
                     return img_fail(err, MP_IMG_ERR_CORRUPT,
                                     "object %llu unit %u: foreign index %llu out of range",
-                                    (unsigned long long)i + 1, (unsigned)u,
-                                    (unsigned long long)x);
+                                    (unsigned long long)i + 1, (unsigned)u, (unsigned long long)x);
                 if (fill)
                     dst[u] = fvals[x]; /* fvals[0] is 0: nil */
                 break;
@@ -215,7 +213,7 @@ static mp_img_status plan_run(mp_img_heap *h, const struct img_view *v, struct i
     run->chunk = &h->chunks[h->n_chunks - 1];
     run->base = (mp_img_word *)(run->chunk->base + run->chunk->used);
     run->base_word = run->chunk->used / sizeof(mp_img_word);
-    run->off[0] = 0; /* index 0 is nil; REF() masks it */
+    run->off[0] = 0;                             /* index 0 is nil; REF() masks it */
     uint32_t at = (uint32_t)(h->meta_width + 1); /* unit 0 of the first object */
     for (uint64_t i = 0; i < n; i++) {
         run->off[i + 1] = at;
@@ -239,8 +237,8 @@ static mp_img_status install_roots(mp_img_heap *h, const struct img_view *v,
     return MP_IMG_OK;
 }
 
-static mp_img_status load_view(mp_img_registry *reg, const struct img_view *v,
-                               mp_img_heap **out, mp_img_error *err)
+static mp_img_status load_view(mp_img_registry *reg, const struct img_view *v, mp_img_heap **out,
+                               mp_img_error *err)
 {
     mp_img_heap *h = NULL;
     mp_img_status st = mp_img_heap_new(reg, &h, err);

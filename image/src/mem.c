@@ -1,19 +1,20 @@
-/* Large blocks: mapped and populated in one call. On a fresh process most
- * of a load's cost is first-touch page faults; populating a mapping faults
- * it in as one batch instead of one fault per page, and a block of several
- * MiB is aligned to 2 MiB and offered to transparent huge pages (it is about
- * to be filled end to end: a region, not a sparse heap). Small blocks come
- * from malloc. */
+/* Memory helpers: growable arrays, and large blocks.
+ *
+ * On a fresh process most of a load's cost is first-touch page faults, so a
+ * large block is mapped and populated in one call (one batch of faults, not
+ * one per page), and a block of several MiB is aligned to 2 MiB and offered
+ * to transparent huge pages (it is about to be filled end to end: a region,
+ * not a sparse heap). Small blocks come from malloc. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define MAP_THRESHOLD ((size_t)1 << 20)
+#define MAP_THRESHOLD  ((size_t)1 << 20)
 #define HUGE_THRESHOLD ((size_t)4 << 20)
-#define HUGE_PAGE ((size_t)2 << 20)
-#define PAGE ((size_t)4096)
+#define HUGE_PAGE      ((size_t)2 << 20)
+#define PAGE           ((size_t)4096)
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) & ~(to - 1); }
 
@@ -23,8 +24,8 @@ static void *huge_alloc(size_t size)
 {
 #ifdef MADV_HUGEPAGE
     size_t len = round_up(size, PAGE);
-    unsigned char *p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *p =
+        mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     unsigned char *al = (unsigned char *)round_up((size_t)p, HUGE_PAGE);
@@ -77,4 +78,19 @@ void img_big_free(void *p, size_t size, int mapped)
         munmap(p, round_up(size, PAGE));
     else
         free(p);
+}
+
+int img_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
 }

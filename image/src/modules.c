@@ -29,8 +29,7 @@ static void find_build_id(const unsigned char *p, size_t len, struct img_module 
         size_t next = desc_at + (((size_t)n.n_descsz + 3) & ~(size_t)3);
         if (n.n_namesz > len || n.n_descsz > len || next > len || next <= off)
             return;
-        if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 &&
-            memcmp(p + name_at, "GNU", 4) == 0) {
+        if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && memcmp(p + name_at, "GNU", 4) == 0) {
             m->build_id = p + desc_at;
             m->build_id_len = n.n_descsz;
             return;

@@ -42,8 +42,7 @@ static void field(char out[IMG_TEXT_FIELD], const char *s)
     memcpy(out, s, n < IMG_TEXT_FIELD - 1 ? n : IMG_TEXT_FIELD - 1);
 }
 
-void img_platform(char release[IMG_TEXT_FIELD], char os[IMG_TEXT_FIELD],
-                  char arch[IMG_TEXT_FIELD])
+void img_platform(char release[IMG_TEXT_FIELD], char os[IMG_TEXT_FIELD], char arch[IMG_TEXT_FIELD])
 {
     field(release, MP_IMG_PACKAGE_VERSION);
     field(os, IMG_OS);

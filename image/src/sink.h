@@ -18,7 +18,7 @@ struct img_sink {
      * [zero_from, zero_to) as zeros (the incomplete marker). */
     struct img_hash hash;
     uint64_t hash_from, zero_from, zero_to;
-    int error;        /* errno of the first failure, then every call is a no-op */
+    int error; /* errno of the first failure, then every call is a no-op */
 };
 
 int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from, uint64_t zero_from,

@@ -6,21 +6,36 @@
 const char *mp_img_strerror(mp_img_status status)
 {
     switch (status) {
-    case MP_IMG_OK: return "success";
-    case MP_IMG_ERR_ARGUMENT: return "invalid argument";
-    case MP_IMG_ERR_NOMEM: return "out of memory";
-    case MP_IMG_ERR_IO: return "input/output error";
-    case MP_IMG_ERR_NO_SHAPE: return "type has no shape";
-    case MP_IMG_ERR_SHAPE: return "object contradicts its shape";
-    case MP_IMG_ERR_NOT_ON_HEAP: return "reference to something not on the heap";
-    case MP_IMG_ERR_UNNAMEABLE: return "foreign value cannot be named";
-    case MP_IMG_ERR_LIMIT: return "beyond the limits of the format";
-    case MP_IMG_ERR_NOT_IMAGE: return "not an image";
-    case MP_IMG_ERR_MISMATCH: return "image header does not match this process";
-    case MP_IMG_ERR_INCOMPLETE: return "image is incomplete";
-    case MP_IMG_ERR_CHECKSUM: return "image checksum mismatch";
-    case MP_IMG_ERR_CORRUPT: return "image is corrupt";
-    case MP_IMG_ERR_FOREIGN: return "foreign value cannot be reacquired";
+    case MP_IMG_OK:
+        return "success";
+    case MP_IMG_ERR_ARGUMENT:
+        return "invalid argument";
+    case MP_IMG_ERR_NOMEM:
+        return "out of memory";
+    case MP_IMG_ERR_IO:
+        return "input/output error";
+    case MP_IMG_ERR_NO_SHAPE:
+        return "type has no shape";
+    case MP_IMG_ERR_SHAPE:
+        return "object contradicts its shape";
+    case MP_IMG_ERR_NOT_ON_HEAP:
+        return "reference to something not on the heap";
+    case MP_IMG_ERR_UNNAMEABLE:
+        return "foreign value cannot be named";
+    case MP_IMG_ERR_LIMIT:
+        return "beyond the limits of the format";
+    case MP_IMG_ERR_NOT_IMAGE:
+        return "not an image";
+    case MP_IMG_ERR_MISMATCH:
+        return "image header does not match this process";
+    case MP_IMG_ERR_INCOMPLETE:
+        return "image is incomplete";
+    case MP_IMG_ERR_CHECKSUM:
+        return "image checksum mismatch";
+    case MP_IMG_ERR_CORRUPT:
+        return "image is corrupt";
+    case MP_IMG_ERR_FOREIGN:
+        return "foreign value cannot be reacquired";
     }
     return "unknown status";
 }

@@ -7,21 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 /* Set bits of x (SWAR: no libgcc call where the CPU baseline lacks popcnt). */
 static inline unsigned popcount64(uint64_t x)
 {
@@ -43,8 +28,7 @@ static inline size_t ordinal(const struct img_chunk *c, const uint32_t *rank, si
  * number `unit` when holder == 0: checked, reached if new, and resolved to
  * its index in *index. */
 static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t holder,
-                           const mp_img_type *t, size_t unit, uint64_t *index,
-                           mp_img_error *err)
+                           const mp_img_type *t, size_t unit, uint64_t *index, mp_img_error *err)
 {
     size_t chunk, word;
     if (!p) {
@@ -128,9 +112,8 @@ static mp_img_status shape_of(const mp_img_type *t, const mp_img_word *obj, size
     }
 }
 
-static mp_img_status emit_bytes(struct img_trace *tr, const mp_img_type *t,
-                                const mp_img_word *obj, size_t index, size_t unit,
-                                uint64_t *value, mp_img_error *err)
+static mp_img_status emit_bytes(struct img_trace *tr, const mp_img_type *t, const mp_img_word *obj,
+                                size_t index, size_t unit, uint64_t *value, mp_img_error *err)
 {
     if (!obj[unit]) {
         *value = 0;
@@ -150,7 +133,7 @@ static mp_img_status emit_bytes(struct img_trace *tr, const mp_img_type *t,
         return img_fail(err, MP_IMG_ERR_LIMIT,
                         "object %zu (type '%s') unit %zu: %zu bytes is beyond the format's limits",
                         index, t->name, unit, len);
-    if (grow((void **)&tr->bytes, &tr->cap_bytes, tr->n_bytes + 1, sizeof *tr->bytes))
+    if (img_grow((void **)&tr->bytes, &tr->cap_bytes, tr->n_bytes + 1, sizeof *tr->bytes))
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
     tr->bytes[tr->n_bytes++] = (struct img_bytes_ref){(const void *)obj[unit], len};
     *value = tr->blob_size + 8; /* the data, after its length word */
@@ -163,7 +146,7 @@ static mp_img_status emit_foreign(struct img_trace *tr, const mp_img_type *t, mp
 {
     if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
         return MP_IMG_OK; /* nil: stays 0 */
-    if (grow((void **)&tr->frefs, &tr->cap_frefs, tr->n_frefs + 1, sizeof *tr->frefs))
+    if (img_grow((void **)&tr->frefs, &tr->cap_frefs, tr->n_frefs + 1, sizeof *tr->frefs))
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
     tr->frefs[tr->n_frefs++] = (struct img_foreign_ref){pos, t, v, index, unit};
     return MP_IMG_OK;
@@ -209,8 +192,7 @@ static mp_img_status process(mp_img_heap *h, struct img_trace *tr, size_t i, mp_
             break;
         case MP_IMG_FOREIGN:
             x = 0; /* a placeholder until the value is named */
-            st = tr->emit ? emit_foreign(tr, t, obj[u], (size_t)(rec + u - tr->rec), i + 1, u,
-                                         err)
+            st = tr->emit ? emit_foreign(tr, t, obj[u], (size_t)(rec + u - tr->rec), i + 1, u, err)
                           : MP_IMG_OK;
             break;
         }

@@ -43,8 +43,8 @@ static int valid_name(const char *name, size_t *len)
 }
 
 /* Resolves the options' shape declaration into class + canonical shape. */
-static mp_img_status declared_shape(const char *name, const mp_img_type_options *o,
-                                    unsigned *cls, mp_img_shape *shape, mp_img_error *err)
+static mp_img_status declared_shape(const char *name, const mp_img_type_options *o, unsigned *cls,
+                                    mp_img_shape *shape, mp_img_error *err)
 {
     int declared = (o->spelling != NULL) + (o->shape != NULL) + (o->shape_of != NULL);
     if (declared > 1)
@@ -88,8 +88,7 @@ mp_img_status mp_img_type_register(mp_img_registry *reg, const char *name,
     if (mp_img_type_find(reg, name))
         return img_fail(err, MP_IMG_ERR_ARGUMENT, "type '%s' is already registered", name);
     if (reg->n_types >= IMG_MAX_TYPES)
-        return img_fail(err, MP_IMG_ERR_LIMIT, "a registry holds at most %u types",
-                        IMG_MAX_TYPES);
+        return img_fail(err, MP_IMG_ERR_LIMIT, "a registry holds at most %u types", IMG_MAX_TYPES);
     const mp_img_type_options *o = opts ? opts : &none;
     unsigned cls = IMG_SHAPE_NONE;
     mp_img_shape shape = {0};

@@ -102,16 +102,16 @@ static mp_img_status check_identity(const struct img_view *v, const mp_img_regis
 static mp_img_status check_sizes(struct img_view *v, mp_img_error *err)
 {
     const struct img_header *hd = &v->hd;
-    uint64_t sizes[6] = {hd->types_size, hd->foreign_size, hd->roots_size, 0, hd->objects_size,
-                         hd->n_bytes};
-    static const char *const names[6] = {"type table", "foreign table", "root table",
-                                         "extent table", "object table", "byte blob"};
+    uint64_t sizes[6] = {hd->types_size,   hd->foreign_size, hd->roots_size, 0,
+                         hd->objects_size, hd->n_bytes};
+    static const char *const names[6] = {"type table",   "foreign table", "root table",
+                                         "extent table", "object table",  "byte blob"};
     if (hd->n_objects > v->len / 8)
         return img_fail(err, MP_IMG_ERR_CORRUPT, "header declares %llu objects in %zu bytes",
                         (unsigned long long)hd->n_objects, v->len);
     sizes[3] = hd->n_objects * 8;
     uint64_t at = sizeof(struct img_header);
-    const unsigned char **starts[6] = {&v->types_at, &v->foreign_at, &v->roots_at,
+    const unsigned char **starts[6] = {&v->types_at,   &v->foreign_at, &v->roots_at,
                                        &v->extents_at, &v->objects_at, &v->blob_at};
     for (int i = 0; i < 6; i++) {
         if (sizes[i] % 8)
@@ -121,8 +121,7 @@ static mp_img_status check_sizes(struct img_view *v, mp_img_error *err)
             return img_fail(err, MP_IMG_ERR_CORRUPT,
                             "truncated: the %s needs %llu bytes at offset %llu, the image has "
                             "%zu",
-                            names[i], (unsigned long long)sizes[i], (unsigned long long)at,
-                            v->len);
+                            names[i], (unsigned long long)sizes[i], (unsigned long long)at, v->len);
         *starts[i] = v->data + at;
         at += sizes[i];
     }
@@ -166,8 +165,9 @@ static mp_img_status parse_types(struct img_view *v, mp_img_error *err)
             return img_fail(err, MP_IMG_ERR_CORRUPT, "type table: entry %llu is not a type",
                             (unsigned long long)i);
         img_shape_canon(&canon);
-        if ((w[0] == IMG_SHAPE_NONE || w[0] == IMG_SHAPE_CUSTOM) ? (w[1] | w[2] | w[3]) != 0
-                                                              : !img_shape_equal(&canon, &t->shape))
+        if ((w[0] == IMG_SHAPE_NONE || w[0] == IMG_SHAPE_CUSTOM)
+                ? (w[1] | w[2] | w[3]) != 0
+                : !img_shape_equal(&canon, &t->shape))
             return img_fail(err, MP_IMG_ERR_CORRUPT,
                             "type table: entry %llu has a shape not in canonical form",
                             (unsigned long long)i);
@@ -253,8 +253,8 @@ static mp_img_status parse_roots(struct img_view *v, mp_img_error *err)
             size_t m = q->name_len < r->name_len ? q->name_len : r->name_len;
             int cmp = memcmp(q->name, r->name, m);
             if (cmp > 0 || (cmp == 0 && q->name_len >= r->name_len))
-                return img_fail(err, MP_IMG_ERR_CORRUPT,
-                                "root table: entry %llu is out of order", (unsigned long long)i);
+                return img_fail(err, MP_IMG_ERR_CORRUPT, "root table: entry %llu is out of order",
+                                (unsigned long long)i);
         }
     }
     if (c.p != c.end)
@@ -283,8 +283,7 @@ static mp_img_status check_extents(struct img_view *v, mp_img_error *err)
             (t->shape_class == IMG_SHAPE_DYNAMIC && units < 1))
             return img_fail(err, MP_IMG_ERR_CORRUPT,
                             "object %llu: %u units contradict the shape of type '%.*s'",
-                            (unsigned long long)i + 1, (unsigned)units, (int)t->name_len,
-                            t->name);
+                            (unsigned long long)i + 1, (unsigned)units, (int)t->name_len, t->name);
         need += 8 * (units + w + (t->shape_class == IMG_SHAPE_CUSTOM ? 2 : 0));
         heap += img_obj_size(w, units);
         if (need > v->hd.objects_size)
@@ -336,9 +335,8 @@ mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
     if (len < IMG_MAGIC_LEN || memcmp(data, IMG_MAGIC, IMG_MAGIC_LEN) != 0)
         return img_fail(err, MP_IMG_ERR_NOT_IMAGE, "header field 'magic': not an image");
     if (len < sizeof(struct img_header))
-        return img_fail(err, MP_IMG_ERR_CORRUPT,
-                        "truncated: %zu bytes, the header alone is %zu", len,
-                        sizeof(struct img_header));
+        return img_fail(err, MP_IMG_ERR_CORRUPT, "truncated: %zu bytes, the header alone is %zu",
+                        len, sizeof(struct img_header));
     memcpy(&v->hd, data, sizeof v->hd);
     mp_img_status st = check_identity(v, reg, err);
     if (st != MP_IMG_OK)
@@ -368,8 +366,7 @@ mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
                         "header field 'checksum' does not match the contents");
     if ((st = parse_types(v, err)) != MP_IMG_OK)
         return st;
-    if (reg && (reg_size != v->hd.types_size ||
-                memcmp(v->types_at, v->owned_types, reg_size) != 0))
+    if (reg && (reg_size != v->hd.types_size || memcmp(v->types_at, v->owned_types, reg_size) != 0))
         return digest_mismatch(v, reg, 1, err); /* same digest, different bytes */
     if ((st = parse_foreign(v, err)) != MP_IMG_OK || (st = parse_roots(v, err)) != MP_IMG_OK ||
         (st = check_extents(v, err)) != MP_IMG_OK)

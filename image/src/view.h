@@ -32,9 +32,9 @@ struct img_view {
     struct img_vtype *types;
     struct img_foreign *foreign; /* foreign[k] is entry k + 1 */
     struct img_vroot *roots;
-    size_t n_code;               /* entries of kind CODE */
-    uint64_t heap_bytes;         /* room every object takes on a heap */
-    unsigned char *owned_types;  /* registry's own table, for the comparison */
+    size_t n_code;              /* entries of kind CODE */
+    uint64_t heap_bytes;        /* room every object takes on a heap */
+    unsigned char *owned_types; /* registry's own table, for the comparison */
 };
 
 /* What img_view_open() checks against: the loading registry, or NULL to

@@ -29,8 +29,8 @@
 struct value_ent {
     uintptr_t value;
     const mp_img_type *type;
-    size_t obj, unit;  /* its first occurrence, for the refusal */
-    uint64_t index;    /* foreign table index once named (0 = nil) */
+    size_t obj, unit; /* its first occurrence, for the refusal */
+    uint64_t index;   /* foreign table index once named (0 = nil) */
 };
 
 struct plan {
@@ -56,21 +56,6 @@ static uint64_t value_class(const mp_img_type *t)
                                                        : (uint64_t)t->opts.foreign;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    while (c < need)
-        c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 static void plan_free(struct plan *p)
 {
     free(p->types);
@@ -83,7 +68,7 @@ static void plan_free(struct plan *p)
 
 static int ftab_put(struct plan *p, const void *data, size_t len)
 {
-    if (grow((void **)&p->ftab, &p->ftab_cap, p->ftab_size + img_pad8(len), 1))
+    if (img_grow((void **)&p->ftab, &p->ftab_cap, p->ftab_size + img_pad8(len), 1))
         return -1;
     memcpy(p->ftab + p->ftab_size, data, len);
     memset(p->ftab + p->ftab_size + len, 0, img_pad8(len) - len);
@@ -112,8 +97,8 @@ static int add_entry(struct plan *p, const struct img_foreign *f, uint64_t *inde
         bad = bad || ftab_word(p, f->n);
         break;
     case IMG_FOREIGN_CODE:
-        bad = bad || ftab_str(p, f->a, f->a_len) || ftab_str(p, f->b, f->b_len) ||
-              ftab_word(p, f->n);
+        bad =
+            bad || ftab_str(p, f->a, f->a_len) || ftab_str(p, f->b, f->b_len) || ftab_word(p, f->n);
         break;
     default: /* IMG_FOREIGN_EXT */
         bad = bad || ftab_word(p, f->n) || ftab_str(p, f->a, f->a_len);
@@ -123,8 +108,8 @@ static int add_entry(struct plan *p, const struct img_foreign *f, uint64_t *inde
         return -1;
     size_t len = p->ftab_size - start;
     int inserted;
-    uint64_t *slot = img_map_put(&p->names, img_hash(p->ftab + start, len), len,
-                                 p->n_foreign + 1, &inserted);
+    uint64_t *slot =
+        img_map_put(&p->names, img_hash(p->ftab + start, len), len, p->n_foreign + 1, &inserted);
     if (!slot)
         return -1;
     if (!inserted) {
@@ -137,7 +122,7 @@ static int add_entry(struct plan *p, const struct img_foreign *f, uint64_t *inde
         }
         /* A hash collision between different names: keep both entries. */
     }
-    if (grow((void **)&p->entry_off, &p->cap_entries, p->n_foreign + 1, sizeof *p->entry_off))
+    if (img_grow((void **)&p->entry_off, &p->cap_entries, p->n_foreign + 1, sizeof *p->entry_off))
         return -1;
     p->entry_off[p->n_foreign++] = start;
     *index = p->n_foreign;
@@ -146,8 +131,7 @@ static int add_entry(struct plan *p, const struct img_foreign *f, uint64_t *inde
 
 /* Collects the distinct foreign values of the walk, in first-occurrence
  * order (the frefs are in object and unit order). */
-static mp_img_status collect_values(struct plan *p, const struct img_trace *tr,
-                                    mp_img_error *err)
+static mp_img_status collect_values(struct plan *p, const struct img_trace *tr, mp_img_error *err)
 {
     for (size_t i = 0; i < tr->n_frefs; i++) {
         const struct img_foreign_ref *f = &tr->frefs[i];
@@ -155,7 +139,7 @@ static mp_img_status collect_values(struct plan *p, const struct img_trace *tr,
         uint64_t *slot =
             img_map_put(&p->values, f->value, value_class(f->type), p->n_vals, &inserted);
         if (!slot ||
-            (inserted && grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1, sizeof *p->vals)))
+            (inserted && img_grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1, sizeof *p->vals)))
             return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", f->index);
         if (inserted)
             p->vals[p->n_vals++] = (struct value_ent){f->value, f->type, f->index, f->unit, 0};
@@ -213,7 +197,7 @@ static void put_header(struct img_sink *sk, const mp_img_heap *h, const struct i
     memcpy(hd.magic, IMG_MAGIC, IMG_MAGIC_LEN);
     hd.version = IMG_VERSION;
     hd.header_size = sizeof hd;
-    hd.checksum = 0; /* patched once everything after it is written */
+    hd.checksum = 0;                /* patched once everything after it is written */
     hd.incomplete = IMG_INCOMPLETE; /* cleared last */
     hd.byte_order = IMG_BYTE_ORDER;
     hd.word_size = sizeof(mp_img_word);
@@ -251,8 +235,7 @@ static void put_blob(struct img_sink *sk, const struct img_trace *tr)
 }
 
 /* Streams the whole image into fd; returns 0 or an errno. */
-static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr,
-                     const struct plan *p)
+static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr, const struct plan *p)
 {
     struct img_sink sk;
     if (img_sink_open(&sk, fd, IMG_CHECKSUM_FROM, IMG_CHECKSUM_FROM, IMG_CHECKSUM_FROM + 8))
@@ -301,8 +284,8 @@ static void sync_dir(const char *path)
     free(dir);
 }
 
-static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr,
-                          const struct plan *p, const char *path, mp_img_error *err)
+static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr, const struct plan *p,
+                          const char *path, mp_img_error *err)
 {
     size_t len = strlen(path);
     char *tmp = malloc(len + 8);

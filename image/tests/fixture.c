@@ -71,9 +71,11 @@ void fx_init(struct fx *f, size_t meta)
         &f->str);
     reg(f, "cstr", (mp_img_type_options){.spelling = "bytes", .bytes_length = mp_img_bytes_cstring},
         &f->cstr);
-    reg(f, "fn", (mp_img_type_options){.spelling = "foreign ref", .foreign = MP_IMG_FOREIGN_RESOLVE},
+    reg(f, "fn",
+        (mp_img_type_options){.spelling = "foreign ref", .foreign = MP_IMG_FOREIGN_RESOLVE},
         &f->fn);
-    reg(f, "code", (mp_img_type_options){.spelling = "foreign word", .foreign = MP_IMG_FOREIGN_CODE},
+    reg(f, "code",
+        (mp_img_type_options){.spelling = "foreign word", .foreign = MP_IMG_FOREIGN_CODE},
         &f->code);
     reg(f, "handle",
         (mp_img_type_options){.spelling = "foreign",
@@ -82,7 +84,8 @@ void fx_init(struct fx *f, size_t meta)
                               .internalise = internalise,
                               .ctx = f},
         &f->handle);
-    reg(f, "temp", (mp_img_type_options){.spelling = "word foreign", .foreign = MP_IMG_FOREIGN_DROP},
+    reg(f, "temp",
+        (mp_img_type_options){.spelling = "word foreign", .foreign = MP_IMG_FOREIGN_DROP},
         &f->temp);
     reg(f, "raw", (mp_img_type_options){.spelling = "foreign"}, &f->raw);
     reg(f, "blob", (mp_img_type_options){0}, &f->blob);

@@ -9,18 +9,18 @@
 
 struct fx {
     mp_img_registry *reg;
-    const mp_img_type *node;   /* "ref ref" */
-    const mp_img_type *leaf;   /* "word" */
-    const mp_img_type *vec;    /* "*: word ref" */
-    const mp_img_type *str;    /* "word bytes", length in unit 0 */
-    const mp_img_type *cstr;   /* "bytes", NUL-terminated */
-    const mp_img_type *fn;     /* "foreign ref", resolved (nil, fd, dlsym) */
-    const mp_img_type *code;   /* "foreign word", code(build-id, path, offset) */
-    const mp_img_type *handle; /* "foreign", externalise/internalise */
-    const mp_img_type *temp;   /* "word foreign", dropped */
-    const mp_img_type *raw;    /* "foreign", no policy */
-    const mp_img_type *blob;   /* no shape */
-    const mp_img_type *var;    /* per-object shape: word n, then n refs */
+    const mp_img_type *node;        /* "ref ref" */
+    const mp_img_type *leaf;        /* "word" */
+    const mp_img_type *vec;         /* "*: word ref" */
+    const mp_img_type *str;         /* "word bytes", length in unit 0 */
+    const mp_img_type *cstr;        /* "bytes", NUL-terminated */
+    const mp_img_type *fn;          /* "foreign ref", resolved (nil, fd, dlsym) */
+    const mp_img_type *code;        /* "foreign word", code(build-id, path, offset) */
+    const mp_img_type *handle;      /* "foreign", externalise/internalise */
+    const mp_img_type *temp;        /* "word foreign", dropped */
+    const mp_img_type *raw;         /* "foreign", no policy */
+    const mp_img_type *blob;        /* no shape */
+    const mp_img_type *var;         /* per-object shape: word n, then n refs */
     int externalised, internalised; /* callback calls */
 };
 

@@ -80,8 +80,8 @@ Test(corrupt, truncated_at_every_length)
     for (size_t n = 0; n < len; n++) {
         mp_img_error err;
         mp_img_status st = load(img, n, &err);
-        cr_assert(st == MP_IMG_ERR_NOT_IMAGE || st == MP_IMG_ERR_CORRUPT,
-                  "length %zu: %s (%s)", n, mp_img_strerror(st), err.detail);
+        cr_assert(st == MP_IMG_ERR_NOT_IMAGE || st == MP_IMG_ERR_CORRUPT, "length %zu: %s (%s)", n,
+                  mp_img_strerror(st), err.detail);
     }
     mp_img_error err;
     cr_assert_eq(load(img, 100, &err), MP_IMG_ERR_CORRUPT);
@@ -166,8 +166,8 @@ Test(corrupt, extent_type_out_of_range)
 Test(corrupt, bad_tables)
 {
     size_t roots_at = extents_at - hd.roots_size;
-    structural(roots_at, 6, "root table");                 /* index past the objects */
-    structural(sizeof hd + 8 + 8, 99, "type table");       /* shape class of type 0 */
+    structural(roots_at, 6, "root table");           /* index past the objects */
+    structural(sizeof hd + 8 + 8, 99, "type table"); /* shape class of type 0 */
     structural(extents_at - hd.roots_size - hd.foreign_size, 9, "foreign table"); /* kind */
     (void)get;
 }
@@ -189,7 +189,6 @@ Test(corrupt, random_damage_never_crashes)
         mp_img_error err;
         accepted += load(copy, len, &err) == MP_IMG_OK;
     }
-    cr_log_info("%d of 3000 damaged images still loaded (word units may hold anything)",
-                accepted);
+    cr_log_info("%d of 3000 damaged images still loaded (word units may hold anything)", accepted);
     free(copy);
 }

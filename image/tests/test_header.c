@@ -119,7 +119,10 @@ Test(header, byte_order)
     expect_refusal(m_byte_order, 1, NULL, MP_IMG_ERR_MISMATCH, "'byte order'");
     expect_refusal(m_byte_garbage, 1, NULL, MP_IMG_ERR_MISMATCH, "'byte order'");
 }
-Test(header, word_size) { expect_refusal(m_word_size, 1, NULL, MP_IMG_ERR_MISMATCH, "'word size'"); }
+Test(header, word_size)
+{
+    expect_refusal(m_word_size, 1, NULL, MP_IMG_ERR_MISMATCH, "'word size'");
+}
 Test(header, release) { expect_refusal(m_release, 1, NULL, MP_IMG_ERR_MISMATCH, "'release'"); }
 Test(header, os) { expect_refusal(m_os, 1, NULL, MP_IMG_ERR_MISMATCH, "'os'"); }
 Test(header, arch) { expect_refusal(m_arch, 1, NULL, MP_IMG_ERR_MISMATCH, "'arch'"); }

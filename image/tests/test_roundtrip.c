@@ -156,7 +156,7 @@ Test(roundtrip, strings_with_embedded_nuls)
     s[0] = sizeof data; /* 9 bytes, the final NUL included */
     s[1] = (mp_img_word)data;
     mp_img_word *empty = mp_img_alloc(h, f.str, 2);
-    empty[1] = (mp_img_word)"";
+    empty[1] = (mp_img_word) "";
     mp_img_word *null = mp_img_alloc(h, f.str, 2);
     mp_img_word *c = mp_img_alloc(h, f.cstr, 1);
     c[0] = (mp_img_word) "plain C string";
@@ -244,7 +244,7 @@ Test(roundtrip, foreign_vocabulary_in_process)
     hd2[0] = 42; /* the same value: one foreign entry */
     mp_img_word *tmp = mp_img_alloc(h, f.temp, 2);
     tmp[0] = 5;
-    tmp[1] = (mp_img_word)&tmp; /* a stack address: transient, dropped */
+    tmp[1] = (mp_img_word)&tmp;                   /* a stack address: transient, dropped */
     mp_img_word *raw = mp_img_alloc(h, f.raw, 1); /* NULL: nil needs no policy */
     mp_img_word *code = mp_img_alloc(h, f.code, 2);
     code[0] = (mp_img_word)(uintptr_t)&imgtest_exported + 1;

@@ -56,8 +56,8 @@ Test(shape, empty_spellings_are_zero_units)
 
 Test(shape, bad_spellings_are_refused)
 {
-    const char *bad[] = {"wrod", "*: ref word", "*:", "2: word ref bytes", "x: ref", "ref,ref",
-                         "-1: ref"};
+    const char *bad[] = {"wrod",   "*: ref word", "*:",     "2: word ref bytes",
+                         "x: ref", "ref,ref",     "-1: ref"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mp_img_shape s;
         mp_img_error err;
@@ -74,7 +74,7 @@ Test(shape, bad_spellings_are_refused)
 Test(shape, format_round_trips)
 {
     const char *spellings[] = {"word ref bytes", "*: word ref", "6: word foreign", "2: ref",
-                               "word", "bytes", "foreign ref"};
+                               "word",           "bytes",       "foreign ref"};
     for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
         mp_img_shape a = parse(spellings[i]);
         char buf[128];
@@ -99,8 +99,9 @@ Test(shape, registration_refusals)
                  MP_IMG_ERR_ARGUMENT);
     cr_assert_str_eq(err.detail, "type 's' has bytes units but no bytes_length function");
     /* two shape declarations */
-    cr_assert_eq(mp_img_type_register(
-                     reg, "t", &(mp_img_type_options){.spelling = "word", .shape = &sh}, NULL, &err),
+    cr_assert_eq(mp_img_type_register(reg, "t",
+                                      &(mp_img_type_options){.spelling = "word", .shape = &sh},
+                                      NULL, &err),
                  MP_IMG_ERR_ARGUMENT);
     /* callbacks policy without callbacks */
     cr_assert_eq(mp_img_type_register(reg, "u",

@@ -8,12 +8,12 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <stdio.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct fx f;
@@ -240,8 +240,8 @@ Test(refusal, objects_allocated_during_the_write)
 {
     mp_img_registry *reg;
     mp_img_registry_new(0, &reg, NULL);
-    mp_img_type_register(reg, "rogue", &(mp_img_type_options){.shape_of = rogue_shape},
-                         &rogue_type, NULL);
+    mp_img_type_register(reg, "rogue", &(mp_img_type_options){.shape_of = rogue_shape}, &rogue_type,
+                         NULL);
     mp_img_heap_new(reg, &rogue_heap, NULL);
     mp_img_word *a = mp_img_alloc(rogue_heap, rogue_type, 2);
     mp_img_root_set(rogue_heap, "a", a, NULL);

@@ -69,7 +69,7 @@ static void print_header(const struct img_header *hd, size_t len)
     printf("%-16s %s\n", "byte order",
            hd->byte_order == IMG_BYTE_ORDER           ? "native"
            : hd->byte_order == IMG_BYTE_ORDER_SWAPPED ? "swapped"
-                                                       : "invalid");
+                                                      : "invalid");
     printf("%-16s %u\n", "word size", (unsigned)hd->word_size);
     put_text("release", hd->release, release);
     put_text("os", hd->os, os);

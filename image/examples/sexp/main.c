@@ -93,8 +93,8 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "load")) {
         mp_img_heap *heap;
         if (mp_img_load(ty.reg, in, &heap, &err) != MP_IMG_OK) {
-            fprintf(stderr, "mimprof-sexp: loading %s: %s: %s\n", in,
-                    mp_img_strerror(err.status), err.detail);
+            fprintf(stderr, "mimprof-sexp: loading %s: %s: %s\n", in, mp_img_strerror(err.status),
+                    err.detail);
             goto out_types;
         }
         if (sexp_adopt(&sx, &ty, heap, &err)) {

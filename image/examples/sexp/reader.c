@@ -22,7 +22,7 @@ struct reader {
     int depth;
     void **stack; /* vector elements being read */
     size_t n, cap;
-    char *buf;    /* unescaped string bytes */
+    char *buf; /* unescaped string bytes */
     size_t buf_cap;
     mp_img_error *err;
 };
@@ -31,8 +31,8 @@ static int fail(struct reader *r, const char *what)
 {
     if (r->err) {
         r->err->status = MP_IMG_ERR_ARGUMENT;
-        snprintf(r->err->detail, sizeof r->err->detail, "offset %zu: %s",
-                 (size_t)(r->p - r->text), what);
+        snprintf(r->err->detail, sizeof r->err->detail, "offset %zu: %s", (size_t)(r->p - r->text),
+                 what);
     }
     return -1;
 }
@@ -154,9 +154,10 @@ static int read_closure(struct reader *r, void **out)
 
 static int hex(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                                               : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 static int read_string(struct reader *r, void **out)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #define ARENA_BLOCK ((size_t)1 << 20)
-#define SYMTAB_MIN 1024
+#define SYMTAB_MIN  1024
 
 int sexp_types_init(struct sexp_types *ty, mp_img_error *err)
 {
@@ -90,8 +90,7 @@ int sexp_new(struct sexp *sx, const struct sexp_types *ty, mp_img_error *err)
     return 0;
 }
 
-int sexp_adopt(struct sexp *sx, const struct sexp_types *ty, mp_img_heap *heap,
-               mp_img_error *err)
+int sexp_adopt(struct sexp *sx, const struct sexp_types *ty, mp_img_heap *heap, mp_img_error *err)
 {
     memset(sx, 0, sizeof *sx);
     sx->ty = ty;

@@ -55,8 +55,7 @@ void sexp_types_free(struct sexp_types *ty);
 /* An empty heap with an empty symbol table. */
 int sexp_new(struct sexp *sx, const struct sexp_types *ty, mp_img_error *err);
 /* Takes over a loaded image heap (its "symbols" root becomes the table). */
-int sexp_adopt(struct sexp *sx, const struct sexp_types *ty, mp_img_heap *heap,
-               mp_img_error *err);
+int sexp_adopt(struct sexp *sx, const struct sexp_types *ty, mp_img_heap *heap, mp_img_error *err);
 void sexp_free(struct sexp *sx);
 
 /* Constructors; NULL on ENOMEM. */

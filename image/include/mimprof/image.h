@@ -11,10 +11,10 @@
  *
  * | kind | code | a unit holds | the image stores |
  * |---|---|---|---|
- * | ::MP_IMG_REF | 0 | a pointer to an object of the same heap, or NULL | its object index (0 = nil) |
- * | ::MP_IMG_WORD | 1 | a machine value | the value |
- * | ::MP_IMG_BYTES | 2 | a pointer to bytes whose length the type knows | the bytes, in the byte blob |
- * | ::MP_IMG_FOREIGN | 3 | an address the program does not own | a name from the foreign vocabulary |
+ * | ::MP_IMG_REF | 0 | a pointer to an object of the same heap, or NULL | its object index (0 =
+ * nil) | | ::MP_IMG_WORD | 1 | a machine value | the value | | ::MP_IMG_BYTES | 2 | a pointer to
+ * bytes whose length the type knows | the bytes, in the byte blob | | ::MP_IMG_FOREIGN | 3 | an
+ * address the program does not own | a name from the foreign vocabulary |
  *
  * The writer (mp_img_write()) is a mark phase that emits: it traces from the
  * named roots, stamps an index on every reachable object, resolves every unit
@@ -59,21 +59,21 @@ typedef uintptr_t mp_img_word;
 
 /** The result of every fallible call. */
 typedef enum mp_img_status {
-    MP_IMG_OK = 0,           /**< success */
-    MP_IMG_ERR_ARGUMENT,     /**< invalid argument (NULL, bad name, bad shape spelling, duplicate) */
-    MP_IMG_ERR_NOMEM,        /**< out of memory */
-    MP_IMG_ERR_IO,           /**< a system call on the file failed (errno in the detail) */
-    MP_IMG_ERR_NO_SHAPE,     /**< write: a reachable object's type declares no shape */
-    MP_IMG_ERR_SHAPE,        /**< write: an instance contradicts its shape (slot-0 count, callback) */
-    MP_IMG_ERR_NOT_ON_HEAP,  /**< write: a reference or root is not an object on the heap */
-    MP_IMG_ERR_UNNAMEABLE,   /**< write: a foreign value the vocabulary cannot name */
-    MP_IMG_ERR_LIMIT,        /**< more types, units or bytes than the format can carry */
-    MP_IMG_ERR_NOT_IMAGE,    /**< load: too short for a header, or wrong magic */
-    MP_IMG_ERR_MISMATCH,     /**< load: a header field differs from this process or registry */
-    MP_IMG_ERR_INCOMPLETE,   /**< load: the writer never cleared the incomplete marker */
-    MP_IMG_ERR_CHECKSUM,     /**< load: the checksum does not match the contents */
-    MP_IMG_ERR_CORRUPT,      /**< load: sizes, offsets or indices are inconsistent */
-    MP_IMG_ERR_FOREIGN,      /**< load: a foreign entry could not be reacquired */
+    MP_IMG_OK = 0,       /**< success */
+    MP_IMG_ERR_ARGUMENT, /**< invalid argument (NULL, bad name, bad shape spelling, duplicate) */
+    MP_IMG_ERR_NOMEM,    /**< out of memory */
+    MP_IMG_ERR_IO,       /**< a system call on the file failed (errno in the detail) */
+    MP_IMG_ERR_NO_SHAPE, /**< write: a reachable object's type declares no shape */
+    MP_IMG_ERR_SHAPE,    /**< write: an instance contradicts its shape (slot-0 count, callback) */
+    MP_IMG_ERR_NOT_ON_HEAP, /**< write: a reference or root is not an object on the heap */
+    MP_IMG_ERR_UNNAMEABLE,  /**< write: a foreign value the vocabulary cannot name */
+    MP_IMG_ERR_LIMIT,       /**< more types, units or bytes than the format can carry */
+    MP_IMG_ERR_NOT_IMAGE,   /**< load: too short for a header, or wrong magic */
+    MP_IMG_ERR_MISMATCH,    /**< load: a header field differs from this process or registry */
+    MP_IMG_ERR_INCOMPLETE,  /**< load: the writer never cleared the incomplete marker */
+    MP_IMG_ERR_CHECKSUM,    /**< load: the checksum does not match the contents */
+    MP_IMG_ERR_CORRUPT,     /**< load: sizes, offsets or indices are inconsistent */
+    MP_IMG_ERR_FOREIGN,     /**< load: a foreign entry could not be reacquired */
 } mp_img_status;
 
 /** Size of mp_img_error::detail. */
@@ -183,8 +183,7 @@ typedef size_t (*mp_img_bytes_length_fn)(void *ctx, const mp_img_word *obj, size
  * count the object was allocated with; the returned shape must be fixed with
  * `count <= units`. Return false to refuse (::MP_IMG_ERR_SHAPE).
  */
-typedef bool (*mp_img_shape_fn)(void *ctx, const mp_img_word *obj, size_t units,
-                                mp_img_shape *out);
+typedef bool (*mp_img_shape_fn)(void *ctx, const mp_img_word *obj, size_t units, mp_img_shape *out);
 
 /**
  * Names a foreign value: writes at most `cap` bytes of its name into `buf`
@@ -349,8 +348,7 @@ MP_IMG_API const char *mp_img_root_at(const mp_img_heap *heap, size_t i, void **
  * by a chain walk; user flags are untouched). Refuses like the writer's trace:
  * ::MP_IMG_ERR_NOT_ON_HEAP, ::MP_IMG_ERR_NO_SHAPE, ::MP_IMG_ERR_SHAPE.
  */
-MP_IMG_API mp_img_status mp_img_heap_reachable(mp_img_heap *heap, size_t *count,
-                                               mp_img_error *err);
+MP_IMG_API mp_img_status mp_img_heap_reachable(mp_img_heap *heap, size_t *count, mp_img_error *err);
 
 /**@}*/
 /* ------------------------------------------------------------------ */
