@@ -329,8 +329,10 @@ __attribute__((constructor)) static void preload_init(void)
         warn("mimprof: MIMPROF_OUTPUT is unusable%s%s; profiling disabled\n", "", "");
         return;
     }
-    /* This thread's first allocation initializes it (the "observed" rule). */
-    free(malloc(1));
+    /* This thread's first allocation initializes it (the "observed" rule).
+     * Through the template directly: the compiler may elide free(malloc()). */
+    void *volatile first = mp_preload_alloc(16, MP_SYS_NATURAL_ALIGN);
+    mp_preload_dealloc(first, 16, MP_SYS_NATURAL_ALIGN);
     start_session();
     if (g_prof != NULL) {
         atexit(at_exit);
