@@ -97,6 +97,25 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
         CHECK("MIMPROF_PYROSCOPE_SPOOL_DIR", mp_pyro_config_set_spool(cfg, v, 0, 0));
     if ((v = env("MIMPROF_PYROSCOPE_CA_PATH")))
         CHECK("MIMPROF_PYROSCOPE_CA_PATH", mp_pyro_config_set_ca_path(cfg, v));
+    if ((v = env("MIMPROF_PYROSCOPE_FLUSH_DEADLINE"))) {
+        uint64_t ms = strcmp(v, "0") == 0 ? 0 : parse_duration_ms(v);
+        if ((ms == 0 && strcmp(v, "0") != 0) || ms > UINT32_MAX)
+            return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
+                                       "MIMPROF_PYROSCOPE_FLUSH_DEADLINE: '%.64s' is not a duration", v);
+        CHECK("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", mp_pyro_config_set_flush_deadline_ms(cfg, (uint32_t)ms));
+    }
+    if ((v = env("MIMPROF_PYROSCOPE_LOG_LEVEL"))) {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        int level = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcmp(v, names[i]) == 0)
+                level = i;
+        if (level < 0)
+            return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
+                                       "MIMPROF_PYROSCOPE_LOG_LEVEL: '%.64s' is not error, warn, info "
+                                       "or debug", v);
+        cfg->log_level = (mp_pyro_log_level)level;
+    }
     cfg->error[0] = '\0';
     return MP_PYRO_OK;
 }
@@ -137,6 +156,10 @@ mp_pyro_status mp_pyro_config_export_env(const mp_pyro_config *cfg)
         st = put("MIMPROF_PYROSCOPE_PROTOCOL", cfg->protocol == MP_PYRO_PROTOCOL_PUSH ? "push" : "ingest");
     if (st == MP_PYRO_OK) st = put("MIMPROF_PYROSCOPE_SPOOL_DIR", cfg->spool_dir);
     if (st == MP_PYRO_OK) st = put("MIMPROF_PYROSCOPE_CA_PATH", cfg->ca_path);
+    char deadline[32];
+    snprintf(deadline, sizeof deadline, "%ums", (unsigned)cfg->flush_deadline_ms);
+    if (st == MP_PYRO_OK)
+        st = put("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", cfg->flush_deadline_ms ? deadline : "0");
     mp_pyro_buf_free(&tags);
     return st;
 }

@@ -11,7 +11,7 @@ static const char *const env_names[] = {
     "PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME", "PYROSCOPE_BASIC_AUTH_USER",
     "PYROSCOPE_BASIC_AUTH_PASSWORD", "PYROSCOPE_AUTH_TOKEN", "PYROSCOPE_TENANT_ID", "PYROSCOPE_TAGS",
     "PYROSCOPE_UPLOAD_INTERVAL", "MIMPROF_PYROSCOPE_PROTOCOL", "MIMPROF_PYROSCOPE_SPOOL_DIR",
-    "MIMPROF_PYROSCOPE_CA_PATH", NULL};
+    "MIMPROF_PYROSCOPE_CA_PATH", "MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "MIMPROF_PYROSCOPE_LOG_LEVEL", NULL};
 
 static void clear_env(void)
 {
@@ -93,6 +93,8 @@ Test(config, from_env_all)
     setenv("PYROSCOPE_TAGS", "env=prod,region=eu-west-1", 1);
     setenv("PYROSCOPE_UPLOAD_INTERVAL", "15s", 1);
     setenv("MIMPROF_PYROSCOPE_PROTOCOL", "push", 1);
+    setenv("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "1500ms", 1);
+    setenv("MIMPROF_PYROSCOPE_LOG_LEVEL", "debug", 1);
     cr_assert_eq(mp_pyro_config_from_env(cfg), MP_PYRO_OK, "%s", mp_pyro_config_error(cfg));
     cr_assert_eq(mp_pyro_config_validate(cfg), MP_PYRO_OK);
     /* exported back: userinfo moved to the Basic auth variables */
@@ -105,6 +107,7 @@ Test(config, from_env_all)
     cr_expect_str_eq(getenv("PYROSCOPE_UPLOAD_INTERVAL"), "15000ms");
     cr_expect_str_eq(getenv("MIMPROF_PYROSCOPE_PROTOCOL"), "push");
     cr_expect_str_eq(getenv("PYROSCOPE_TENANT_ID"), "team-a");
+    cr_expect_str_eq(getenv("MIMPROF_PYROSCOPE_FLUSH_DEADLINE"), "1500ms");
     cr_expect_null(getenv("PYROSCOPE_AUTH_TOKEN"));
     /* and read again into a fresh config */
     mp_pyro_config *again;
@@ -132,6 +135,12 @@ Test(config, from_env_errors_name_the_variable)
     clear_env();
     setenv("MIMPROF_PYROSCOPE_PROTOCOL", "grpc", 1);
     cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_E_INVALID_CONFIG);
+    clear_env();
+    setenv("MIMPROF_PYROSCOPE_LOG_LEVEL", "loud", 1);
+    cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_E_INVALID_CONFIG);
+    clear_env();
+    setenv("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "0", 1);
+    cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_OK);
 }
 
 Test(config, start_from_env_not_configured)

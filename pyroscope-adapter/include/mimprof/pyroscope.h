@@ -277,6 +277,8 @@ mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level 
  * | `MIMPROF_PYROSCOPE_PROTOCOL` | `ingest` or `push` |
  * | `MIMPROF_PYROSCOPE_SPOOL_DIR` | mp_pyro_config_set_spool() with default bounds |
  * | `MIMPROF_PYROSCOPE_CA_PATH` | mp_pyro_config_set_ca_path() |
+ * | `MIMPROF_PYROSCOPE_FLUSH_DEADLINE` | mp_pyro_config_set_flush_deadline_ms(): `2s`, `500ms`, `0` |
+ * | `MIMPROF_PYROSCOPE_LOG_LEVEL` | `error`, `warn`, `info` or `debug` (to stderr) |
  *
  * @return the first error met (its variable named in
  *         mp_pyro_config_error()); the variables before it are applied.
