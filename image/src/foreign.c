@@ -15,13 +15,32 @@
 #define CODE_REC_MAGIC UINT64_C(0x45444F43474D494D) /* "MIMGCODE" */
 
 struct img_namer {
+    const mp_img_heap *heap; /* whose named code locations name themselves */
     struct img_modules mods;
     int have_mods;
     void **owned; /* strings made while naming */
     size_t n_owned, cap_owned;
 };
 
-struct img_namer *img_namer_new(void) { return calloc(1, sizeof(struct img_namer)); }
+struct img_namer *img_namer_new(const mp_img_heap *heap)
+{
+    struct img_namer *nm = calloc(1, sizeof *nm);
+    if (nm)
+        nm->heap = heap;
+    return nm;
+}
+
+/* The named code location `value` points at, if it is one of the heap's
+ * (an image loaded where the module was absent, being written again). */
+static const struct img_code_rec *own_code_rec(const mp_img_heap *h, uintptr_t value)
+{
+    if (!h || !h->n_codes)
+        return NULL;
+    uintptr_t lo = (uintptr_t)h->codes, hi = (uintptr_t)(h->codes + h->n_codes);
+    if (value < lo || value >= hi || (value - lo) % sizeof *h->codes)
+        return NULL;
+    return (const struct img_code_rec *)value;
+}
 
 void img_namer_free(struct img_namer *nm)
 {
@@ -90,6 +109,17 @@ static int name_symbol(uintptr_t value, struct img_foreign *out)
 static mp_img_status name_code(struct img_namer *nm, uintptr_t value, struct img_foreign *out,
                                const char **why)
 {
+    const struct img_code_rec *rec = own_code_rec(nm->heap, value);
+    if (rec) {
+        /* Still the same name: the location the image it came from held. */
+        out->kind = IMG_FOREIGN_CODE;
+        out->a = rec->build_id;
+        out->a_len = rec->build_id_len;
+        out->b = (const unsigned char *)rec->path;
+        out->b_len = strlen(rec->path);
+        out->n = rec->offset;
+        return MP_IMG_OK;
+    }
     if (!nm->have_mods) {
         if (img_modules_load(&nm->mods))
             return MP_IMG_ERR_NOMEM;
@@ -296,14 +326,11 @@ mp_img_status img_resolve(mp_img_heap *h, const struct img_foreign *f, size_t in
 
 bool mp_img_code_lookup(const mp_img_heap *h, uintptr_t value, mp_img_code *out)
 {
-    if (h && h->n_codes) {
-        uintptr_t lo = (uintptr_t)h->codes, hi = (uintptr_t)(h->codes + h->n_codes);
-        if (value >= lo && value < hi && (value - lo) % sizeof *h->codes == 0) {
-            const struct img_code_rec *rec = (const struct img_code_rec *)value;
-            if (out)
-                *out = (mp_img_code){rec->build_id, rec->build_id_len, rec->path, rec->offset, 0};
-            return true;
-        }
+    const struct img_code_rec *rec = own_code_rec(h, value);
+    if (rec) {
+        if (out)
+            *out = (mp_img_code){rec->build_id, rec->build_id_len, rec->path, rec->offset, 0};
+        return true;
     }
     struct img_modules mods;
     if (img_modules_load(&mods))

@@ -305,7 +305,7 @@ const struct img_module *img_modules_find_build_id(const struct img_modules *mod
  * written as nil), MP_IMG_ERR_UNNAMEABLE with `why` set to the reason
  * clause, or MP_IMG_ERR_NOMEM. */
 struct img_namer;
-struct img_namer *img_namer_new(void);
+struct img_namer *img_namer_new(const mp_img_heap *heap);
 void img_namer_free(struct img_namer *nm);
 mp_img_status img_name_value(struct img_namer *nm, const mp_img_type *type, uintptr_t value,
                              struct img_foreign *out, const char **why);

@@ -148,12 +148,13 @@ static mp_img_status collect_values(struct plan *p, const struct img_trace *tr, 
 }
 
 /* Step 2: name every distinct foreign value, then fill in every unit. */
-static mp_img_status name_all(struct plan *p, struct img_trace *tr, mp_img_error *err)
+static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_trace *tr,
+                              mp_img_error *err)
 {
     mp_img_status st = collect_values(p, tr, err);
     if (st != MP_IMG_OK)
         return st;
-    struct img_namer *nm = img_namer_new();
+    struct img_namer *nm = img_namer_new(h);
     if (!nm)
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
     for (size_t i = 0; i < p->n_vals && st == MP_IMG_OK; i++) {
@@ -334,7 +335,7 @@ mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
             st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory writing the type table");
     }
     if (st == MP_IMG_OK)
-        st = name_all(&p, &tr, err);
+        st = name_all(h, &p, &tr, err);
     if (st == MP_IMG_OK) {
         for (size_t r = 0; r < h->n_roots; r++)
             p.roots_size += 16 + img_pad8(strlen(h->roots[r].name));

@@ -3,6 +3,8 @@
  * distinct), in-process. */
 #include "fixture.h"
 
+#include "format.h"
+
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,4 +268,49 @@ Test(roundtrip, foreign_vocabulary_in_process)
     cr_assert_eq(loc.address, (uintptr_t)&imgtest_exported + 1, "resolved in this process");
     cr_assert_gt(loc.build_id_len, 0);
     mp_img_heap_free(back);
+}
+
+Test(roundtrip, named_code_locations_are_written_again_as_themselves)
+{
+    /* An image whose code entry names a module no process has (its build-id
+     * altered), loaded, written again and loaded again: the location keeps
+     * its name, byte for byte. */
+    mp_img_word *code = mp_img_alloc(h, f.code, 2);
+    code[0] = (mp_img_word)(uintptr_t)&imgtest_exported + 1;
+    code[1] = 77;
+    mp_img_root_set(h, "code", code, NULL);
+    char *p1 = fx_path("code1.mpimg"), *p2 = fx_path("code2.mpimg"), *p3 = fx_path("code3.mpimg");
+    cr_assert_eq(mp_img_write(h, p1, NULL), MP_IMG_OK);
+    size_t len;
+    unsigned char *img = fx_read(p1, &len);
+    struct img_header hd;
+    memcpy(&hd, img, sizeof hd);
+    size_t entry = sizeof hd + hd.types_size; /* the only foreign entry */
+    uint64_t kind;
+    memcpy(&kind, img + entry, 8);
+    cr_assert_eq(kind, IMG_FOREIGN_CODE);
+    img[entry + 16] ^= 0xFF; /* the first build-id byte */
+    fx_fix_checksum(img, len);
+    cr_assert_eq(fx_write(p2, img, len), 0);
+
+    mp_img_heap *a;
+    mp_img_error err;
+    cr_assert_eq(mp_img_load(f.reg, p2, &a, &err), MP_IMG_OK, "%s", err.detail);
+    mp_img_code loc;
+    mp_img_word *c = mp_img_root_get(a, "code");
+    cr_assert(mp_img_code_lookup(a, c[0], &loc));
+    cr_assert_eq(loc.address, 0, "no module has that build-id: a named location");
+    cr_assert_eq(loc.build_id[0], img[entry + 16]);
+    cr_assert_eq(c[1], 77);
+    cr_assert_eq(mp_img_write(a, p3, &err), MP_IMG_OK, "%s", err.detail);
+    size_t len3;
+    unsigned char *img3 = fx_read(p3, &len3);
+    cr_assert_eq(len3, len);
+    cr_assert_eq(memcmp(img3, img, len), 0, "written again, the same bytes");
+    free(img3);
+    free(img);
+    mp_img_heap_free(a);
+    free(p1);
+    free(p2);
+    free(p3);
 }

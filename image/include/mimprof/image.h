@@ -419,7 +419,8 @@ typedef struct mp_img_code {
  * returns true with `address == 0`. Otherwise, when `value` lies in a module
  * of this process, returns true with that module's build-id, path and
  * offset and `address == value`. Returns false for anything else. The
- * strings stay valid while the heap (or the module) does.
+ * strings stay valid while the heap (or the module) does. Writing the heap
+ * again names such a location by the same `code` entry it was loaded from.
  */
 MP_IMG_API bool mp_img_code_lookup(const mp_img_heap *heap, uintptr_t value, mp_img_code *out);
 
