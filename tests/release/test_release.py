@@ -14,6 +14,7 @@ network is 127.0.0.1 only.
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -49,9 +50,19 @@ class S:
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below Linux's ephemeral range (32768-60999), so that no
+    port-0 bind elsewhere (e.g. test_rules.py running in parallel) takes it
+    while this session's registry is between two tests."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free loopback port in 20000-32000")
 
 
 def git(*args, env=None, stdin=None):
