@@ -194,31 +194,32 @@ static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintp
     return st;
 }
 
-/* Allocate: a run of heap memory for every object, and each object's place
- * in it, from the extent table alone. */
-static mp_img_status plan_run(mp_img_heap *h, const struct img_view *v, struct img_run *run,
-                              mp_img_error *err)
+/* Every object's place in the run, from the extent table alone (checking
+ * it on the way): the last verification, before anything is resolved. */
+static mp_img_status place_objects(struct img_view *v, struct img_run *run, mp_img_error *err)
 {
     uint64_t n = v->hd.n_objects;
-    if (v->heap_bytes / sizeof(mp_img_word) > UINT32_MAX)
-        return img_fail(err, MP_IMG_ERR_LIMIT, "%llu objects need more than 32 GiB",
-                        (unsigned long long)n);
-    if (n == 0)
-        return MP_IMG_OK; /* no run: roots are all nil */
     run->off_size = (size_t)(n + 1) * sizeof *run->off;
     run->off = img_big_alloc(run->off_size, &run->off_mapped);
-    if (!run->off || img_reserve(h, (size_t)v->heap_bytes))
+    if (!run->off)
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
                         (unsigned long long)n);
+    run->off[0] = 0; /* index 0 is nil; REF() masks it */
+    return img_view_check_extents(v, run->off, err);
+}
+
+/* Allocate: one run of heap memory for every object. */
+static mp_img_status reserve_run(mp_img_heap *h, const struct img_view *v, struct img_run *run,
+                                 mp_img_error *err)
+{
+    if (v->hd.n_objects == 0)
+        return MP_IMG_OK; /* no run: roots are all nil */
+    if (img_reserve(h, (size_t)v->heap_bytes))
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
+                        (unsigned long long)v->hd.n_objects);
     run->chunk = &h->chunks[h->n_chunks - 1];
     run->base = (mp_img_word *)(run->chunk->base + run->chunk->used);
     run->base_word = run->chunk->used / sizeof(mp_img_word);
-    run->off[0] = 0;                             /* index 0 is nil; REF() masks it */
-    uint32_t at = (uint32_t)(h->meta_width + 1); /* unit 0 of the first object */
-    for (uint64_t i = 0; i < n; i++) {
-        run->off[i + 1] = at;
-        at += (uint32_t)(IMG_EXTENT_UNITS(img_rd64(v->extents_at + 8 * i)) + h->meta_width + 1);
-    }
     return MP_IMG_OK;
 }
 
@@ -237,7 +238,7 @@ static mp_img_status install_roots(mp_img_heap *h, const struct img_view *v,
     return MP_IMG_OK;
 }
 
-static mp_img_status load_view(mp_img_registry *reg, const struct img_view *v, mp_img_heap **out,
+static mp_img_status load_view(mp_img_registry *reg, struct img_view *v, mp_img_heap **out,
                                mp_img_error *err)
 {
     mp_img_heap *h = NULL;
@@ -261,8 +262,9 @@ static mp_img_status load_view(mp_img_registry *reg, const struct img_view *v, m
             goto out;
         }
     }
-    if ((st = resolve_all(h, v, fvals, err)) == MP_IMG_OK &&
-        (st = plan_run(h, v, &run, err)) == MP_IMG_OK &&
+    if ((st = place_objects(v, &run, err)) == MP_IMG_OK &&
+        (st = resolve_all(h, v, fvals, err)) == MP_IMG_OK &&
+        (st = reserve_run(h, v, &run, err)) == MP_IMG_OK &&
         (st = fill_objects(h, v, &run, fvals, blob, err)) == MP_IMG_OK)
         st = install_roots(h, v, &run, err);
 out:
@@ -389,6 +391,8 @@ mp_img_status mp_img_verify(const char *path, mp_img_error *err)
         return st;
     struct img_view v;
     st = img_view_open(&v, f.data, f.len, NULL, err);
+    if (st == MP_IMG_OK)
+        st = img_view_check_extents(&v, NULL, err);
     if (st == MP_IMG_OK)
         st = img_view_check_objects(&v, err);
     img_view_close(&v);

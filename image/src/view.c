@@ -263,9 +263,7 @@ static mp_img_status parse_roots(struct img_view *v, mp_img_error *err)
     return MP_IMG_OK;
 }
 
-/* Every extent names a type that has a shape, with a count it allows; the
- * records they imply fill the object table exactly. */
-static mp_img_status check_extents(struct img_view *v, mp_img_error *err)
+mp_img_status img_view_check_extents(struct img_view *v, uint32_t *off, mp_img_error *err)
 {
     uint64_t need = 0, heap = 0, w = v->hd.meta_width;
     for (uint64_t i = 0; i < v->hd.n_objects; i++) {
@@ -285,6 +283,14 @@ static mp_img_status check_extents(struct img_view *v, mp_img_error *err)
                             "object %llu: %u units contradict the shape of type '%.*s'",
                             (unsigned long long)i + 1, (unsigned)units, (int)t->name_len, t->name);
         need += 8 * (units + w + (t->shape_class == IMG_SHAPE_CUSTOM ? 2 : 0));
+        if (off) {
+            /* Unit 0 of object i + 1, in words from the start of the run. */
+            uint64_t at = heap / sizeof(mp_img_word) + w + 1;
+            if (at > UINT32_MAX)
+                return img_fail(err, MP_IMG_ERR_LIMIT, "%llu objects need more than 32 GiB",
+                                (unsigned long long)v->hd.n_objects);
+            off[i + 1] = (uint32_t)at;
+        }
         heap += img_obj_size(w, units);
         if (need > v->hd.objects_size)
             return img_fail(err, MP_IMG_ERR_CORRUPT,
@@ -368,8 +374,7 @@ mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
         return st;
     if (reg && (reg_size != v->hd.types_size || memcmp(v->types_at, v->owned_types, reg_size) != 0))
         return digest_mismatch(v, reg, 1, err); /* same digest, different bytes */
-    if ((st = parse_foreign(v, err)) != MP_IMG_OK || (st = parse_roots(v, err)) != MP_IMG_OK ||
-        (st = check_extents(v, err)) != MP_IMG_OK)
+    if ((st = parse_foreign(v, err)) != MP_IMG_OK || (st = parse_roots(v, err)) != MP_IMG_OK)
         return st;
     return MP_IMG_OK;
 }

@@ -1,7 +1,7 @@
 /* A verified view of an image in memory: the header checked field by field,
  * the sections located, the checksum confirmed and the small tables (types,
- * foreign entries, roots) parsed and checked. The per-object pass over the
- * extent and object tables is the loader's (loader.c). */
+ * foreign entries, roots) parsed and checked. The passes over the extent
+ * table (img_view_check_extents) and the object table (loader.c) follow. */
 #ifndef MP_IMG_VIEW_H
 #define MP_IMG_VIEW_H
 
@@ -42,6 +42,13 @@ struct img_view {
 mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
                             const mp_img_registry *reg, mp_img_error *err);
 void img_view_close(struct img_view *v);
+
+/* Every extent names a type that has a shape, with a count it allows, and
+ * the records they imply fill the object table exactly; sets heap_bytes.
+ * With `off` (n_objects + 1 entries) it also places every object of a run
+ * (off[i] = word of object i's unit 0). Part of verification: runs before
+ * any object is written, and before img_view_check_objects(). */
+mp_img_status img_view_check_extents(struct img_view *v, uint32_t *off, mp_img_error *err);
 
 /* The per-object pass without a heap: checks every extent's record and
  * every unit against the image's own tables (loader.c). */

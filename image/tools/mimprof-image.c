@@ -195,6 +195,8 @@ int main(int argc, char **argv)
     mp_img_error err;
     mp_img_status st = img_view_open(&v, buf, len, NULL, &err);
     if (st == MP_IMG_OK)
+        st = img_view_check_extents(&v, NULL, &err);
+    if (st == MP_IMG_OK)
         st = img_view_check_objects(&v, &err);
     if (info) {
         printf("%-16s %s\n", "file", path);
