@@ -161,9 +161,11 @@ class ExitStatus(TempDirTest):
         self.assertEqual(len(files), 1, "the last report was written")
         per = pprof_wire.per_function(decode(files[0]), "inuse_space")
         self.assertGreaterEqual(sum(v[0] for v in per.values()), 8 << 20)
-        r = self.run_cmd("sh", "-c", "kill -SEGV $$")
+        out = self.path("segv")
+        r = mimprof("run", "--every", "0", "-o", out, "--", "sh", "-c", "kill -SEGV $$")
         self.assertEqual(r.returncode, 128 + signal.SIGSEGV)
-        self.assertIn("signal 11", r.stderr)
+        self.assertIn("signal 11 (Segmentation fault)", r.stderr)
+        self.assertEqual(len(reports(out)), 1, "the last report of sh was written")
 
 
 class PreloadLookup(TempDirTest):
@@ -180,6 +182,10 @@ class PreloadLookup(TempDirTest):
         libdir = os.path.normpath(m.group(1).split(", ")[-1])  # the install-prefix candidate
         self.assertTrue(libdir.startswith(prefix + "/"), libdir)
         os.makedirs(libdir)
+        # an installed libdir: the preload and the library it needs ($ORIGIN)
+        for f in glob.glob(os.path.join(os.path.dirname(PRELOAD), "libmimprof-profiling.so*")):
+            if os.path.isfile(f):
+                shutil.copy2(f, libdir)
         shutil.copy2(PRELOAD, os.path.join(libdir, os.path.basename(PRELOAD)))
         r = subprocess.run([exe, "run", "--every", "0", "-o", self.path("o1"), "--", "true"],
                            capture_output=True, text=True, timeout=60)
@@ -245,8 +251,9 @@ class Signals(TempDirTest):
                 "for _ in range(500):\n    if got: break\n    time.sleep(0.01)\n"
                 "print('handled' if got else 'lost', flush=True)\n")
         p, out = self.start(code)
-        rest, err = p.communicate(timeout=30)
-        self.assertEqual(p.returncode, 0, err)
+        rest = p.stdout.read()  # not communicate(): readline() may have buffered it
+        err = p.stderr.read()
+        self.assertEqual(p.wait(timeout=30), 0, err)
         self.assertEqual(rest, "handled\n")
         self.assertEqual(len([f for fs in reports(out).values() for f in fs]), 1, "final only")
 
