@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -167,7 +168,7 @@ typedef struct cap_server {
     int status;
     char extra[512];        /* extra response header lines, each ending \r\n */
     char body[1024];
-    volatile bool stop;
+    atomic_bool stop;
     char url[64];
 } cap_server;
 

@@ -13,10 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static ssize_t read_some(int fd, uint8_t *p, size_t n, volatile bool *stop)
+static ssize_t read_some(int fd, uint8_t *p, size_t n, atomic_bool *stop)
 {
     struct pollfd pfd = {fd, POLLIN, 0};
-    for (int waited = 0; waited < 10000 && !*stop; waited += 50) {
+    for (int waited = 0; waited < 10000 && !atomic_load(stop); waited += 50) {
         int r = poll(&pfd, 1, 50);
         if (r > 0)
             return read(fd, p, n);
@@ -80,7 +80,7 @@ done:
 static void *cap_main(void *arg)
 {
     cap_server *c = arg;
-    while (!c->stop) {
+    while (!atomic_load(&c->stop)) {
         struct pollfd pfd = {c->fd, POLLIN, 0};
         if (poll(&pfd, 1, 50) <= 0)
             continue;
@@ -94,6 +94,7 @@ static void *cap_main(void *arg)
 bool cap_start(cap_server *c, int status, const char *extra_headers, const char *body)
 {
     memset(c, 0, sizeof *c);
+    atomic_init(&c->stop, false);
     pthread_mutex_init(&c->mu, NULL);
     c->status = status;
     snprintf(c->extra, sizeof c->extra, "%s", extra_headers ? extra_headers : "");
@@ -111,7 +112,7 @@ bool cap_start(cap_server *c, int status, const char *extra_headers, const char 
 
 void cap_stop(cap_server *c)
 {
-    c->stop = true;
+    atomic_store(&c->stop, true);
     pthread_join(c->thread, NULL);
     close(c->fd);
     for (int i = 0; i < c->nreqs; i++) {

@@ -148,7 +148,7 @@ static void decode_push(const cap_request *r, char labels[16][2][64], int *nlabe
                         snprintf(id, 64, "%.*s", (int)h.len, h.data);
                 }
             } else {
-                cr_assert_fail("unexpected RawProfileSeries field %u", g.field);
+                cr_assert(false, "unexpected RawProfileSeries field %u", g.field);
             }
         }
         cr_assert(!s.bad);
