@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,16 +99,35 @@ void fx_free(struct fx *f)
     f->reg = NULL;
 }
 
+static char tmpdir[4096];
+static pid_t tmpdir_owner;
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* The directory goes with the process that made it (not with its children). */
+static void remove_tmpdir(void)
+{
+    if (tmpdir[0] && getpid() == tmpdir_owner)
+        nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *fx_tmpdir(void)
 {
-    static char dir[4096];
-    if (!dir[0]) {
+    if (!tmpdir[0]) {
         const char *base = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/mpimg-test-XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(dir))
+        snprintf(tmpdir, sizeof tmpdir, "%s/mpimg-test-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(tmpdir))
             abort();
+        tmpdir_owner = getpid();
+        atexit(remove_tmpdir);
     }
-    return dir;
+    return tmpdir;
 }
 
 char *fx_path(const char *name)

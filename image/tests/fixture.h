@@ -28,7 +28,8 @@ struct fx {
 void fx_init(struct fx *f, size_t meta);
 void fx_free(struct fx *f);
 
-/* A fresh empty directory under TMPDIR (or /tmp), and a path inside it. */
+/* A fresh empty directory under TMPDIR (or /tmp), removed when the process
+ * that made it exits, and a path inside it. */
 const char *fx_tmpdir(void);
 char *fx_path(const char *name); /* malloc'ed */
 
