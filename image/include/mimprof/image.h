@@ -380,6 +380,8 @@ MP_IMG_API mp_img_status mp_img_write(mp_img_heap *heap, const char *path, mp_im
  * Then every foreign entry is reacquired, every object allocated, every unit
  * patched. The roots come back by name (mp_img_root_get()). Bytes units point
  * into memory the heap owns, NUL-terminated after the stored length.
+ * `dlsym` entries make the loader dlopen() the libraries they name (running
+ * their constructors): load only images you trust as you would a plugin.
  */
 MP_IMG_API mp_img_status mp_img_load(mp_img_registry *reg, const char *path, mp_img_heap **out,
                                      mp_img_error *err);
