@@ -495,6 +495,9 @@ def build_parser():
     p.add_argument("--case", action="append", help="only these cases (repeatable)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--window", type=float, default=3.0, help="seconds per run (default 3)")
+    p.add_argument("--metric", choices=abba.METRICS, default="throughput",
+                   help="throughput (per wall-clock second, default) or cpu_throughput "
+                        "(per CPU-second of the process)")
     p.add_argument("--interval", default=PEER_INTERVAL,
                    help="sampling interval for every profiler: 1k, 512k, 1m or per-case "
                         "(default 512k)")
@@ -586,14 +589,17 @@ def main(argv=None):
                 rec["error"] = "mimprof took no samples (the session did not run)"
             entry = {"round": r, "case": case, "config": cfg, "interval": text,
                      "dir": run_dir, "command": rec["command"], "error": rec["error"],
-                     "throughput": None if rec["error"] else res.get("throughput"),
+                     "throughput": None if rec["error"] else res.get(args.metric),
+                     "wall_throughput": res.get("throughput"),
+                     "cpu_throughput": res.get("cpu_throughput"),
                      "samples": res.get("samples"), "dropped": res.get("dropped"),
                      "drop_pct": None if rec["error"] else abba.drop_pct(res)}
             speed_runs.append(entry)
             log(f"[{n}/{len(plan)}] round {r + 1} {case} {cfg}: " +
-                (f"error {rec['error']}" if rec["error"] else f"{res.get('throughput'):.0f} ops/s"))
+                (f"error {rec['error']}" if rec["error"] else
+                 f"{res.get(args.metric):.0f} ({args.metric})"))
     summary["speed"] = {"configs": available, "cases": cases, "rounds": args.rounds,
-                        "window": args.window, "runs": speed_runs}
+                        "window": args.window, "metric": args.metric, "runs": speed_runs}
 
     acc_runs = []
     acc_configs = [c for c in PROFILERS if c in available]
@@ -636,10 +642,11 @@ def render(summary):
            f"(kernel {m['kernel']}).", ""]
     if summary["speed"]["runs"]:
         s = summary["speed"]
-        out.append(f"Throughput: plain allocators in million operations per second; profilers as "
-                   f"the change against the matching plain allocator, median of {s['rounds']} "
-                   f"interleaved rounds (range), {s['window']:g} s windows, sampling interval "
-                   f"{summary['interval']}.")
+        unit = "CPU-second" if s.get("metric") == "cpu_throughput" else "second"
+        out.append(f"Throughput ({s.get('metric', 'throughput')}): plain allocators in million "
+                   f"operations per {unit}; profilers as the change against the matching plain "
+                   f"allocator, median of {s['rounds']} interleaved rounds (range), "
+                   f"{s['window']:g} s windows, sampling interval {summary['interval']}.")
         out.append("")
         out.append(speed_table(summary))
         drops = [r for r in s["runs"] if r.get("drop_pct")]

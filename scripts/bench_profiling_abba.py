@@ -27,6 +27,11 @@ every run its exact command line, environment changes, stdout and stderr
 (runs/<case>/<n>-<A|B>/), and summary.json plus summary.txt (a readable
 table).
 
+The compared figure is the workload's throughput (operations per
+wall-clock second of the window); --metric cpu_throughput compares
+operations per CPU-second of the whole process instead (profiler threads
+included), which time spent descheduled by other load does not distort.
+
 The profiler interval of a case is the one its name gives (alloc-1m-* and
 live-1m: 1 MiB, alloc-1k-64k: 1 KiB, the other cases 512 KiB) and reaches
 the profiler as MIMPROF_INTERVAL; --interval overrides it for every case,
@@ -63,6 +68,7 @@ DRIFT_GATE_PCT = 5.0
 DROP_GATE_PCT = 1.0
 LINE_PREFIX = "mimprof-bench "
 ORDER = ("A", "B", "B", "A")
+METRICS = ("throughput", "cpu_throughput")
 
 # case -> (profiler interval the reference workloads name, reference window s)
 CASES = {
@@ -328,7 +334,7 @@ def drop_pct(result):
 
 
 def evaluate(runs, drift_gate=DRIFT_GATE_PCT, drop_gate=DROP_GATE_PCT,
-             require_profiler=(), control=False):
+             require_profiler=(), control=False, metric="throughput"):
     """Verdict of one A/B/B/A comparison from its four run records (in
     order). Returns a dict with the measurements, 'verdict' and 'reasons'.
     A control (the same program on both sides) must also show a change
@@ -337,10 +343,12 @@ def evaluate(runs, drift_gate=DRIFT_GATE_PCT, drop_gate=DROP_GATE_PCT,
     for i, r in enumerate(runs):
         if r.get("error"):
             reasons.append(f"run {i + 1} ({r['side']}) failed: {r['error']}")
+        elif not isinstance(r["result"].get(metric), (int, float)) or r["result"][metric] <= 0:
+            reasons.append(f"run {i + 1} ({r['side']}) reported no {metric}")
     out = {"baseline_drift_pct": None, "candidate_drift_pct": None, "max_drop_pct": None,
            "baseline_throughput": None, "candidate_throughput": None, "change_pct": None}
     if not reasons:
-        tp = [float(r["result"]["throughput"]) for r in runs]
+        tp = [float(r["result"][metric]) for r in runs]
         a1, b1, b2, a2 = tp
         bd, cd = drift_pct(a1, a2), drift_pct(b1, b2)
         drops = [drop_pct(r["result"]) for r in runs]
@@ -403,7 +411,8 @@ def table(summary):
         lines.append(f"control: {'trusted' if c['trusted'] else 'NOT trusted'} ({c['reason']})")
     elif mode == "comparison":
         lines.append("control: none given (run --control first; pass it with --control-summary)")
-    lines.append(f"gates: drift <= {summary['gates']['drift_pct']:g}%, "
+    lines.append(f"metric: {summary.get('metric', 'throughput')}; gates: drift <= "
+                 f"{summary['gates']['drift_pct']:g}%, "
                  f"drops <= {summary['gates']['drop_pct']:g}% of samples")
     lines.append("")
     lines.append("| case | interval | window | A1 | B1 | B2 | A2 | A drift | B drift | "
@@ -413,7 +422,8 @@ def table(summary):
         tps = []
         for r in c["runs"]:
             res = r.get("result") or {}
-            tps.append(fmt_tp(res.get("throughput")) if not r.get("error") else "fail")
+            tps.append(fmt_tp(res.get(summary.get("metric", "throughput")))
+                       if not r.get("error") else "fail")
         change = fmt_pct(c["change_pct"], signed=True)
         if c["verdict"] != "accepted":
             change = f"({change}, not used)" if c["change_pct"] is not None else "-"
@@ -429,7 +439,8 @@ def table(summary):
         lines.append(f"1-minute load average around the runs: {min(loads):.2f} .. "
                      f"{max(loads):.2f} (nproc {summary['machine']['nproc']})")
     lines.append(f"{summary['accepted']} accepted, {summary['rejected']} rejected "
-                 "(throughput in million operations per second; rejected runs stay in runs/)")
+                 "(million operations per second, or per CPU-second for cpu_throughput; "
+                 "rejected runs stay in runs/)")
     return "\n".join(lines) + "\n"
 
 
@@ -470,6 +481,7 @@ def compare(args, baseline, candidate, outdir, log=print):
         "started": utc_now(), "argv": sys.argv if args.record_argv is None else args.record_argv,
         "machine": machine_info(),
         "gates": {"drift_pct": args.drift_gate, "drop_pct": args.drop_gate},
+        "metric": args.metric,
         "order": list(ORDER),
         "sides": {
             "baseline": dict(baseline.describe(), files=hashes_before["baseline"]),
@@ -482,7 +494,7 @@ def compare(args, baseline, candidate, outdir, log=print):
                                            hashes_before["baseline"])
     write_json(os.path.join(outdir, "manifest.json"),
                {k: summary[k] for k in ("tool", "format", "mode", "started", "argv", "machine",
-                                        "gates", "order", "sides")})
+                                        "gates", "metric", "order", "sides")})
     sides = {"A": baseline, "B": candidate}
     for case in args.case:
         interval = resolve_interval(case, args.interval)
@@ -503,11 +515,12 @@ def compare(args, baseline, candidate, outdir, log=print):
             runs.append(r)
             res = r.get("result") or {}
             log(f"[{case}] run {n}/4 ({tag}) " + (f"error: {r['error']}" if r["error"] else
-                                                   f"throughput {res.get('throughput')}"))
+                                                   f"{args.metric} {res.get(args.metric)}"))
         verdict = evaluate(runs, args.drift_gate, args.drop_gate,
                            require_profiler=args.require_profiler or (),
-                           control=args.control)
-        entry = {"case": case, "interval": interval, "window": window, "runs": runs}
+                           control=args.control, metric=args.metric)
+        entry = {"case": case, "interval": interval, "window": window, "metric": args.metric,
+                 "runs": runs}
         entry.update(verdict)
         summary["cases"].append(entry)
         write_json(os.path.join(outdir, "runs", case, "verdict.json"), entry)
@@ -585,6 +598,10 @@ def build_parser():
                         "8 s; 20 s for live-1m)")
     p.add_argument("--interval", metavar="VALUE",
                    help="MIMPROF_INTERVAL for every case (default: the case's own)")
+    p.add_argument("--metric", choices=METRICS, default="throughput",
+                   help="what is compared: throughput (operations per wall-clock second, "
+                        "the default) or cpu_throughput (per CPU-second of the process, "
+                        "steadier on a shared machine)")
     p.add_argument("--require-profiler", action="append", choices=["baseline", "candidate"],
                    help="reject a run of this side that did not have the profiler loaded")
     p.add_argument("--drift-gate", type=float, default=DRIFT_GATE_PCT, help=argparse.SUPPRESS)

@@ -43,7 +43,9 @@ if "exit" in item:
     sys.exit(item["exit"])
 print("some other output")
 fields = dict(case=case, operations=int(item["tp"]), seconds="1.000000",
-              throughput="%.1f" % item["tp"], samples=item.get("samples", 1000),
+              throughput="%.1f" % item["tp"], cpu_seconds="1.000000",
+              cpu_throughput="%.1f" % item.get("cpu", item["tp"]),
+              samples=item.get("samples", 1000),
               recorded=item.get("samples", 1000) - item.get("dropped", 0),
               dropped=item.get("dropped", 0), profiler=item.get("profiler", 1),
               interval=os.environ.get("MIMPROF_INTERVAL", "-"))
@@ -179,6 +181,24 @@ class GateTest(Fixture):
         self.assertEqual(proc.returncode, 1)
         self.assertTrue(any("changed during the comparison" in r
                             for r in s["cases"][0]["reasons"]))
+
+    def test_metric_cpu_throughput(self):
+        a = [line(100, cpu=50), line(80, cpu=50.5)] * 2   # wall drift 22%, CPU drift 1%
+        b = [line(90, cpu=49), line(95, cpu=49.2)] * 2     # (two driver runs)
+        proc, s, _ = self.compare(a, b)
+        self.assertEqual(s["cases"][0]["verdict"], "rejected")
+        self.assertEqual(s["metric"], "throughput")
+        out2 = os.path.join(self.tmp, "out2")
+        subprocess.run([sys.executable, DRIVER, "--quiet", "-o", out2,
+                        os.path.join(self.tmp, "base"), os.path.join(self.tmp, "cand"),
+                        "--case", "alloc-1m-1w", "--metric", "cpu_throughput"],
+                       capture_output=True)
+        with open(os.path.join(out2, "summary.json")) as f:
+            s2 = json.load(f)
+        c = s2["cases"][0]
+        self.assertEqual(c["verdict"], "accepted", c["reasons"])
+        self.assertEqual(c["metric"], "cpu_throughput")
+        self.assertAlmostEqual(c["change_pct"], (49.1 / 50.25 - 1) * 100, places=6)
 
     def test_order_is_abba(self):
         a = self.fake("base", {"live-1m": [line(1), line(2)]})

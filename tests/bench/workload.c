@@ -33,11 +33,15 @@
  *
  * Each case runs for the window (default 8 s) and prints one line:
  *
- *   mimprof-bench case=C operations=N seconds=S throughput=T samples=N
- *     recorded=N dropped=N profiler=0|1 interval=I
+ *   mimprof-bench case=C operations=N seconds=S throughput=T cpu_seconds=C
+ *     cpu_throughput=U samples=N recorded=N dropped=N profiler=0|1 interval=I
  *
  * operations: allocations (or reallocs) completed in the window; seconds:
- * the measured window; throughput = operations / seconds. samples: every
+ * the measured window; throughput = operations / seconds; cpu_seconds: the
+ * CPU time of the whole process (every thread, the profiler's included)
+ * over the window; cpu_throughput = operations / cpu_seconds, the steadier
+ * figure on a shared machine (time spent descheduled does not count; cache
+ * and memory-bandwidth interference still does). samples: every
  * sampling hit (recorded + dropped hits); recorded: mp_prof_stats
  * samples_taken; dropped: the dropped_* counters (registration, teardown,
  * overflow, live table). interval: MIMPROF_INTERVAL as seen (or -).
@@ -97,11 +101,16 @@ static uint64_t rng_seed(uint64_t seed, unsigned index)
     return s ? s : 1;
 }
 
-static double now_seconds(void)
+static double clock_seconds(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now_seconds(void)
+{
+    return clock_seconds(CLOCK_MONOTONIC);
 }
 
 static int stopped(void)
@@ -466,6 +475,7 @@ static int run_case(const bench_case *bc, double window, uint64_t seed)
     }
     pthread_barrier_wait(&start);
     double t0 = now_seconds();
+    double c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
     struct timespec ts = {(time_t)window, (long)((window - (double)(time_t)window) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
@@ -477,12 +487,14 @@ static int run_case(const bench_case *bc, double window, uint64_t seed)
             ops += w[i].ops;
     }
     double seconds = now_seconds() - t0;
+    double cpu_seconds = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
     pthread_barrier_destroy(&start);
     free(q);
     counters c = read_counters();
-    printf("mimprof-bench case=%s operations=%llu seconds=%.6f throughput=%.1f samples=%llu "
-           "recorded=%llu dropped=%llu profiler=%d interval=%s\n",
-        bc->name, (unsigned long long)ops, seconds, (double)ops / seconds,
+    printf("mimprof-bench case=%s operations=%llu seconds=%.6f throughput=%.1f cpu_seconds=%.6f "
+           "cpu_throughput=%.1f samples=%llu recorded=%llu dropped=%llu profiler=%d interval=%s\n",
+        bc->name, (unsigned long long)ops, seconds, (double)ops / seconds, cpu_seconds,
+        cpu_seconds > 0 ? (double)ops / cpu_seconds : 0.0,
         (unsigned long long)c.samples, (unsigned long long)c.recorded,
         (unsigned long long)c.dropped, c.present, interval_env());
     return fflush(stdout) == 0 ? 0 : 2;
