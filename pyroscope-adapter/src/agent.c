@@ -376,6 +376,13 @@ static void *uploader_main(void *arg)
             break;
         const mp_pyro_item *head = mp_pyro_queue_front(&a->q);
         if (head) {
+            if (a->stopping && head->next_attempt_ns > a->flush_deadline_ns && !head->last_chance) {
+                /* its backoff ends after the flush deadline: one last
+                 * attempt now rather than none (the server may be back) */
+                mp_pyro_item *h = (mp_pyro_item *)(uintptr_t)head;
+                h->last_chance = true;
+                h->next_attempt_ns = now;
+            }
             if (head->next_attempt_ns > now) {
                 int64_t until = head->next_attempt_ns;
                 if (a->stopping && a->flush_deadline_ns < until)

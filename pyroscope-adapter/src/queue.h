@@ -17,6 +17,7 @@ typedef struct mp_pyro_item {
     uint32_t attempts;          /* requests made for it */
     int64_t first_attempt_ns;   /* monotonic, set at the first attempt */
     int64_t next_attempt_ns;    /* monotonic; 0 = now */
+    bool last_chance;           /* stop: already moved ahead of its backoff once */
 } mp_pyro_item;
 
 void mp_pyro_item_free(mp_pyro_item *it);

@@ -346,3 +346,27 @@ Test(agent, sink_from_environment)
     unsetenv("PYROSCOPE_TAGS");
     unsetenv("MIMPROF_PYROSCOPE_PROTOCOL");
 }
+
+/* A retry whose backoff ends after the flush deadline gets one last
+ * attempt at stop instead of none. */
+Test(agent, stop_does_not_wait_out_a_long_backoff)
+{
+    ts_post(&srv, "/fault", "{\"mode\": \"500\", \"count\": 1}");
+    mp_pyro_retry_policy p = {.max_attempts = 5, .initial_backoff_ms = 60000, .max_backoff_ms = 60000,
+                              .budget_ms = 600000};
+    mp_pyro_config_set_retry(cfg, &p);
+    mp_pyro_config_set_flush_deadline_ms(cfg, 3000);
+    mp_pyro_config_set_upload_interval_ms(cfg, 100);
+    mp_pyro_agent *a;
+    cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
+    sleep_ms(250); /* the first profile failed (500) and waits 30..60 s */
+    int64_t t0 = now_ms();
+    cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+    cr_expect_lt(now_ms() - t0, 2000, "stop did not wait for the backoff");
+    mp_pyro_stats st;
+    mp_pyro_agent_stats(a, &st);
+    mp_pyro_agent_free(a);
+    expect_accounted(&st);
+    cr_expect_eq(st.fail_server, 1);
+    cr_expect_eq(st.uploaded, st.reports_queued);
+}
