@@ -41,6 +41,9 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
     const unsigned char *rec = v->objects_at;
     mp_img_word *const base = fill ? run->base : NULL;
     const uint32_t *const off = fill ? run->off : NULL;
+    /* Locals, so that stores through dst (words) need not reload them. */
+    uint64_t *const starts = fill ? run->chunk->starts : NULL;
+    const size_t base_word = fill ? run->base_word : 0;
     uint64_t bad = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t e = img_rd64(v->extents_at + 8 * i);
@@ -69,8 +72,8 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
             hdr->type = (uint16_t)IMG_EXTENT_TYPE(e);
             hdr->flags = (uint16_t)IMG_EXTENT_FLAGS(e);
             /* Invariant kept: the start bit of every object's unit 0. */
-            size_t word = run->base_word + off[i + 1];
-            run->chunk->starts[word / 64] |= (uint64_t)1 << (word % 64);
+            size_t word = base_word + off[i + 1];
+            starts[word / 64] |= (uint64_t)1 << (word % 64);
         }
         rec += 8 * w;
         if (t->shape_class == IMG_SHAPE_DYNAMIC && img_rd64(rec) != (uint64_t)units - 1)
