@@ -252,7 +252,9 @@ mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_
  * uses the directory. At most `max_bytes` are kept (the oldest files are
  * evicted and counted); files older than `max_age_s` are deleted and
  * counted (Pyroscope rejects profiles older than 1 h). One agent at a time
- * uses a directory. NULL `dir` disables the spool.
+ * uses a directory.
+ * @param cfg the configuration.
+ * @param dir the directory; NULL disables the spool.
  * @param max_bytes 0 = default 64 MiB.
  * @param max_age_s 0 = default 3300 s (55 min).
  */
@@ -364,7 +366,9 @@ const char *mp_pyro_backend_name(const mp_pyro_backend *b);
 /** A sentence on the backend's last failure ("" when none). */
 const char *mp_pyro_backend_error(const mp_pyro_backend *b);
 
+/** mimprof-profiling's session configuration (<mimprof/profiling.h>). */
 struct mp_prof_config;
+/** mimprof-profiling's session handle (<mimprof/profiling.h>). */
 struct mp_profiler;
 
 /**
@@ -413,6 +417,7 @@ void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt);
  * 2^lg_prof_sample). start() fails with MP_PYRO_E_UNSUPPORTED when
  * jemalloc or its profiling is absent.
  * @param opt NULL = defaults.
+ * @param out receives the backend (free with mp_pyro_backend_free()).
  */
 mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt, mp_pyro_backend **out);
 
@@ -541,9 +546,13 @@ mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_
 /**
  * Sends one uncompressed pprof synchronously with `cfg` (one attempt, no
  * retry, no queue): what the agent does for one profile.
+ * @param cfg the configuration (validated here; the sentence of a
+ *        configuration error goes to `err`).
+ * @param pprof,len the profile, uncompressed (gzipped here).
  * @param from_nanos,until_nanos the window (`from`/`until` of /ingest).
  * @param spy_name `spyName` (NULL = "mimprof").
- * @param err NULL or a buffer for the sentence (server message included).
+ * @param err,err_len NULL or a buffer for the sentence (server message
+ *        included) and its size.
  * @return MP_PYRO_OK on 2xx, else the classified failure.
  */
 mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t len,
