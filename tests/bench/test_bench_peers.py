@@ -194,7 +194,7 @@ class ConfigTest(unittest.TestCase):
             pre, env = peers.config_setup("tcmalloc", paths, 524288, "512k")
             self.assertEqual(env, {"TCMALLOC_SAMPLE_PARAMETER": "0"})
             pre, env = peers.config_setup("mimprof-mimalloc", paths, 1024, "1k")
-            self.assertEqual(env, {"MIMPROF_INTERVAL": "1k"})
+            self.assertEqual(env, {"MIMPROF_INTERVAL": "1k", "MIMPROF_EVERY": "10s"})
             pre, env = peers.config_setup("jemalloc-prof", paths, 1 << 20, "1m")
             self.assertEqual(env["MALLOC_CONF"], "prof:true,lg_prof_sample:20")
             self.assertEqual(pre, [f.name])
