@@ -31,6 +31,8 @@ The compared figure is the workload's throughput (operations per
 wall-clock second of the window); --metric cpu_throughput compares
 operations per CPU-second of the whole process instead (profiler threads
 included), which time spent descheduled by other load does not distort.
+Every run records both, and --rejudge DIR --metric M prints an earlier
+run's verdicts under the other metric without running anything.
 
 The profiler interval of a case is the one its name gives (alloc-1m-* and
 live-1m: 1 MiB, alloc-1k-64k: 1 KiB, the other cases 512 KiB) and reaches
@@ -482,6 +484,7 @@ def compare(args, baseline, candidate, outdir, log=print):
         "machine": machine_info(),
         "gates": {"drift_pct": args.drift_gate, "drop_pct": args.drop_gate},
         "metric": args.metric,
+        "require_profiler": sorted(set(args.require_profiler or ())),
         "order": list(ORDER),
         "sides": {
             "baseline": dict(baseline.describe(), files=hashes_before["baseline"]),
@@ -542,6 +545,31 @@ def compare(args, baseline, candidate, outdir, log=print):
     with open(os.path.join(outdir, "summary.txt"), "w") as f:
         f.write(text)
     return summary, text
+
+
+def rejudge(outdir, metric):
+    """The verdicts of an earlier run's records under another metric (the
+    raw results hold both); nothing is run and nothing is written."""
+    with open(os.path.join(outdir, "summary.json")) as f:
+        summary = json.load(f)
+    require = summary.get("require_profiler")
+    if require is None:  # summaries written before the field existed
+        argv = summary.get("argv", [])
+        require = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--require-profiler"]
+    gates = summary["gates"]
+    for c in summary["cases"]:
+        kept = [r for r in c["reasons"] if "changed during the comparison" in r]
+        c.update(evaluate(c["runs"], gates["drift_pct"], gates["drop_pct"], require,
+                          control=summary["mode"] == "control", metric=metric))
+        if kept:
+            c["reasons"] += kept
+            c["verdict"], c["used"] = "rejected", False
+        c["metric"] = metric
+    summary["metric"] = metric
+    summary["accepted"] = sum(1 for c in summary["cases"] if c["verdict"] == "accepted")
+    summary["rejected"] = len(summary["cases"]) - summary["accepted"]
+    summary["all_accepted"] = summary["rejected"] == 0 and bool(summary["cases"])
+    return summary
 
 
 def combine(dirs):
@@ -613,6 +641,9 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     p.add_argument("--combine", nargs="+", metavar="DIR",
                    help="print the latest accepted result per case over these output dirs")
+    p.add_argument("--rejudge", metavar="DIR",
+                   help="print the verdicts of an earlier output directory under --metric "
+                        "(runs nothing, writes nothing)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(record_argv=None)
     return p
@@ -625,6 +656,14 @@ def main(argv=None):
         if args.combine:
             sys.stdout.write(combine(args.combine))
             return 0
+        if args.rejudge:
+            summary = rejudge(args.rejudge, args.metric)
+            if args.json:
+                json.dump(summary, sys.stdout, indent=2)
+                sys.stdout.write("\n")
+            else:
+                sys.stdout.write(f"(rejudged {args.rejudge})\n" + table(summary))
+            return 0 if summary["all_accepted"] else 1
         if not args.baseline:
             raise UsageError("a baseline executable is required")
         if args.control:

@@ -199,6 +199,13 @@ class GateTest(Fixture):
         self.assertEqual(c["verdict"], "accepted", c["reasons"])
         self.assertEqual(c["metric"], "cpu_throughput")
         self.assertAlmostEqual(c["change_pct"], (49.1 / 50.25 - 1) * 100, places=6)
+        # the first run's records, judged again by CPU time: accepted, nothing rerun
+        first = os.path.join(self.tmp, "out")
+        proc = subprocess.run([sys.executable, DRIVER, "--rejudge", first, "--metric",
+                               "cpu_throughput", "--json"], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(json.loads(proc.stdout)["cases"][0]["verdict"], "accepted")
+        self.assertEqual(self.calls("base", "alloc-1m-1w"), 4)
 
     def test_order_is_abba(self):
         a = self.fake("base", {"live-1m": [line(1), line(2)]})
