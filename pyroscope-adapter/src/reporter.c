@@ -1,0 +1,104 @@
+/* The reporter thread: one backend report per wall-clock multiple of the
+ * interval, a final one at stop; each queued gzipped with its window. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_int.h"
+#include "request.h"
+
+/* Puts a gzipped profile in the queue (dropping or spooling the oldest
+ * when full). Called without a->mu. */
+void mp_pyro_agent_enqueue(mp_pyro_agent *a, mp_pyro_item it)
+{
+    mp_pyro_item oldest;
+    bool overflow = false;
+    pthread_mutex_lock(&a->mu);
+    a->st.reports_queued++;
+    if (a->uploader_done) {
+        /* a submit that raced with stop: nobody will send it */
+        pthread_mutex_unlock(&a->mu);
+        mp_pyro_agent_dispose(a, &it, DISPOSE_DEADLINE);
+        return;
+    }
+    if (mp_pyro_queue_full(&a->q))
+        overflow = mp_pyro_queue_pop_front(&a->q, &oldest);
+    mp_pyro_queue_push_back(&a->q, it);
+    uint64_t depth = a->q.len + (a->inflight ? 1u : 0u);
+    if (depth > a->st.queue_high_water)
+        a->st.queue_high_water = depth;
+    pthread_cond_signal(&a->up_cv);
+    pthread_mutex_unlock(&a->mu);
+    if (overflow)
+        mp_pyro_agent_dispose(a, &oldest, DISPOSE_OVERFLOW);
+}
+
+static void take_report(mp_pyro_agent *a, mp_pyro_window w)
+{
+    mp_pyro_backend *b = a->backend;
+    mp_pyro_profile p = {0};
+    mp_pyro_status s = b->ops->report(b->state, &w, &p);
+    uint8_t *gz = NULL;
+    size_t gz_len = 0;
+    if (s == MP_PYRO_OK && p.len)
+        s = mp_pyro_gzip(p.pprof, p.len, &gz, &gz_len);
+    bool empty = s == MP_PYRO_OK && p.len == 0;
+    b->ops->release(b->state, &p);
+
+    pthread_mutex_lock(&a->mu);
+    a->st.reports++;
+    if (s != MP_PYRO_OK) {
+        a->st.reports_failed++;
+        char msg[MP_PYRO_ERRLEN];
+        mp_pyro_fmt(msg, sizeof msg, "backend %s report failed: %s%s%s", a->spy,
+                    mp_pyro_strerror(s), b->error[0] ? ": " : "", b->error);
+        mp_pyro_agent_set_error(a, s, msg);
+        pthread_mutex_unlock(&a->mu);
+        mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "%s", msg);
+        return;
+    }
+    if (empty)
+        a->st.reports_empty++;
+    pthread_mutex_unlock(&a->mu);
+    if (!empty)
+        mp_pyro_agent_enqueue(a, (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = w.from_nanos,
+                                  .until_ns = w.until_nanos});
+}
+
+void *mp_pyro_reporter_main(void *arg)
+{
+    mp_pyro_agent *a = arg;
+    const int64_t interval = (int64_t)a->cfg->interval_ms * 1000000;
+    pthread_mutex_lock(&a->mu);
+    int64_t next = (a->last_boundary_ns / interval + 1) * interval;
+    while (!a->stopping) {
+        struct timespec ts = mp_pyro_ts_of(next);
+        pthread_cond_timedwait(&a->rep_cv, &a->mu, &ts);
+        if (a->stopping)
+            break;
+        int64_t now = mp_pyro_now_real_ns();
+        if (now < next)
+            continue;
+        mp_pyro_window w = {a->last_boundary_ns, next};
+        a->last_boundary_ns = next;
+        next += interval;
+        if (next <= now)
+            next = (now / interval + 1) * interval;
+        pthread_mutex_unlock(&a->mu);
+        take_report(a, w);
+        pthread_mutex_lock(&a->mu);
+    }
+    mp_pyro_window last = {a->last_boundary_ns, mp_pyro_now_real_ns()};
+    pthread_mutex_unlock(&a->mu);
+    if (last.until_nanos > last.from_nanos)
+        take_report(a, last);
+    mp_pyro_status s = a->backend->ops->stop(a->backend->state);
+    if (s != MP_PYRO_OK)
+        mp_pyro_log(a->cfg, MP_PYRO_LOG_WARN, "backend %s stop: %s", a->spy, mp_pyro_strerror(s));
+    pthread_mutex_lock(&a->mu);
+    a->reporter_done = true;
+    pthread_cond_broadcast(&a->up_cv);
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
