@@ -101,3 +101,45 @@ def profile_types_response(types, is_json):
                         pb.f_str(4, t["sampleType"]) + pb.f_str(5, t["sampleUnit"]) +
                         pb.f_str(6, t["periodType"]) + pb.f_str(7, t["periodUnit"]))
     return out
+
+
+def flamebearer(merged, units, spy="unknown"):
+    """The `format=json` answer of GET /pyroscope/render: Pyroscope's
+    flamebearer "single" format. levels[i] holds, per node of depth i,
+    [x offset from the previous node's end on that level, total, self,
+    name index]; names[0] is "total"."""
+    root = {"name": "total", "total": 0, "self": 0, "children": {}}
+    for stack, value in merged.items():
+        root["total"] += value
+        node = root
+        for name in stack:
+            node = node["children"].setdefault(name, {"name": name, "total": 0, "self": 0, "children": {}})
+            node["total"] += value
+        node["self"] += value
+    names, index, levels, max_self = [], {}, [], 0
+
+    def name_id(n):
+        if n not in index:
+            index[n] = len(names)
+            names.append(n)
+        return index[n]
+
+    prev_end = []
+
+    def walk(node, depth, start):
+        nonlocal max_self
+        while len(levels) <= depth:
+            levels.append([])
+            prev_end.append(0)
+        levels[depth] += [start - prev_end[depth], node["total"], node["self"], name_id(node["name"])]
+        prev_end[depth] = start + node["total"]
+        max_self = max(max_self, node["self"])
+        x = start
+        for child in sorted(node["children"].values(), key=lambda c: c["name"]):
+            walk(child, depth + 1, x)
+            x += child["total"]
+
+    walk(root, 0, 0)
+    return {"version": 1,
+            "flamebearer": {"names": names, "levels": levels, "numTicks": root["total"], "maxSelf": max_self},
+            "metadata": {"format": "single", "spyName": spy, "sampleRate": 100, "units": units}}

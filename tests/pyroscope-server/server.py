@@ -261,6 +261,8 @@ class DataHandler(BaseHTTPRequestHandler):
         path = urllib.parse.urlsplit(self.path).path
         if path == "/ready":
             self.send(200, b"ready\n", "text/plain")
+        elif path == "/pyroscope/render":
+            self.handle_render()
         else:
             self.send(404, json_error("not_found", "no route for GET " + path))
 
@@ -429,6 +431,33 @@ class DataHandler(BaseHTTPRequestHandler):
         return None
 
     # --- queries -------------------------------------------------------------
+
+    def handle_render(self):
+        """GET /pyroscope/render?query=<type>{selector}&from=&until=&format=json"""
+        st = self.server.state
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        one = lambda k: q[k][-1] if k in q else None  # noqa: E731
+        try:
+            tenant = self.tenant()
+            query = one("query") or ""
+            brace = query.find("{")
+            type_id = query if brace < 0 else query[:brace]
+            selector = "{}" if brace < 0 else query[brace:]
+            now = int(time.time() * 1000)
+            start = ingestion.parse_time_ms(one("from") or "now-1h", now)
+            end = ingestion.parse_time_ms(one("until"), now)
+            if (one("format") or "json") != "json":
+                raise HttpError(400, "invalid_argument", "stand-in renders format=json only")
+            merged, stype, _ptype = st.store.select_merge(tenant, type_id, selector, start, end)
+            units = {"bytes": "bytes", "count": "objects", "nanoseconds": "samples"}.get(stype[1], stype[1])
+            body = json.dumps(queries.flamebearer(merged, units)).encode()
+        except QueryError as e:
+            self.send(400, json_error("invalid_argument", str(e)))
+            return
+        except HttpError as e:
+            self.send(e.status, json_error(e.code, e.message))
+            return
+        self.send(200, body)
 
     def handle_query(self, method):
         st = self.server.state

@@ -232,6 +232,18 @@ class IngestTests(ServerCase):
         self.assertIn("alloc", names)
         self.assertEqual(sorted(int(s["value"][0]) for s in js["sample"]), [50, 1000])
 
+    def test_render_flamebearer(self):
+        self.srv.ingest("svc", heap_profile([(("main", "a"), [1, 30, 1, 30]), (("main", "b"), [1, 10, 1, 10])]))
+        q = "/pyroscope/render?query=" + pb_quote(INUSE_SPACE + '{service_name="svc"}') + "&from=now-1h&format=json"
+        st, _h, data = self.srv.request("GET", q)
+        self.assertEqual(st, 200)
+        fb = json.loads(data)["flamebearer"]
+        self.assertEqual(fb["numTicks"], 40)
+        names = fb["names"]
+        self.assertEqual(fb["levels"][0], [0, 40, 0, names.index("total")])
+        self.assertEqual(fb["levels"][1], [0, 40, 0, names.index("main")])
+        self.assertEqual(fb["levels"][2], [0, 30, 30, names.index("a"), 0, 10, 10, names.index("b")])
+
     def test_proto_queries(self):
         self.srv.ingest("svc", heap_profile([(("main",), [1, 64, 1, 64])]))
         req = (pb.f_str(1, INUSE_SPACE) + pb.f_str(2, '{service_name="svc"}') +
