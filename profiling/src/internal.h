@@ -13,10 +13,13 @@
  * Lock order (outermost first); a thread never takes an earlier lock while
  * holding a later one:
  *   g_rec.session   (start, stop, report, fork prepare)
- *   g_rec.rw        (shared: hooks recording, thread exit; exclusive:
+ *   g_rec.rw        (shared: sampling hits, thread exit; exclusive:
  *                    start, stop, fork prepare)
  *   registry lock -> one ring lock -> one shard lock
  *   one depot stripe | one live stripe (never nested with each other)
+ * Frees of sampled blocks (mp_prof_hook_forget*) hold g_rec.rw shared
+ * too, so the fork prepare handler's exclusive hold excludes every other
+ * holder of an inner lock.
  * Every code path that takes any of these runs under the thread's
  * recursion guard, so allocations made while holding them are never
  * sampled and never consult the live table.

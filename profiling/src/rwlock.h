@@ -1,72 +1,81 @@
-/* A writer-preferring reader/writer lock from one mutex and two condition
- * variables, with an explicit fork protocol.
+/* A writer-preferring reader/writer lock whose read side is one atomic
+ * read-modify-write each way, with an explicit fork protocol.
+ *
+ * Readers (sampling hits) announce themselves in `readers` and then check
+ * `writer`; a writer raises `writer` and then waits for `readers` to drain.
+ * Both sides use sequentially consistent operations, so at least one of
+ * them sees the other (Dekker): a reader that sees a writer backs out and
+ * waits on the mutex/condition variable; a writer never proceeds while a
+ * reader is inside. A waiting writer therefore also blocks new readers
+ * (writers are not starved by a stream of hits). Not recursive: no code
+ * path takes it for reading while holding it.
  *
  * Why not pthread_rwlock_t: the recorder's lock is held for writing across
  * fork() by the prepare handler, and glibc identifies a write owner by
- * thread id, which changes in the child, so the child cannot unlock it;
- * re-initializing it instead leaves ThreadSanitizer believing it is still
- * held. Here the lock state is plain data under a mutex that the forking
- * thread holds across fork() and unlocks in both processes.
- *
- * Writers are preferred (a waiting writer blocks new readers), so stop()
- * and fork() are not starved by a stream of sampling hits. Not recursive:
- * no code path takes it for reading while holding it. */
+ * thread id, which changes in the child, so the child could not unlock
+ * it; re-initializing it instead leaves ThreadSanitizer believing it is
+ * still held. Here the state is plain atomics plus a mutex that the
+ * forking thread holds across fork() and unlocks in both processes. */
 #ifndef MIMPROF_PROFILING_RWLOCK_H
 #define MIMPROF_PROFILING_RWLOCK_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 typedef struct mp_rwlock {
-    pthread_mutex_t m;
-    pthread_cond_t can_read;
-    pthread_cond_t can_write;
-    unsigned readers;
-    unsigned writers_waiting;
-    bool writer;
+    _Atomic unsigned readers;
+    _Atomic int writer;
+    pthread_mutex_t m; /* writers, and readers that must wait */
+    pthread_cond_t cv; /* writer gone (readers) / readers drained (writer) */
 } mp_rwlock;
 
 #define MP_RWLOCK_INIT                                                                             \
     {                                                                                              \
-        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, false \
+        0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER                                  \
     }
-
-static inline void mp_rw_rdlock(mp_rwlock *l)
-{
-    pthread_mutex_lock(&l->m);
-    while (l->writer || l->writers_waiting != 0)
-        pthread_cond_wait(&l->can_read, &l->m);
-    l->readers++;
-    pthread_mutex_unlock(&l->m);
-}
 
 static inline void mp_rw_rdunlock(mp_rwlock *l)
 {
-    pthread_mutex_lock(&l->m);
-    if (--l->readers == 0 && l->writers_waiting != 0)
-        pthread_cond_signal(&l->can_write);
-    pthread_mutex_unlock(&l->m);
+    if (atomic_fetch_sub(&l->readers, 1) == 1 && atomic_load(&l->writer)) {
+        /* the last reader out tells the waiting writer (under the mutex:
+         * the writer checks `readers` and sleeps while holding it) */
+        pthread_mutex_lock(&l->m);
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->m);
+    }
+}
+
+static inline void mp_rw_rdlock(mp_rwlock *l)
+{
+    for (;;) {
+        atomic_fetch_add(&l->readers, 1);
+        if (!atomic_load(&l->writer))
+            return;
+        mp_rw_rdunlock(l); /* a writer is in or waiting: back off */
+        pthread_mutex_lock(&l->m);
+        while (atomic_load(&l->writer))
+            pthread_cond_wait(&l->cv, &l->m);
+        pthread_mutex_unlock(&l->m);
+    }
 }
 
 static inline void mp_rw_wrlock(mp_rwlock *l)
 {
     pthread_mutex_lock(&l->m);
-    l->writers_waiting++;
-    while (l->writer || l->readers != 0)
-        pthread_cond_wait(&l->can_write, &l->m);
-    l->writers_waiting--;
-    l->writer = true;
+    while (atomic_load(&l->writer))
+        pthread_cond_wait(&l->cv, &l->m);
+    atomic_store(&l->writer, 1);
+    while (atomic_load(&l->readers) != 0)
+        pthread_cond_wait(&l->cv, &l->m);
     pthread_mutex_unlock(&l->m);
 }
 
 static inline void mp_rw_wrunlock(mp_rwlock *l)
 {
     pthread_mutex_lock(&l->m);
-    l->writer = false;
-    if (l->writers_waiting != 0)
-        pthread_cond_signal(&l->can_write);
-    else
-        pthread_cond_broadcast(&l->can_read);
+    atomic_store(&l->writer, 0);
+    pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->m);
 }
 
@@ -88,11 +97,9 @@ static inline void mp_rw_fork_parent(mp_rwlock *l)
 /* In the child only the forking thread exists: no reader, no waiter. */
 static inline void mp_rw_fork_child(mp_rwlock *l)
 {
-    l->readers = 0;
-    l->writers_waiting = 0;
-    l->writer = false;
-    pthread_cond_init(&l->can_read, NULL);
-    pthread_cond_init(&l->can_write, NULL);
+    atomic_store(&l->readers, 0);
+    atomic_store(&l->writer, 0);
+    pthread_cond_init(&l->cv, NULL);
     pthread_mutex_unlock(&l->m);
 }
 

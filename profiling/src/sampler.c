@@ -323,6 +323,9 @@ HOOK void mp_prof_hook_sample(void *p, size_t size)
         record(p, size);
 }
 
+/* The free-side entries hold the recorder lock shared (one atomic
+ * read-modify-write each way) so that fork() never copies a live-table
+ * stripe lock held by another thread. */
 HOOK void mp_prof_hook_forget(void *p)
 {
     if (ts.guard != 0)
