@@ -229,7 +229,7 @@ struct img_trace {
     uint64_t *root_index; /* the index of each root (0 = nil) */
     uint64_t *extents;    /* emit: one extent word per object */
     uint64_t *rec;        /* emit: the object table */
-    size_t rec_len, rec_cap;
+    size_t rec_len;
     struct img_bytes_ref *bytes; /* emit: the blob's entries, in order */
     size_t n_bytes, cap_bytes;
     uint64_t blob_size;

@@ -264,7 +264,6 @@ static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error 
     tr->root_index = calloc(h->n_roots ? h->n_roots : 1, sizeof *tr->root_index);
     if (tr->emit) {
         tr->extents = big(&tr->extents_block, tr->cap * sizeof *tr->extents, 0);
-        tr->rec_cap = words;
         tr->rec = big(&tr->rec_block, words * sizeof *tr->rec, 0);
     }
     if (!tr->order || !tr->root_index || (tr->emit && (!tr->extents || !tr->rec)) ||
