@@ -49,7 +49,7 @@ typedef struct run_opts {
     const char *every;      /* as given, validated */
     uint64_t every_ms;
     const char *out_dir;
-    const char *symbolize;  /* NULL: the library's default */
+    const char *symbolize;  /* none | functions | lines */
     const char *seed;
     const char *max_depth;
     int follow_fork;        /* -1: default (yes) */
@@ -155,8 +155,7 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     }
     snprintf(num, sizeof num, "%llums", (unsigned long long)o->every_ms);
     rc |= setenv("MIMPROF_EVERY", num, 1);
-    if (o->symbolize != NULL)
-        rc |= setenv("MIMPROF_SYMBOLIZE", o->symbolize, 1);
+    rc |= setenv("MIMPROF_SYMBOLIZE", o->symbolize, 1);
     if (o->seed != NULL)
         rc |= setenv("MIMPROF_SEED", o->seed, 1);
     if (o->max_depth != NULL)
@@ -245,8 +244,12 @@ int mpt_cmd_run(int argc, char **argv)
     };
     static const char *const allocators[] = {"mimalloc", "jemalloc", NULL};
     static const char *const symbolizers[] = {"none", "functions", "lines", NULL};
+    /* --symbolize functions by default: DWARF line tables (`lines`) cost a
+     * one-off ~0.2-1 s per process where separate debug info is installed
+     * (BENCHMARKS.md), and the views only need function names. */
     run_opts o = {.allocator = "mimalloc", .every = "10s", .every_ms = 10000,
-                  .out_dir = "mimprof-out", .follow_fork = -1, .follow_exec = -1};
+                  .out_dir = "mimprof-out", .symbolize = "functions", .follow_fork = -1,
+                  .follow_exec = -1};
     int c;
     optind = 1;
     opterr = 0;

@@ -30,7 +30,7 @@ static const char USAGE_RUN[] =
     "  -a, --allocator NAME      mimalloc (default) or jemalloc\n"
     "  -e, --every DURATION      report period (default 10s; e.g. 500ms, 1m; 0 = only at exit)\n"
     "  -o, --output DIR          where reports go (default ./mimprof-out)\n"
-    "  -s, --symbolize MODE      none | functions | lines (default: lines when built with libdw)\n"
+    "  -s, --symbolize MODE      none | functions (default) | lines (file:line, inlined frames)\n"
     "      --follow-fork         forked children write their own reports (default)\n"
     "      --no-follow-fork      forked children are not profiled\n"
     "      --follow-exec         programs CMD executes are profiled too\n"

@@ -25,8 +25,24 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 echo "machine: $(nproc) CPUs, $(uname -r); churn: $ops operations"
+# The third command adds the one-off cost of DWARF symbolization
+# (--symbolize lines) in the first report to the per-allocation cost.
 hyperfine --warmup 2 --runs "$runs" --export-markdown "$out/results.md" \
+  --export-json "$out/results.json" \
   -n "mimalloc preload only" "LD_PRELOAD=$override $churn $ops" \
-  -n "mimprof run (512k, every 10s)" "$mimprof run -q -o $out/prof -- $churn $ops"
+  -n "mimprof run (512k, every 10s)" "$mimprof run -q -o $out/prof -- $churn $ops" \
+  -n "mimprof run --symbolize lines" "$mimprof run -q -s lines -o $out/prof -- $churn $ops"
 echo
 cat "$out/results.md"
+# CPU time (user + system) is less sensitive to other load than wall time.
+/usr/bin/python3 - "$out/results.json" <<'PY'
+import json, statistics, sys
+res = json.load(open(sys.argv[1]))["results"]
+base = res[0]["user"] + res[0]["system"]
+print("\n| Command | median wall [s] | mean CPU (user+sys) [s] | CPU vs. preload only |")
+print("|:---|---:|---:|---:|")
+for r in res:
+    cpu = r["user"] + r["system"]
+    print("| `%s` | %.3f | %.3f | %+.1f%% |" % (r["command"], statistics.median(r["times"]), cpu,
+                                             100 * (cpu / base - 1)))
+PY
