@@ -9,13 +9,15 @@
  *                 L = 0 .. 1M sampled blocks are live: the free-path filter
  *     sample      one sampled allocation (+ its free) at stack depth 16 and
  *                 64, against the raw pair
- *     churn       allocation churn (mixed sizes 16 B .. 64 KiB, a live set
- *                 of 8192 slots replaced at random) at the default 512 KiB
- *                 interval: throughput ratio to raw mimalloc
+ *     churn       allocation churn, a live set of 8192 slots replaced at
+ *                 random, at the default 512 KiB interval: throughput ratio
+ *                 to raw mimalloc; "small" sizes 16..512 B, "mixed" sizes
+ *                 16 B..64 KiB (mean 2.4 KiB)
  *   bench_ops icount VARIANT N          N iterations of one variant with
  *                                       callgrind instrumentation on around
  *                                       the loop only (see callgrind.sh):
- *     pair-raw pair-sampled free-raw free-sampled churn-raw churn-sampled
+ *     pair-raw pair-sampled free-raw free-sampled small-raw small-sampled
+ *     churn-raw churn-sampled (churn = the mixed workload)
  *
  * Sampled variants use MP_PROF_SAMPLING_ALLOCATOR_INLINE over
  * mp_sys_mimalloc (what the LD_PRELOAD object does inside malloc()); raw
@@ -248,6 +250,11 @@ static void case_sample(void)
 
 #define SLOTS 8192
 
+/* small: 16 B .. 512 B, uniform (mean 264 B) */
+static size_t small_size(uint64_t r) { return 16 + (size_t)(r % 497); }
+
+/* mixed: 70% 16..255 B, 25% 256 B..4 KiB, 5% 4..64 KiB (mean 2.4 KiB,
+ * three quarters of the bytes in the 5% large ones) */
 static size_t churn_size(uint64_t r)
 {
     /* mostly small, some medium, a few large: 16 B .. 64 KiB */
@@ -259,7 +266,7 @@ static size_t churn_size(uint64_t r)
     return 4096 + (size_t)((r >> 8) % 61440);
 }
 
-#define CHURN(name, ALLOC, FREE)                                                                   \
+#define CHURN(name, ALLOC, FREE, SIZE)                                                             \
     __attribute__((noinline)) static double name(long n, uint64_t seed)                            \
     {                                                                                              \
         static void *slot[SLOTS];                                                                  \
@@ -270,7 +277,7 @@ static size_t churn_size(uint64_t r)
             unsigned k = (unsigned)(seed >> 51) & (SLOTS - 1);                                     \
             if (slot[k] != NULL)                                                                   \
                 FREE(slot[k], size[k], 8);                                                         \
-            size[k] = churn_size(seed >> 13);                                                      \
+            size[k] = SIZE(seed >> 13);                                                            \
             slot[k] = ALLOC(size[k], 8);                                                           \
             *(char *)slot[k] = 1;                                                                  \
         }                                                                                          \
@@ -283,26 +290,33 @@ static size_t churn_size(uint64_t r)
         return (double)n / t;                                                                      \
     }
 
-CHURN(churn_raw, mp_sys_mimalloc_alloc, mp_sys_mimalloc_dealloc)
-CHURN(churn_sampled, bm_alloc, bm_dealloc)
+CHURN(churn_raw, mp_sys_mimalloc_alloc, mp_sys_mimalloc_dealloc, churn_size)
+CHURN(churn_sampled, bm_alloc, bm_dealloc, churn_size)
+CHURN(small_raw, mp_sys_mimalloc_alloc, mp_sys_mimalloc_dealloc, small_size)
+CHURN(small_sampled, bm_alloc, bm_dealloc, small_size)
 
-static void case_churn(void)
+typedef double (*churn_fn)(long n, uint64_t seed);
+
+static void run_churn(const char *label, churn_fn raw_fn, churn_fn smp_fn, long n, int rounds)
 {
-    long n = quick ? 2000000 : 10000000;
-    int rounds = quick ? 3 : 11;
     mp_profiler *p = start(512 << 10, 0);
-    double raw[16], smp[16], ratio[16];
-    churn_raw(n / 10, 1); /* warm both paths */
-    churn_sampled(n / 10, 1);
+    double raw[32], smp[32], ratio[32];
+    mp_prof_stats s0, s;
+    raw_fn(n / 10, 1); /* warm both paths */
+    smp_fn(n / 10, 1);
+    mp_prof_diagnostics(&s0);
     for (int r = 0; r < rounds; r++) {
-        /* A B B A pairs cancel slow drifts */
-        double a1 = r % 2 ? churn_sampled(n, (uint64_t)r + 9) : churn_raw(n, (uint64_t)r + 9);
-        double b1 = r % 2 ? churn_raw(n, (uint64_t)r + 9) : churn_sampled(n, (uint64_t)r + 9);
-        raw[r] = r % 2 ? b1 : a1;
-        smp[r] = r % 2 ? a1 : b1;
+        /* A B / B A alternation cancels slow drifts */
+        uint64_t seed = (uint64_t)r + 9;
+        if (r % 2) {
+            smp[r] = smp_fn(n, seed);
+            raw[r] = raw_fn(n, seed);
+        } else {
+            raw[r] = raw_fn(n, seed);
+            smp[r] = smp_fn(n, seed);
+        }
         ratio[r] = smp[r] / raw[r];
     }
-    mp_prof_stats s;
     mp_prof_diagnostics(&s);
     uint8_t *buf;
     size_t len;
@@ -312,13 +326,24 @@ static void case_churn(void)
     if (st == MP_PROF_OK)
         mp_prof_buffer_free(buf);
     double a = median(raw, rounds), b = median(smp, rounds), q = median(ratio, rounds);
-    printf(
-        "churn 512KiB raw %.2f Mops/s  sampled %.2f Mops/s  median ratio %.4f (%+.2f%%)  "
-        "samples %llu, dropped %llu, report %.1f ms\n",
-        a / 1e6, b / 1e6, q, (q - 1) * 100, (unsigned long long)s.samples_taken,
-        (unsigned long long)(s.dropped_registration + s.dropped_overflow_full + s.dropped_teardown),
-        rep * 1e3);
+    double samples = (double)(s.samples_taken - s0.samples_taken);
+    printf("churn %-6s 512KiB raw %6.2f Mops/s  sampled %6.2f Mops/s  median ratio %.4f (%+.2f%%)  "
+           "1 sample per %.0f ops, dropped %llu, report %.1f ms\n",
+           label, a / 1e6, b / 1e6, q, (q - 1) * 100,
+           samples > 0 ? (double)n * rounds / samples : 0,
+           (unsigned long long)(s.dropped_registration + s.dropped_overflow_full +
+                                s.dropped_teardown - s0.dropped_registration -
+                                s0.dropped_overflow_full - s0.dropped_teardown),
+           rep * 1e3);
     mp_profiler_free(p);
+}
+
+static void case_churn(void)
+{
+    long n = quick ? 2000000 : 10000000;
+    int rounds = quick ? 3 : 15;
+    run_churn("small", small_raw, small_sampled, n, rounds);
+    run_churn("mixed", churn_raw, churn_sampled, n, rounds);
 }
 
 /* ---------------------------------------------------------------- icount */
@@ -327,7 +352,10 @@ static int icount(const char *variant, long n)
 {
     mp_profiler *p = NULL;
     if (strstr(variant, "sampled") != NULL)
-        p = start(strncmp(variant, "churn", 5) == 0 ? (512 << 10) : MP_PROF_MAX_INTERVAL, 3);
+        p = start(strncmp(variant, "churn", 5) == 0 || strncmp(variant, "small", 5) == 0
+                      ? (512 << 10)
+                      : MP_PROF_MAX_INTERVAL,
+                  3);
     void **v = NULL;
     if (strncmp(variant, "free", 4) == 0) {
         v = malloc((size_t)n * sizeof *v);
@@ -352,6 +380,10 @@ static int icount(const char *variant, long n)
         churn_raw(n, 5);
     else if (strcmp(variant, "churn-sampled") == 0)
         churn_sampled(n, 5);
+    else if (strcmp(variant, "small-raw") == 0)
+        small_raw(n, 5);
+    else if (strcmp(variant, "small-sampled") == 0)
+        small_sampled(n, 5);
     else {
         fprintf(stderr, "unknown variant %s\n", variant);
         return 2;

@@ -21,7 +21,7 @@ per_op() { # variant -> instructions per iteration (2N - N runs)
     echo "$a $b $N" | awk '{ printf "%.2f", ($2 - $1) / $3 }'
 }
 printf '%-8s %12s %12s %10s\n' case raw sampled delta
-for c in pair free churn; do
+for c in pair free small churn; do
     r=$(per_op "$c-raw")
     s=$(per_op "$c-sampled")
     printf '%-8s %12s %12s %10s\n' "$c" "$r" "$s" "$(echo "$r $s" | awk '{ printf "%+.2f", $2 - $1 }')"

@@ -1,10 +1,10 @@
 /* The live table: sampled pointer -> (stack, size, weight, generation, id),
  * and the free-path filter that keeps unsampled frees away from it.
  *
- * Layout. h(p) = p * 2^64/phi; its top MP_PROF_HOOK_FILTER_BITS bits are
- * the filter slot. The top 6 bits of the slot choose one of 64 stripes, so
- * every pointer of a filter slot, and every filter word, belongs to exactly
- * one stripe. A stripe has a mutex, an open-addressed table (linear
+ * Layout. mp_prof_hook_filter_slot(p) (<mimprof/sampling.h>) is the
+ * filter slot of p. The top 6 bits of the slot choose one of 64 stripes,
+ * so every pointer of a filter slot, and every filter word, belongs to
+ * exactly one stripe. A stripe has a mutex, an open-addressed table (linear
  * probing, backward-shift deletion, no tombstones) and a count per filter
  * slot.
  *
@@ -63,11 +63,7 @@ void mp_live_set_limit(size_t max_entries)
 
 uint64_t mp_live_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }
 
-static inline uint32_t filter_slot(uintptr_t p)
-{
-    return (uint32_t)(((uint64_t)p * UINT64_C(0x9E3779B97F4A7C15)) >>
-                      (64 - MP_PROF_HOOK_FILTER_BITS));
-}
+static inline uint32_t filter_slot(uintptr_t p) { return mp_prof_hook_filter_slot((void *)p); }
 
 /* Home index of p in a table of `cap` slots: a second, independent mix. */
 static inline size_t home(uintptr_t p, size_t cap)

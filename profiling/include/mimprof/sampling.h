@@ -26,10 +26,10 @@
  *   exponential interval is drawn (one RNG draw), and if a session is
  *   running the stack is captured and the block is recorded with the
  *   weight of the unbiased estimator p = 1 - exp(-S/R).
- * - Free: a cheap filter (one bit of a 128 KiB bitmap, indexed by a
- *   multiplicative hash of the address) says whether the block may be
- *   sampled; only then is the live table consulted. Unsampled blocks never
- *   touch a lock or a table.
+ * - Free: a cheap filter (one bit of a 32 KiB bitmap: the word chosen by
+ *   a hash of the block's page, the bit by its 64-byte granule) says
+ *   whether the block may be sampled; only then is the live table
+ *   consulted. Unsampled blocks never touch a lock or a table.
  * - No lock, no atomic read-modify-write and no out-of-line call on either
  *   fast path.
  *
@@ -72,8 +72,8 @@
 extern "C" {
 #endif
 
-/** log2 of the number of bits of the free-path filter. */
-#define MP_PROF_HOOK_FILTER_BITS 20
+/** log2 of the number of bits of the free-path filter (32 KiB). */
+#define MP_PROF_HOOK_FILTER_BITS 18
 
 /** Words (64 bits each) of the free-path filter. */
 #define MP_PROF_HOOK_FILTER_WORDS (1u << (MP_PROF_HOOK_FILTER_BITS - 6))
@@ -87,9 +87,9 @@ extern "C" {
 extern __thread uint64_t mp_prof_hook_countdown __attribute__((tls_model("initial-exec")));
 
 /**
- * The free-path filter (template interface): bit h(p) is set while a live
- * sampled block hashes to it. Written by the library under its locks, read
- * here with relaxed atomic loads.
+ * The free-path filter (template interface): the bit of slot
+ * mp_prof_hook_filter_slot(p) is set while a live sampled block maps to it. Written by the library
+ * under its locks, read here with relaxed atomic loads.
  */
 extern uint64_t mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORDS];
 
@@ -119,13 +119,28 @@ void mp_prof_hook_forget_id(const void *p, uint64_t id);
 /** Template interface: registers [start, end) as profiler code (a hook section). */
 void mp_prof_hook_register(uintptr_t start, uintptr_t end);
 
-/** Template interface: the filter test, h(p) = top bits of p * 2^64/phi. */
+/* The filter word of a block is chosen by a multiplicative hash of its
+ * 4 KiB page, its bit by its 64-byte granule in the page: frees of
+ * neighbouring blocks touch one word, and the 32 KiB filter stays in cache
+ * under heavy churn. */
+#define MP_PROF_HOOK_FILTER_WORD_(a)                                                               \
+    ((uint32_t)((((a) >> 12) * UINT64_C(0x9E3779B97F4A7C15)) >>                                    \
+                (64 - (MP_PROF_HOOK_FILTER_BITS - 6))))
+
+/** Template interface: the filter slot (word * 64 + bit) of `p`. */
+static inline uint32_t mp_prof_hook_filter_slot(const void *p)
+{
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    return MP_PROF_HOOK_FILTER_WORD_(a) << 6 | (uint32_t)((a >> 6) & 63);
+}
+
+/** Template interface: the filter test (nonzero: `p` may be sampled). */
 static inline int mp_prof_hook_maybe_sampled(const void *p)
 {
-    uint64_t h = (uint64_t)(uintptr_t)p * UINT64_C(0x9E3779B97F4A7C15);
-    uint64_t w = __atomic_load_n(&mp_prof_hook_filter[h >> (64 - MP_PROF_HOOK_FILTER_BITS + 6)],
-                                 __ATOMIC_RELAXED);
-    return (int)((w >> ((h >> (64 - MP_PROF_HOOK_FILTER_BITS)) & 63)) & 1);
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    uint64_t w =
+        __atomic_load_n(&mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORD_(a)], __ATOMIC_RELAXED);
+    return (int)((w >> ((a >> 6) & 63)) & 1);
 }
 
 /** Template interface: subtracts `size` from the countdown; nonzero on a borrow. */
