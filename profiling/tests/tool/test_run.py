@@ -289,6 +289,16 @@ class FollowForkExec(TempDirTest):
         r = mimprof("run", "--every", "0", "--follow-exec", "-o", out, "--", *cmd)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len(reports(out)), 2, "sh and python")
+        # what a program run by the profiled one sees
+        env_cmd = ["sh", "-c", "env; true"]
+        def seen(r):
+            env = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+            return env.get("LD_PRELOAD", ""), env.get("MIMPROF_EVERY")
+        r = mimprof("run", "--every", "0", "-o", self.path("c"), "--", *env_cmd)
+        self.assertEqual(seen(r), ("", None))
+        r = mimprof("run", "--every", "0", "--follow-exec", "-o", self.path("d"), "--", *env_cmd)
+        self.assertIn("libmimprof-preload-mimalloc.so", seen(r)[0])
+        self.assertEqual(seen(r)[1], "0ms")
 
 
 class RealPrograms(TempDirTest):
@@ -315,7 +325,8 @@ def report():
             return
         time.sleep(0.01)
     sys.exit("no report")
-profiled = os.environ.get("LD_PRELOAD", "").find("mimprof") >= 0 or "MIMPROF_EVERY" in os.environ
+with open("/proc/self/maps") as maps:
+    profiled = "libmimprof-preload" in maps.read()
 if profiled: report()
 blobs = [bytearray(256 * 1024) for _ in range(256)]
 words = {}

@@ -635,8 +635,19 @@ int mp_preload_runtime_start(void)
             getenv("MIMPROF_OUTPUT") != NULL ? getenv("MIMPROF_OUTPUT") : "");
         goto out;
     }
-    if (!env_flag("MIMPROF_FOLLOW_EXEC", false))
+    if (!env_flag("MIMPROF_FOLLOW_EXEC", false)) {
+        /* Programs this process executes run unprofiled: no preload and
+         * none of the runtime's variables. */
+        static const char *const vars[] = {
+            "MIMPROF_EVERY", "MIMPROF_OUTPUT", "MIMPROF_INTERVAL", "MIMPROF_SEED",
+            "MIMPROF_STACK_DEPTH", "MIMPROF_SYMBOLIZE", "MIMPROF_FOLLOW_FORK",
+            "MIMPROF_FOLLOW_EXEC", "MIMPROF_QUIET", NULL};
         drop_self_from_ld_preload();
+        for (int i = 0; vars[i] != NULL; i++)
+            unsetenv(vars[i]);
+        /* MIMPROF_DISABLE stays: the preload's constructor, which runs
+         * after this one, reads it. */
+    }
     sem_init(&rt.wake, 0, 0);
     if (start_locked() != 0)
         goto out;

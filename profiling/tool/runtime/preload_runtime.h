@@ -38,8 +38,9 @@
  *    session and reporter (its files carry its pid); with 0 the child is
  *    not profiled (the core ends the parent's session in every child);
  *  - exec(): with MIMPROF_FOLLOW_EXEC=0 (default) the runtime removes its
- *    preload object from LD_PRELOAD at start, so programs the process
- *    executes run unprofiled; with 1 they inherit it and profile
+ *    preload object from LD_PRELOAD and its variables (all above but
+ *    MIMPROF_DISABLE) from the environment at start, so programs the
+ *    process executes run unprofiled; with 1 they inherit it and profile
  *    themselves (an exec'd image keeps its pid: in directory mode its seq
  *    continues after the files already there).
  *
