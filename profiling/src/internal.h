@@ -98,6 +98,12 @@ typedef struct mp_thread_rec {
     uintptr_t *pcs; /* capture buffer: max_stack_depth + MP_CAPTURE_SLACK */
 } mp_thread_rec;
 
+/* Once per process, before the first session: locks of the recorder. */
+void mp_rec_init(void);
+/* In a fork child: frees the registered records of the threads that do
+ * not exist there (all but `keep`, the forking thread's). */
+void mp_rec_fork_child_release(mp_thread_rec *keep);
+
 /* Allocates a thread record for the current session (under rw shared). */
 mp_thread_rec *mp_rec_thread_new(uint64_t gen, unsigned ordinal, size_t ring_capacity,
                                  unsigned depth_capacity);
@@ -151,6 +157,10 @@ bool mp_guard_held(void);
  * (session start does it for its own thread, so that its very next bytes
  * are sampled at the new rate). */
 void mp_sampler_reset_current_thread(void);
+/* Once per process, before the first session: the thread-exit key. */
+void mp_sampler_global_init(void);
+/* The calling thread's record (fork child: the one to keep). */
+mp_thread_rec *mp_sampler_current_rec(void);
 /* Warm-up: the unwinder's first call may allocate; done at session start. */
 void mp_sampler_warm_up(void);
 bool mp_sampler_observed(void);

@@ -46,7 +46,6 @@ static mp_thread_rec *g_threads; /* registered rings, under g_registry */
 static shard g_shards[MAX_SHARDS];
 static unsigned g_nshards; /* written under rw exclusive, read under rw shared or session */
 
-void mp_rec_init(void);
 void mp_rec_init(void)
 {
     for (unsigned i = 0; i < MAX_SHARDS; i++)
@@ -237,7 +236,6 @@ bool mp_rec_session_begin(size_t nshards, size_t shard_stacks)
     return true;
 }
 
-void mp_rec_fork_child_release(mp_thread_rec *keep);
 /* In a fork child: the threads that owned the registered records do not
  * exist there, so their records are freed (the caller's own, `keep`, is
  * left to its thread, which frees it at its next hit). */

@@ -151,7 +151,6 @@ void mp_sampler_warm_up(void)
 
 static void thread_exit(void *arg);
 
-void mp_sampler_global_init(void);
 void mp_sampler_global_init(void) { pthread_key_create(&g_exit_key, thread_exit); }
 
 /* Re-initializes this thread for the current session; returns the new
@@ -374,7 +373,6 @@ __attribute__((constructor)) static void register_own_hooks(void)
 
 /* -------------------------------------------------------------------- fork */
 
-mp_thread_rec *mp_sampler_current_rec(void);
 mp_thread_rec *mp_sampler_current_rec(void) { return ts.rec; }
 
 /* --------------------------------------------------------------------- time */

@@ -39,11 +39,6 @@ struct mp_profiler {
     uint64_t interval_start_wall; /* start of the interval the next report covers */
 };
 
-void mp_rec_init(void);
-void mp_sampler_global_init(void);
-mp_thread_rec *mp_sampler_current_rec(void);
-void mp_rec_fork_child_release(mp_thread_rec *keep);
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static bool g_warm;
 

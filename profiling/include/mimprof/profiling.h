@@ -22,6 +22,77 @@
  *
  * Errors are a typed enum, independent of any uploader; see
  * mp_prof_strerror().
+ *
+ * Sampling rules
+ * --------------
+ * - Intervals are exponential with mean `sample_interval_bytes`; after a
+ *   sampled allocation one fresh interval is drawn (one RNG draw per hit).
+ *   Unsampled allocations cost one subtraction and one branch.
+ * - A thread's first allocation (of at least one byte) initializes its
+ *   sampling state; that is what "the sampling allocator has been
+ *   observed" means for mp_profiler_start(). While no session runs, a
+ *   thread re-checks for one every 64 KiB it allocates (no RNG, no
+ *   capture); the thread that starts a session samples at the new rate
+ *   from its next byte, other threads from their next such check.
+ * - With a fixed `seed`, each thread's RNG stream is a function of the
+ *   seed and of the order in which threads first sample in the session,
+ *   so a single-threaded program samples identically run after run.
+ * - realloc is a free of the old block and an allocation of the new one
+ *   by the same rule; on failure nothing changes (the old block keeps its
+ *   live entry). A block sampled in one session and freed in a later one
+ *   changes nothing in the later one.
+ *
+ * Threads
+ * -------
+ * Every function here may be called from any thread. Sampling hits are
+ * buffered per thread (a registered FIFO ring) and reports drain every
+ * ring and the global overflow shards; a thread that exits hands its
+ * buffered records to the overflow shards. Allocations that happen in a
+ * thread after its exit handler ran (for example in a later thread-local
+ * destructor) are counted as mp_prof_stats::dropped_teardown.
+ *
+ * Profiler-internal memory
+ * ------------------------
+ * While the profiler itself runs (a sampling hit, a report, start, stop),
+ * the calling thread holds a recursion guard: its allocations, even
+ * through a sampling allocator (as with the LD_PRELOAD objects, where the
+ * profiler's malloc is the hooked malloc), are never sampled and do not
+ * consume the application's sampling interval.
+ *
+ * fork()
+ * ------
+ * The profiler's locks are taken around fork() (pthread_atfork), so the
+ * child never inherits one locked. In the child the parent's session is
+ * ended: its pending records and live entries are released, the inherited
+ * handle answers MP_PROF_E_INACTIVE to mp_profiler_report() (stop and free
+ * on it are safe and affect nothing else), the process recorder is free
+ * for a new mp_profiler_start(), and the sampling allocator keeps working.
+ * The parent's session is untouched.
+ *
+ * LD_PRELOAD objects
+ * ------------------
+ * `libmimprof-preload-mimalloc.so` and `libmimprof-preload-jemalloc.so`
+ * (built with the `preload` feature) define the malloc family over the
+ * sampling allocator over that provider, start a session when loaded and
+ * write the final report when the process exits:
+ *
+ *     LD_PRELOAD=libmimprof-preload-mimalloc.so MIMPROF_OUTPUT=/tmp/prof/ ./program
+ *
+ * | variable | meaning |
+ * |---|---|
+ * | `MIMPROF_INTERVAL` | mean bytes between samples: a number with an optional binary suffix `k`, `m` or `g` (`512k` = 524288), optionally followed by `b` or `ib` (`64KiB`); default 512k |
+ * | `MIMPROF_OUTPUT` | an existing directory or a value ending in `/`: `DIR/mimprof.%p.pb`; else a file name pattern where `%p` is the pid, `%t` the Unix time, `%n` the report number in the process and `%%` a percent sign; relative to the working directory at load time; default `mimprof.%p.pb` |
+ * | `MIMPROF_SEED` | sampling seed (default random) |
+ * | `MIMPROF_STACK_DEPTH` | frames per stack, 1..512 (default 64) |
+ * | `MIMPROF_SYMBOLIZE` | `none`, `functions` or `lines` |
+ * | `MIMPROF_DISABLE` | set and not `0`: allocator only, no session |
+ *
+ * A malformed value is reported on stderr and disables profiling; the
+ * program runs unchanged. Reports are uncompressed pprof. A forked child
+ * starts its own session (and writes its own file) when the output
+ * pattern contains `%p` or names a directory; otherwise it is not
+ * profiled. Programs it executes start their own sessions from the same
+ * environment.
  */
 #ifndef MIMPROF_PROFILING_H
 #define MIMPROF_PROFILING_H

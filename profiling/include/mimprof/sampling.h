@@ -149,8 +149,9 @@ static inline int mp_prof_hook_consume(size_t size)
     return __builtin_sub_overflow(mp_prof_hook_countdown, (uint64_t)size, &mp_prof_hook_countdown);
 }
 
-/* Linker-provided bounds of this object's hook section. */
+/** Template interface: start of this object's hook section (set by the linker). */
 extern const char __start_mimprof_hooks[] __attribute__((weak, visibility("hidden")));
+/** Template interface: end of this object's hook section (set by the linker). */
 extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden")));
 
 #define MP_PROF_HOOK_SECTION_ __attribute__((section("mimprof_hooks")))
