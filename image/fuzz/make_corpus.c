@@ -58,14 +58,15 @@ static void variant(const char *base, const char *name, void (*mutate)(unsigned 
 static struct img_header *hd(unsigned char *p) { return (struct img_header *)p; }
 static size_t objects_at(unsigned char *p)
 {
-    return sizeof(struct img_header) + hd(p)->types_size + hd(p)->foreign_size + hd(p)->roots_size +
-           8 * hd(p)->n_objects;
+    return sizeof(struct img_header) + hd(p)->types_size + hd(p)->foreign_size + hd(p)->roots_size;
 }
+/* Unit 1 of object 1 (the vector: header word, slot-0 count, then refs)
+ * names a word past the region. */
 static void m_ref(unsigned char *p, size_t n)
 {
     (void)n;
-    uint64_t bad = hd(p)->n_objects + 5;
-    memcpy(p + objects_at(p), &bad, 8);
+    uint64_t bad = hd(p)->objects_size / 8 + 5;
+    memcpy(p + objects_at(p) + 16, &bad, 8);
 }
 static void m_flip(unsigned char *p, size_t n) { p[n / 2] ^= 0x20; }
 static void m_arch(unsigned char *p, size_t n)

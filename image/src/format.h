@@ -4,11 +4,14 @@
  * file word, and every section starts and ends on a word boundary. Sections
  * follow the header back to back, in this order, with nothing between them:
  *
- *   header | type table | foreign table | root table | extent table |
- *   object table | byte blob
+ *   header | type table | foreign table | root table |
+ *   object region | shape table | byte blob
  *
- * Index 0 is nil in every index space (objects, foreign entries, byte blob
- * offsets), so a unit of value 0 needs no tag. */
+ * The object region is the heap as the loader will hold it: per object its
+ * metadata words, its header word and its units, back to back, so that a
+ * load is one copy of the region with every unit relocated by its kind.
+ * Nil is 0 in every reference space (word offsets into the region, foreign
+ * entries, byte blob offsets), so a unit of value 0 needs no tag. */
 #ifndef MP_IMG_FORMAT_H
 #define MP_IMG_FORMAT_H
 
@@ -19,10 +22,10 @@
 #define IMG_MAGIC     "MPIMG\r\n\x1a"
 #define IMG_MAGIC_LEN 8
 
-/* Format version. Not equal to its own byte swap (0x01000000), so a
+/* Format version. Not equal to its own byte swap (0x02000000), so a
  * byte-swapped header can never pass as a valid version. */
-#define IMG_VERSION         UINT32_C(1)
-#define IMG_VERSION_SWAPPED UINT32_C(0x01000000)
+#define IMG_VERSION         UINT32_C(2)
+#define IMG_VERSION_SWAPPED UINT32_C(0x02000000)
 _Static_assert(IMG_VERSION != IMG_VERSION_SWAPPED, "format version must not be swap-invariant");
 
 /* Read as a native word: reveals the writer's byte order. */
@@ -30,12 +33,15 @@ _Static_assert(IMG_VERSION != IMG_VERSION_SWAPPED, "format version must not be s
 #define IMG_BYTE_ORDER_SWAPPED UINT64_C(0x0807060504030201)
 
 /* The incomplete marker while the writer is busy ("INCOMPLE" as text);
- * cleared to 0 by the writer's very last write. Anything else is corrupt. */
+ * cleared to 0 by the writer's very last write. Anything else is corrupt.
+ * It precedes both checksums, which cover everything after their own
+ * fields. */
 #define IMG_INCOMPLETE UINT64_C(0x454C504D4F434E49)
 
-/* The checksum covers every byte from this offset to the end of the file,
- * with the incomplete marker read as 0. */
-#define IMG_CHECKSUM_FROM 24
+/* The checksum covers every byte from this offset to the end of the file;
+ * the head checksum every byte from IMG_HEAD_FROM to the object region. */
+#define IMG_CHECKSUM_FROM 32
+#define IMG_HEAD_FROM     40
 
 #define IMG_TEXT_FIELD 16 /* release, os, arch: NUL-padded text */
 
@@ -43,28 +49,31 @@ struct img_header {
     char magic[IMG_MAGIC_LEN];    /*   0 */
     uint32_t version;             /*   8 */
     uint32_t header_size;         /*  12 sizeof(struct img_header) */
-    uint64_t checksum;            /*  16 XXH64 of [24, end), marker as 0 */
-    uint64_t incomplete;          /*  24 IMG_INCOMPLETE, then 0 */
-    uint64_t byte_order;          /*  32 IMG_BYTE_ORDER */
-    uint32_t word_size;           /*  40 sizeof(mp_img_word) of the writer */
-    uint32_t meta_width;          /*  44 metadata words per object */
-    char release[IMG_TEXT_FIELD]; /*  48 library release, e.g. "0.1.0" */
-    char os[IMG_TEXT_FIELD];      /*  64 e.g. "linux" */
-    char arch[IMG_TEXT_FIELD];    /*  80 e.g. "x86_64" */
-    uint64_t type_digest;         /*  96 XXH64 of the type table section */
-    uint64_t n_types;             /* 104 */
-    uint64_t n_foreign;           /* 112 entries, index 0 (nil) not stored */
-    uint64_t n_roots;             /* 120 */
-    uint64_t n_objects;           /* 128 index 0 (nil) not stored */
-    uint64_t n_bytes;             /* 136 size of the byte blob */
-    uint64_t types_size;          /* 144 bytes of the type table */
-    uint64_t foreign_size;        /* 152 bytes of the foreign table */
-    uint64_t roots_size;          /* 160 bytes of the root table */
-    uint64_t objects_size;        /* 168 bytes of the object table */
-    uint64_t reserved[4];         /* 176 zero */
+    uint64_t incomplete;          /*  16 IMG_INCOMPLETE, then 0 */
+    uint64_t checksum;            /*  24 XXH3-64 of [32, end) */
+    uint64_t head_checksum;       /*  32 XXH3-64 of [40, object region) */
+    uint64_t byte_order;          /*  40 IMG_BYTE_ORDER */
+    uint32_t word_size;           /*  48 sizeof(mp_img_word) of the writer */
+    uint32_t meta_width;          /*  52 metadata words per object */
+    char release[IMG_TEXT_FIELD]; /*  56 library release, e.g. "0.1.0" */
+    char os[IMG_TEXT_FIELD];      /*  72 e.g. "linux" */
+    char arch[IMG_TEXT_FIELD];    /*  88 e.g. "x86_64" */
+    uint64_t type_digest;         /* 104 XXH3-64 of the type table section */
+    uint64_t n_types;             /* 112 */
+    uint64_t n_foreign;           /* 120 entries, index 0 (nil) not stored */
+    uint64_t n_roots;             /* 128 */
+    uint64_t n_objects;           /* 136 objects in the region */
+    uint64_t n_bytes;             /* 144 size of the byte blob */
+    uint64_t types_size;          /* 152 bytes of the type table */
+    uint64_t foreign_size;        /* 160 bytes of the foreign table */
+    uint64_t roots_size;          /* 168 bytes of the root table */
+    uint64_t objects_size;        /* 176 bytes of the object region */
+    uint64_t shapes_size;         /* 184 bytes of the shape table */
+    uint64_t reserved[2];         /* 192 zero */
 };                                /* 208 */
 _Static_assert(sizeof(struct img_header) == 208, "header layout");
-_Static_assert(offsetof(struct img_header, incomplete) == IMG_CHECKSUM_FROM, "checksum start");
+_Static_assert(offsetof(struct img_header, checksum) + 8 == IMG_CHECKSUM_FROM, "checksum start");
+_Static_assert(offsetof(struct img_header, head_checksum) + 8 == IMG_HEAD_FROM, "head start");
 
 /* Type table entry:
  *   str name | u64 shape class | u64 count | u64 described | u64 mask |
@@ -74,7 +83,7 @@ enum img_shape_class {
     IMG_SHAPE_NONE = 0,    /* no shape: the writer refuses instances */
     IMG_SHAPE_FIXED = 1,   /* count units */
     IMG_SHAPE_DYNAMIC = 2, /* unit 0 is a word holding the count after it */
-    IMG_SHAPE_CUSTOM = 3,  /* per object: 2 shape words lead its record */
+    IMG_SHAPE_CUSTOM = 3,  /* per object: its shape in the shape table */
 };
 
 /* Foreign table entry: u64 kind, then per kind:
@@ -90,32 +99,33 @@ enum img_foreign_kind {
     IMG_FOREIGN_EXT = 4,
 };
 
-/* Root table entry: u64 object index (0 = nil) | str name. Sorted by name,
- * names unique. */
+/* Root table entry: u64 object (word offset of its unit 0 in the region,
+ * 0 = nil) | str name. Sorted by name, names unique. */
 
-/* Extent table: one word per object, in index order (object 1 first):
- *   bits  0..31 unit count
- *   bits 32..47 type index (0-based into the type table)
- *   bits 48..63 user flags */
-#define IMG_EXTENT(units, type, flags)                                                             \
-    ((uint64_t)(units) | ((uint64_t)(type) << 32) | ((uint64_t)(flags) << 48))
-#define IMG_EXTENT_UNITS(e) ((uint32_t)((e)&0xFFFFFFFFu))
-#define IMG_EXTENT_TYPE(e)  ((uint32_t)(((e) >> 32) & 0xFFFFu))
-#define IMG_EXTENT_FLAGS(e) ((uint32_t)((e) >> 48))
-#define IMG_MAX_UNITS       UINT32_MAX
-#define IMG_MAX_TYPES       0xFFFFu
-
-/* Object table: per object, in index order:
- *   [custom shape: u64 described | u64 mask] [meta_width words] [units]
+/* Object region: per object, breadth first from the roots in name order:
+ *   [meta_width words] [header word] [units]
+ * The header word is the heap's object header (struct img_obj) as the
+ * writer's memory holds it: u32 unit count, u16 type index, u16 user
+ * flags. On a little-endian writer that is the word
+ *   bits 0..31 unit count | bits 32..47 type | bits 48..63 user flags.
  * A unit is written per its kind:
- *   ref:     object index (0 = nil)
+ *   ref:     word offset of the target's unit 0 in the region (0 = nil)
  *   word:    the value
  *   bytes:   0 for NULL, else the blob offset of the data; the u64 length
  *            sits in the word before it
  *   foreign: foreign index (0 = nil)
  *
+ * Shape table: u64 described | u64 mask per object of a per-object-shape
+ * type, in region order.
+ *
  * Byte blob: per bytes unit, in unit order: u64 length | data | zero
  * padding, at least one byte, to the next word. */
+#define IMG_MAX_UNITS UINT32_MAX
+#define IMG_MAX_TYPES 0xFFFFu
+
+/* The region is addressed by 32-bit word offsets on the writer's side
+ * (stamps): at most 2^32 - 1 words. */
+#define IMG_MAX_REGION_WORDS ((uint64_t)UINT32_MAX)
 
 #define IMG_NAME_MAX 255u
 

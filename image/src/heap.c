@@ -34,7 +34,7 @@ void mp_img_heap_free(mp_img_heap *h)
     if (!h)
         return;
     for (size_t i = 0; i < h->n_chunks; i++) {
-        img_big_free(h->chunks[i].base, h->chunks[i].cap, h->chunks[i].mapped);
+        img_big_free(h->chunks[i].base, h->chunks[i].size, h->chunks[i].mapped);
         free(h->chunks[i].starts);
     }
     free(h->chunks);
@@ -62,37 +62,30 @@ void mp_img_heap_free(mp_img_heap *h)
 
 mp_img_registry *mp_img_heap_registry(const mp_img_heap *h) { return h ? h->reg : NULL; }
 
-/* Adds a chunk of at least `bytes`; keeps by_addr sorted by base. */
-static struct img_chunk *add_chunk(mp_img_heap *h, size_t bytes)
+struct img_chunk *img_heap_add_chunk(mp_img_heap *h, void *base, size_t cap, size_t size,
+                                     int mapped, uint64_t *starts)
 {
-    size_t cap = h->n_chunks ? h->chunks[h->n_chunks - 1].cap * 2 : CHUNK_MIN;
-    if (cap > CHUNK_MAX)
-        cap = CHUNK_MAX;
-    if (cap < bytes)
-        cap = bytes;
     if (h->n_chunks == h->cap_chunks) {
         /* Both arrays grow together; cap_chunks moves only when both did. */
         size_t n = h->cap_chunks ? h->cap_chunks * 2 : 8;
         struct img_chunk *cs = realloc(h->chunks, n * sizeof *cs);
-        if (!cs)
+        size_t *b = cs ? realloc(h->by_addr, n * sizeof *b) : NULL;
+        if (cs)
+            h->chunks = cs;
+        if (!b) {
+            img_big_free(base, size, mapped);
+            free(starts);
             return NULL;
-        h->chunks = cs;
-        size_t *b = realloc(h->by_addr, n * sizeof *b);
-        if (!b)
-            return NULL;
+        }
         h->by_addr = b;
         h->cap_chunks = n;
     }
     struct img_chunk c = {0};
-    c.base = img_big_alloc(cap, &c.mapped);
-    c.starts = calloc((cap / sizeof(mp_img_word) + 63) / 64, sizeof(uint64_t));
-    if (!c.base || !c.starts) {
-        if (c.base)
-            img_big_free(c.base, cap, c.mapped);
-        free(c.starts);
-        return NULL;
-    }
+    c.base = base;
     c.cap = cap;
+    c.size = size;
+    c.mapped = mapped;
+    c.starts = starts;
     size_t idx = h->n_chunks++;
     h->chunks[idx] = c;
     /* Insertion into the address order. */
@@ -105,14 +98,24 @@ static struct img_chunk *add_chunk(mp_img_heap *h, size_t bytes)
     return &h->chunks[idx];
 }
 
-int img_reserve(mp_img_heap *h, size_t bytes)
+/* Adds a chunk of at least `bytes`. */
+static struct img_chunk *add_chunk(mp_img_heap *h, size_t bytes)
 {
-    if (h->n_chunks) {
-        struct img_chunk *c = &h->chunks[h->n_chunks - 1];
-        if (c->cap - c->used >= bytes)
-            return 0;
+    size_t cap = h->n_chunks ? h->chunks[h->n_chunks - 1].cap * 2 : CHUNK_MIN;
+    if (cap > CHUNK_MAX)
+        cap = CHUNK_MAX;
+    if (cap < bytes)
+        cap = bytes;
+    int mapped;
+    void *base = img_big_alloc(cap, &mapped);
+    uint64_t *starts = calloc((cap / sizeof(mp_img_word) + 63) / 64, sizeof(uint64_t));
+    if (!base || !starts) {
+        if (base)
+            img_big_free(base, cap, mapped);
+        free(starts);
+        return NULL;
     }
-    return add_chunk(h, bytes) ? 0 : -1;
+    return img_heap_add_chunk(h, base, cap, cap, mapped, starts);
 }
 
 void *img_alloc_slow(mp_img_heap *h, uint32_t type, size_t units)

@@ -30,6 +30,11 @@ int img_grow(void **arr, size_t *cap, size_t need, size_t elem);
  * which allocator it came from; pass it back to img_big_free). Not zeroed
  * when it comes from malloc. NULL on ENOMEM. */
 void *img_big_alloc(size_t size, int *mapped);
+/* img_big_alloc, its pages faulted in as they are first written rather
+ * than up front: for a block about to be written once, front to back, each
+ * huge page is then zeroed by the kernel just before it is filled, while
+ * it is still in the cache. */
+void *img_big_alloc_lazy(size_t size, int *mapped);
 /* img_big_alloc, zero-filled. */
 void *img_big_zalloc(size_t size, int *mapped);
 void img_big_free(void *p, size_t size, int mapped);
@@ -111,6 +116,8 @@ struct img_chunk {
     size_t used; /* bytes; objects occupy [base, base + used) */
     size_t objects;
     uint64_t *starts; /* cap / 8 bits */
+    size_t size;      /* bytes allocated at base: cap, or more when a load put
+                         the byte blob after the objects */
     int mapped;       /* base came from img_big_alloc's mapping */
 };
 
@@ -153,9 +160,11 @@ static inline size_t img_obj_size(size_t meta_width, size_t units)
 {
     return (meta_width + 1 + units) * sizeof(mp_img_word);
 }
-/* Reserves room for `bytes` of objects in one chunk, so that a loader's
- * objects are contiguous. */
-int img_reserve(mp_img_heap *h, size_t bytes);
+/* Appends a chunk the caller allocated (img_big_alloc, `size` bytes, the
+ * first `cap` of them for objects) with its start bits (calloc'ed, cap / 8
+ * bits); the heap owns both from then on, even on failure (-1, ENOMEM). */
+struct img_chunk *img_heap_add_chunk(mp_img_heap *h, void *base, size_t cap, size_t size,
+                                     int mapped, uint64_t *starts);
 /* img_alloc_raw when the last chunk is full: adds a chunk. */
 void *img_alloc_slow(mp_img_heap *h, uint32_t type, size_t units);
 
@@ -197,17 +206,18 @@ void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void
 /* ---- trace.c ----------------------------------------------------- */
 
 /* A trace is the mark phase; with `emit` it also emits, as it marks, the
- * object table the image will hold. Breadth first, an object's index is
- * known the moment it is first reached, so when object i is processed every
- * one of its units can be resolved: references to indices, words copied,
- * bytes to their blob offsets. Only foreign units wait, as placeholders, to
- * be named after the walk (never during it). */
+ * object region the image will hold. Breadth first, an object's place in
+ * the region is known the moment it is first reached (its shape is decided
+ * then), so when object i is processed every one of its units can be
+ * resolved: references to region offsets, words copied, bytes to their
+ * blob offsets. Only foreign units wait, as placeholders, to be named after
+ * the walk (never during it). */
 struct img_bytes_ref {
     const void *data;
     uint64_t len;
 };
 struct img_foreign_ref {
-    size_t pos; /* word of the object table holding the unit */
+    size_t pos; /* word of the object region holding the unit */
     const mp_img_type *type;
     uintptr_t value;
     size_t index, unit; /* where, for a refusal */
@@ -216,19 +226,23 @@ struct img_trace {
     int emit;
     void **order; /* reachable objects; order[i] has index i + 1 */
     size_t n, cap;
-    /* The stamps: the index of every object of the heap (0 = not reached),
-     * chunk by chunk; the k-th object of chunk c has stamps[first[c] + k],
-     * k found from the chunk's start bits and its rank directory (objects
-     * before each group of 64 words, at rank + rank_at[c]). Only the trace
-     * reads them: every reference is resolved while it is visited. */
+    /* The stamps: the region word offset of the unit 0 of every object of
+     * the heap that was reached, chunk by chunk; the k-th object of chunk c
+     * has stamps[first[c] + k], k found from the chunk's start bits and its
+     * rank directory (objects before each group of 64 words, at rank +
+     * rank_at[c]). Only the trace reads them: every reference is resolved
+     * while it is visited. */
     uint32_t *stamps, *rank;
     size_t *first, *rank_at;
     size_t *words; /* per chunk: its used words when the trace began */
     size_t n_chunks;
-    struct img_block stamps_block, order_block, extents_block, rec_block;
-    uint64_t *root_index; /* the index of each root (0 = nil) */
-    uint64_t *extents;    /* emit: one extent word per object */
-    uint64_t *rec;        /* emit: the object table */
+    struct img_block stamps_block, order_block, units_block, rec_block;
+    uint64_t *root_index; /* the region offset of each root (0 = nil) */
+    uint32_t *units;      /* units written for order[i], decided when reached */
+    uint64_t region;      /* words of the region placed so far */
+    uint64_t *shapes;     /* (described, mask) per per-object-shape object */
+    size_t n_shapes, cap_shapes, shapes_done;
+    uint64_t *rec; /* emit: the object region */
     size_t rec_len;
     struct img_bytes_ref *bytes; /* emit: the blob's entries, in order */
     size_t n_bytes, cap_bytes;

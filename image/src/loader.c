@@ -1,13 +1,24 @@
-/* The loader: verify and arm (view.c), resolve foreign, allocate, patch.
+/* The loader: verify and arm (view.c), resolve foreign, allocate, then one
+ * pass over the object region that copies it into the heap, relocating
+ * every unit by its kind, and hashes the file as it goes.
  *
  * Order is the contract: nothing is allocated before every header field,
- * the sizes, the checksum and the tables have passed; every foreign entry
- * is reacquired before the first object is allocated; objects are then
- * allocated from the extent table in index order, contiguously, and every
- * unit is patched by its kind. Identity comes from the index table: index i
- * is one pointer, however many units name it. */
+ * the sizes, the head checksum and the tables have passed; every foreign
+ * entry is reacquired before the heap memory is allocated. The region is
+ * the heap's own layout (metadata, header word, units per object), so the
+ * pass is a copy in which every header word is checked against the type
+ * table and every unit is range-checked before it is used; a reference is
+ * a word offset into the region, and must name the unit 0 of an object of
+ * the region (checked in bulk at the end: one bit per word a reference
+ * names, one per object start). Identity comes from the offsets: one
+ * offset is one address, however many units name it. The checksum of the
+ * whole file is confirmed before the heap is handed out, and if the file
+ * is damaged the checksum refusal takes precedence over whatever else the
+ * pass found. */
 #define _GNU_SOURCE
 #include "view.h"
+
+#include "checksum.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,94 +28,264 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Where the objects go: one run in one chunk, object i (1-based) at word
- * off[i] of the run; computed from the extents before any object memory is
- * written, so that the fill below touches the run once, in order. */
-struct img_run {
-    struct img_chunk *chunk;
-    mp_img_word *base; /* first word of the run */
-    size_t base_word;  /* its word index in the chunk, for the start bits */
-    uint32_t *off;     /* n + 1 entries; off[0] = 0, masked by REF() */
-    size_t off_size;
-    int off_mapped;
+/* File bytes hashed ahead of the objects that read them: small enough to
+ * stay in the first-level cache while the objects are placed. */
+#define WINDOW ((size_t)16 << 10)
+
+/* How the pass treats the units of a type. */
+enum plan_code {
+    PLAN_NONE,    /* no shape: any instance is corrupt */
+    PLAN_REFS,    /* fixed count, every unit a reference */
+    PLAN_WORDS,   /* fixed count, every unit a word */
+    PLAN_FIXED,   /* fixed count, mixed kinds */
+    PLAN_DYNAMIC, /* slot 0 counts the units after it */
+    PLAN_CUSTOM,  /* shape from the shape table */
 };
 
-/* The pass over the extent and object tables. With `fill` it writes every
- * object of the run (metadata, header, units); without, it only checks
- * (verify). Either way every unit is range-checked before it is used. */
-static inline __attribute__((always_inline)) mp_img_status
-objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_t *fvals,
-             const unsigned char *blob, mp_img_error *err, const int fill)
+struct plan {
+    unsigned code;
+    uint32_t count;
+    mp_img_shape shape;
+};
+
+struct pass {
+    const struct img_view *v;
+    struct plan *plans;
+    mp_img_word *base;      /* fill: the heap's run (the region's copy) */
+    unsigned char *blob;    /* fill: the heap's copy of the byte blob */
+    const uintptr_t *fvals; /* fill: foreign values; fvals[0] = 0 */
+    uint64_t *starts;       /* one bit per region word: unit 0 of an object */
+    uint64_t *targets;      /* one bit per region word a reference names */
+    struct img_hash hash;
+    size_t hashed; /* file bytes [IMG_CHECKSUM_FROM, hashed) are hashed */
+};
+
+static int all_words(const mp_img_shape *s)
 {
-    const uint64_t n = v->hd.n_objects, nf = v->hd.n_foreign, nb = v->hd.n_bytes;
+    if (s->mask == 0)
+        return 0;
+    for (uint32_t u = 0; u < s->count; u++)
+        if (img_kind(s, u) != MP_IMG_WORD)
+            return 0;
+    return 1;
+}
+
+static struct plan *make_plans(const struct img_view *v)
+{
+    struct plan *pl = calloc(v->hd.n_types ? v->hd.n_types : 1, sizeof *pl);
+    if (!pl)
+        return NULL;
+    for (uint64_t t = 0; t < v->hd.n_types; t++) {
+        const struct img_vtype *vt = &v->types[t];
+        pl[t].shape = vt->shape;
+        pl[t].count = vt->shape.count;
+        switch (vt->shape_class) {
+        case IMG_SHAPE_FIXED:
+            pl[t].code = vt->shape.mask == 0     ? PLAN_REFS
+                         : all_words(&vt->shape) ? PLAN_WORDS
+                                                 : PLAN_FIXED;
+            break;
+        case IMG_SHAPE_DYNAMIC:
+            pl[t].code = PLAN_DYNAMIC;
+            break;
+        case IMG_SHAPE_CUSTOM:
+            pl[t].code = PLAN_CUSTOM;
+            break;
+        default:
+            pl[t].code = PLAN_NONE;
+        }
+    }
+    return pl;
+}
+
+/* Hashes the file up to `upto`, copying what lies in the byte blob to the
+ * heap's copy of it while it is in the cache. */
+static void hash_to(struct pass *ps, size_t upto)
+{
+    const struct img_view *v = ps->v;
+    size_t blob_at = (size_t)(v->blob_at - v->data);
+    while (ps->hashed < upto) {
+        size_t n = upto - ps->hashed < WINDOW ? upto - ps->hashed : WINDOW;
+        img_hash_update(&ps->hash, v->data + ps->hashed, n);
+        if (ps->blob && ps->hashed + n > blob_at) {
+            size_t from = ps->hashed > blob_at ? ps->hashed : blob_at;
+            memcpy(ps->blob + (from - blob_at), v->data + from, ps->hashed + n - from);
+        }
+        ps->hashed += n;
+    }
+}
+
+static mp_img_status bad_checksum(mp_img_error *err)
+{
+    return img_fail(err, MP_IMG_ERR_CHECKSUM, "header field 'checksum' does not match the contents");
+}
+
+/* The first reference of the region that names no object's unit 0 (the
+ * bulk check found one); every object is known sound by now. */
+static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
+{
+    const struct img_view *v = ps->v;
+    const unsigned char *src = v->objects_at;
     const size_t w = v->hd.meta_width;
-    const unsigned char *rec = v->objects_at;
-    mp_img_word *const base = fill ? run->base : NULL;
-    const uint32_t *const off = fill ? run->off : NULL;
-    /* Locals, so that stores through dst (words) need not reload them. */
-    uint64_t *const starts = fill ? run->chunk->starts : NULL;
-    const size_t base_word = fill ? run->base_word : 0;
-    uint64_t bad = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t e = img_rd64(v->extents_at + 8 * i);
-        const uint32_t units = IMG_EXTENT_UNITS(e);
-        const struct img_vtype *t = &v->types[IMG_EXTENT_TYPE(e)];
-        const mp_img_shape *s = &t->shape;
+    size_t shape = 0;
+    for (uint64_t p = 0, i = 1; p < v->words; i++) {
+        struct img_obj o;
+        memcpy(&o, src + 8 * (p + w), sizeof o);
+        const struct plan *pl = &ps->plans[o.type];
+        mp_img_shape s = pl->shape;
+        if (pl->code == PLAN_CUSTOM) {
+            s = (mp_img_shape){false, o.units, (uint32_t)img_rd64(v->shapes_at + 16 * shape),
+                               img_rd64(v->shapes_at + 16 * shape + 8)};
+            shape++;
+        }
+        uint64_t at = p + w + 1;
+        for (uint32_t u = 0; u < o.units; u++) {
+            uint64_t x = img_rd64(src + 8 * (at + u));
+            if (img_kind(&s, u) == MP_IMG_REF && x && !((ps->starts[x / 64] >> (x % 64)) & 1))
+                return img_fail(err, MP_IMG_ERR_CORRUPT,
+                                "object %llu unit %u: reference to word %llu of the region, "
+                                "which is not an object",
+                                (unsigned long long)i, (unsigned)u, (unsigned long long)x);
+        }
+        p = at + o.units;
+    }
+    return img_fail(err, MP_IMG_ERR_CORRUPT, "a reference names no object");
+}
+
+/* The pass. With `fill` it writes every object into ps->base; without, it
+ * only checks (verify). A refusal found on the way stands only if the file
+ * is what its writer wrote: damage is reported as damage. */
+static inline __attribute__((always_inline)) mp_img_status
+region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_meta)
+{
+    const struct img_view *v = ps->v;
+    const uint64_t nw = v->words, nf = v->hd.n_foreign, nb = v->hd.n_bytes, nt = v->hd.n_types;
+    const uint64_t n_shapes = v->hd.shapes_size / 16;
+    const size_t w = no_meta ? 0 : v->hd.meta_width;
+    const size_t region_at = (size_t)(v->objects_at - v->data);
+    const unsigned char *const src = v->objects_at;
+    const unsigned char *const blob_src = v->blob_at;
+    mp_img_word *const base = fill ? ps->base : NULL;
+    const unsigned char *const blob = fill ? ps->blob : NULL;
+    const uintptr_t *const fvals = fill ? ps->fvals : NULL;
+    uint64_t *const starts = ps->starts, *const targets = ps->targets;
+    const struct plan *const plans = ps->plans;
+    uint64_t shape = 0, i = 0, p = 0, window = 0;
+    mp_img_status st;
+
+    hash_to(ps, region_at);
+    while (p < nw) {
+        if (p >= window) {
+            window = nw - p > WINDOW / 8 ? p + WINDOW / 8 : nw;
+            hash_to(ps, region_at + 8 * window);
+        }
+        i++;
+        if (nw - p < w + 1) {
+            st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                          "object %llu: its header is past the end of the region",
+                          (unsigned long long)i);
+            goto fail;
+        }
+        struct img_obj o;
+        memcpy(&o, src + 8 * (p + w), sizeof o);
+        const uint64_t at = p + w + 1;
+        if (o.type >= nt) {
+            st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: type index %u out of range",
+                          (unsigned long long)i, (unsigned)o.type);
+            goto fail;
+        }
+        if (o.flags & ~MP_IMG_USER_FLAGS) {
+            st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: flags 0x%x are not user flags",
+                          (unsigned long long)i, (unsigned)o.flags);
+            goto fail;
+        }
+        const struct plan *pl = &plans[o.type];
+        const uint32_t units = o.units;
+        if (units > nw - at) {
+            st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                          "object %llu: its %u units overrun the region", (unsigned long long)i,
+                          (unsigned)units);
+            goto fail;
+        }
+        const unsigned char *const us = src + 8 * at;
+        mp_img_word *const dst = fill ? base + at : NULL;
+        if (fill) { /* metadata, imaged as words, and the header */
+            for (size_t m = 0; m <= w; m++)
+                dst[(ptrdiff_t)m - 1 - (ptrdiff_t)w] = img_rd64(us - 8 * (w + 1 - m));
+        }
+        starts[at / 64] |= (uint64_t)1 << (at % 64);
+        p = at + units;
         mp_img_shape custom;
-        if (t->shape_class == IMG_SHAPE_CUSTOM) {
-            uint64_t described = img_rd64(rec), mask = img_rd64(rec + 8);
-            rec += 16;
+        const mp_img_shape *s = &pl->shape;
+        uint32_t u = 0;
+        uint64_t x = 0;
+        switch (pl->code) {
+        case PLAN_REFS:
+            if (units != pl->count)
+                goto contradicts;
+            for (; u < units; u++) {
+                x = img_rd64(us + 8 * (size_t)u);
+                if (x >= nw)
+                    goto bad_ref;
+                targets[x / 64] |= (uint64_t)1 << (x % 64);
+                if (fill)
+                    dst[u] = x ? (mp_img_word)(base + x) : 0;
+            }
+            continue;
+        case PLAN_WORDS:
+            if (units != pl->count)
+                goto contradicts;
+            if (fill)
+                memcpy(dst, us, 8 * (size_t)units);
+            continue;
+        case PLAN_FIXED:
+            if (units != pl->count)
+                goto contradicts;
+            break;
+        case PLAN_DYNAMIC:
+            if (units < 1)
+                goto contradicts;
+            if (img_rd64(us) != (uint64_t)units - 1) {
+                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                              "object %llu: slot-0 count %llu contradicts its %u units",
+                              (unsigned long long)i, (unsigned long long)img_rd64(us),
+                              (unsigned)units);
+                goto fail;
+            }
+            break;
+        case PLAN_CUSTOM: {
+            if (shape >= n_shapes) {
+                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                              "object %llu: the shape table has no entry for it",
+                              (unsigned long long)i);
+                goto fail;
+            }
+            uint64_t described = img_rd64(v->shapes_at + 16 * shape);
+            uint64_t mask = img_rd64(v->shapes_at + 16 * shape + 8);
+            shape++;
             custom = (mp_img_shape){false, units, (uint32_t)described, mask};
             mp_img_shape canon = custom;
             if (described > MP_IMG_MASK_UNITS || img_shape_check(&custom, NULL) != MP_IMG_OK ||
-                (img_shape_canon(&canon), !img_shape_equal(&canon, &custom)))
-                return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: bad per-object shape",
-                                (unsigned long long)i + 1);
-            s = &custom;
-        }
-        mp_img_word *dst = NULL;
-        if (fill) {
-            dst = base + off[i + 1];
-            if (w)
-                memcpy(dst - 1 - w, rec, 8 * w); /* metadata, imaged as words */
-            struct img_obj *hdr = img_hdr(dst);
-            hdr->units = units;
-            hdr->type = (uint16_t)IMG_EXTENT_TYPE(e);
-            hdr->flags = (uint16_t)IMG_EXTENT_FLAGS(e);
-            /* Invariant kept: the start bit of every object's unit 0. */
-            size_t word = base_word + off[i + 1];
-            starts[word / 64] |= (uint64_t)1 << (word % 64);
-        }
-        rec += 8 * w;
-        if (t->shape_class == IMG_SHAPE_DYNAMIC && img_rd64(rec) != (uint64_t)units - 1)
-            return img_fail(
-                err, MP_IMG_ERR_CORRUPT, "object %llu: slot-0 count %llu contradicts its %u units",
-                (unsigned long long)i + 1, (unsigned long long)img_rd64(rec), (unsigned)units);
-/* Object x (checked <= n) as a pointer; index 0 is nil. */
-#define REF(x) ((mp_img_word)(base + off[x]) & ((mp_img_word)0 - (mp_img_word)((x) != 0)))
-        if (s->mask == 0) {
-            for (uint32_t u = 0; u < units; u++) {
-                uint64_t x = img_rd64(rec + 8 * (size_t)u);
-                if (x > n) {
-                    bad = x;
-                    goto bad_ref;
-                }
-                if (fill)
-                    dst[u] = REF(x);
+                (img_shape_canon(&canon), !img_shape_equal(&canon, &custom))) {
+                st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: bad per-object shape",
+                              (unsigned long long)i);
+                goto fail;
             }
-            rec += 8 * (size_t)units;
-            continue;
+            s = &custom;
+            break;
         }
-        for (uint32_t u = 0; u < units; u++) {
-            uint64_t x = img_rd64(rec + 8 * (size_t)u);
+        default:
+            goto contradicts;
+        }
+        for (; u < units; u++) {
+            x = img_rd64(us + 8 * (size_t)u);
             switch (img_kind(s, u)) {
             case MP_IMG_REF:
-                if (x > n) {
-                    bad = x;
+                if (x >= nw)
                     goto bad_ref;
-                }
+                targets[x / 64] |= (uint64_t)1 << (x % 64);
                 if (fill)
-                    dst[u] = REF(x);
+                    dst[u] = x ? (mp_img_word)(base + x) : 0;
                 break;
             case MP_IMG_WORD:
                 if (fill)
@@ -116,57 +297,120 @@ objects_pass(const struct img_view *v, const struct img_run *run, const uintptr_
                      * NUL right after it, all inside the blob. */
                     if (x < 8 || x % 8 || x > nb)
                         goto bad_bytes;
-                    uint64_t len = img_rd64(v->blob_at + x - 8);
-                    if (len >= nb - x || v->blob_at[x + len] != 0)
+                    uint64_t len = img_rd64(blob_src + x - 8);
+                    if (len >= nb - x || blob_src[x + len] != 0)
                         goto bad_bytes;
                 }
                 if (fill)
                     dst[u] = x ? (mp_img_word)(blob + x) : 0;
                 break;
             case MP_IMG_FOREIGN:
-                if (x > nf)
-                    return img_fail(err, MP_IMG_ERR_CORRUPT,
-                                    "object %llu unit %u: foreign index %llu out of range",
-                                    (unsigned long long)i + 1, (unsigned)u, (unsigned long long)x);
+                if (x > nf) {
+                    st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                                  "object %llu unit %u: foreign index %llu out of range",
+                                  (unsigned long long)i, (unsigned)u, (unsigned long long)x);
+                    goto fail;
+                }
                 if (fill)
                     dst[u] = fvals[x]; /* fvals[0] is 0: nil */
                 break;
             }
-            continue;
-        bad_bytes:
-            return img_fail(err, MP_IMG_ERR_CORRUPT,
-                            "object %llu unit %u: bytes offset %llu is not a blob entry",
-                            (unsigned long long)i + 1, (unsigned)u, (unsigned long long)x);
         }
-#undef REF
-        rec += 8 * (size_t)units;
         continue;
+    contradicts:
+        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                      "object %llu: %u units contradict the shape of type '%.*s'",
+                      (unsigned long long)i, (unsigned)units, (int)v->types[o.type].name_len,
+                      v->types[o.type].name);
+        goto fail;
     bad_ref:
-        return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: reference to object %llu of %llu",
-                        (unsigned long long)i + 1, (unsigned long long)bad, (unsigned long long)n);
+        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                      "object %llu unit %u: reference to word %llu of a %llu-word region",
+                      (unsigned long long)i, (unsigned)u, (unsigned long long)x,
+                      (unsigned long long)nw);
+        goto fail;
+    bad_bytes:
+        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                      "object %llu unit %u: bytes offset %llu is not a blob entry",
+                      (unsigned long long)i, (unsigned)u, (unsigned long long)x);
+        goto fail;
+    }
+    if (i != v->hd.n_objects) {
+        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                      "the region holds %llu objects, the header declares %llu",
+                      (unsigned long long)i, (unsigned long long)v->hd.n_objects);
+        goto fail;
+    }
+    if (shape != n_shapes) {
+        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                      "the shape table has %llu entries, the region's objects use %llu",
+                      (unsigned long long)n_shapes, (unsigned long long)shape);
+        goto fail;
+    }
+    hash_to(ps, v->len);
+    if (img_hash_final(&ps->hash) != v->hd.checksum)
+        return bad_checksum(err);
+    /* Every word a reference names is an object's unit 0 (bit 0 is nil). */
+    if (nw) {
+        targets[0] &= ~(uint64_t)1;
+        for (uint64_t g = 0; g < (nw + 63) / 64; g++)
+            if (targets[g] & ~starts[g])
+                return name_bad_ref(ps, err);
+    }
+    for (uint64_t r = 0; r < v->hd.n_roots; r++) {
+        uint64_t x = v->roots[r].index;
+        if (x && !((starts[x / 64] >> (x % 64)) & 1))
+            return img_fail(err, MP_IMG_ERR_CORRUPT,
+                            "root table: entry %llu names word %llu, which is not an object",
+                            (unsigned long long)r, (unsigned long long)x);
     }
     return MP_IMG_OK;
+fail:
+    hash_to(ps, v->len);
+    return img_hash_final(&ps->hash) != v->hd.checksum ? bad_checksum(err) : st;
+}
+
+/* Bits for every word of the region, zeroed. */
+static uint64_t *region_bits(const struct img_view *v)
+{
+    return calloc((size_t)(v->words + 63) / 64 + 1, sizeof(uint64_t));
+}
+
+static mp_img_status pass_begin(struct pass *ps, const struct img_view *v, mp_img_error *err)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->v = v;
+    ps->hashed = IMG_CHECKSUM_FROM;
+    img_hash_init(&ps->hash);
+    ps->plans = make_plans(v);
+    ps->targets = region_bits(v);
+    if (!ps->plans || !ps->targets)
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory checking %llu objects",
+                        (unsigned long long)v->hd.n_objects);
+    return MP_IMG_OK;
+}
+
+static void pass_end(struct pass *ps)
+{
+    free(ps->plans);
+    free(ps->targets);
 }
 
 mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err)
 {
-    return objects_pass(v, NULL, NULL, NULL, err, 0);
-}
-
-/* Allocate and patch: every object of the run written in index order. */
-static mp_img_status fill_objects(mp_img_heap *h, const struct img_view *v,
-                                  const struct img_run *run, const uintptr_t *fvals,
-                                  const unsigned char *blob, mp_img_error *err)
-{
-    if (!run->chunk)
-        return MP_IMG_OK;
-    mp_img_status st = objects_pass(v, run, fvals, blob, err, 1);
-    if (st != MP_IMG_OK)
-        return st; /* the chunk's `used` never covered the run: nothing to undo */
-    run->chunk->used += (size_t)v->heap_bytes;
-    run->chunk->objects += (size_t)v->hd.n_objects;
-    h->count += (size_t)v->hd.n_objects;
-    return MP_IMG_OK;
+    struct pass ps;
+    mp_img_status st = pass_begin(&ps, v, err);
+    uint64_t *starts = st == MP_IMG_OK ? region_bits(v) : NULL;
+    if (st == MP_IMG_OK && !starts)
+        st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory checking %llu objects",
+                      (unsigned long long)v->hd.n_objects);
+    if (st == MP_IMG_OK) {
+        ps.starts = starts;
+        st = v->hd.meta_width ? region_pass(&ps, err, 0, 0) : region_pass(&ps, err, 0, 1);
+    }
+    free(starts);
+    pass_end(&ps);
+    return st;
 }
 
 /* Resolve foreign: every entry reacquired by name, before any object. The
@@ -197,44 +441,44 @@ static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintp
     return st;
 }
 
-/* Every object's place in the run, from the extent table alone (checking
- * it on the way): the last verification, before anything is resolved. */
-static mp_img_status place_objects(struct img_view *v, struct img_run *run, mp_img_error *err)
+/* Allocate: one block for the region's copy with the byte blob after it,
+ * owned by the heap as one chunk whose objects end where the blob begins. */
+static mp_img_status allocate(mp_img_heap *h, const struct img_view *v, struct pass *ps,
+                              struct img_chunk **chunk, mp_img_error *err)
 {
-    uint64_t n = v->hd.n_objects;
-    run->off_size = (size_t)(n + 1) * sizeof *run->off;
-    run->off = img_big_alloc(run->off_size, &run->off_mapped);
-    if (!run->off)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
-                        (unsigned long long)n);
-    run->off[0] = 0; /* index 0 is nil; REF() masks it */
-    return img_view_check_extents(v, run->off, err);
-}
-
-/* Allocate: one run of heap memory for every object. */
-static mp_img_status reserve_run(mp_img_heap *h, const struct img_view *v, struct img_run *run,
-                                 mp_img_error *err)
-{
-    if (v->hd.n_objects == 0)
-        return MP_IMG_OK; /* no run: roots are all nil */
-    if (img_reserve(h, (size_t)v->heap_bytes))
+    *chunk = NULL;
+    if (v->words == 0)
+        return MP_IMG_OK; /* no objects: roots are all nil, no bytes unit */
+    size_t cap = (size_t)v->hd.objects_size, size = cap + (size_t)v->hd.n_bytes;
+    int mapped;
+    void *base = img_big_alloc_lazy(size, &mapped);
+    uint64_t *starts = region_bits(v);
+    if (!base || !starts) {
+        if (base)
+            img_big_free(base, size, mapped);
+        free(starts);
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
                         (unsigned long long)v->hd.n_objects);
-    run->chunk = &h->chunks[h->n_chunks - 1];
-    run->base = (mp_img_word *)(run->chunk->base + run->chunk->used);
-    run->base_word = run->chunk->used / sizeof(mp_img_word);
+    }
+    *chunk = img_heap_add_chunk(h, base, cap, size, mapped, starts);
+    if (!*chunk)
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
+                        (unsigned long long)v->hd.n_objects);
+    ps->base = base;
+    ps->starts = starts;
+    ps->blob = v->hd.n_bytes ? (unsigned char *)base + cap : NULL;
     return MP_IMG_OK;
 }
 
 static mp_img_status install_roots(mp_img_heap *h, const struct img_view *v,
-                                   const struct img_run *run, mp_img_error *err)
+                                   const mp_img_word *base, mp_img_error *err)
 {
     for (uint64_t r = 0; r < v->hd.n_roots; r++) {
         char name[IMG_NAME_MAX + 1];
         memcpy(name, v->roots[r].name, v->roots[r].name_len);
         name[v->roots[r].name_len] = '\0';
         uint64_t x = v->roots[r].index;
-        mp_img_status st = mp_img_root_set(h, name, x ? run->base + run->off[x] : NULL, err);
+        mp_img_status st = mp_img_root_set(h, name, x ? (void *)(base + x) : NULL, err);
         if (st != MP_IMG_OK)
             return st;
     }
@@ -248,32 +492,35 @@ static mp_img_status load_view(mp_img_registry *reg, struct img_view *v, mp_img_
     mp_img_status st = mp_img_heap_new(reg, &h, err);
     if (st != MP_IMG_OK)
         return st;
+    struct pass ps;
+    memset(&ps, 0, sizeof ps);
+    uint64_t none = 0; /* the start bits of an empty region */
+    struct img_chunk *chunk = NULL;
     uintptr_t *fvals = malloc((v->hd.n_foreign + 1) * sizeof *fvals);
-    struct img_run run = {0};
-    unsigned char *blob = v->hd.n_bytes ? malloc(v->hd.n_bytes) : NULL;
-    if (!fvals || (v->hd.n_bytes && !blob)) {
-        free(blob);
+    if (!fvals)
         st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory loading %llu objects",
                       (unsigned long long)v->hd.n_objects);
-        goto out;
+    if (st == MP_IMG_OK)
+        st = pass_begin(&ps, v, err);
+    if (st == MP_IMG_OK)
+        st = resolve_all(h, v, fvals, err);
+    if (st == MP_IMG_OK)
+        st = allocate(h, v, &ps, &chunk, err);
+    if (st == MP_IMG_OK && !chunk)
+        ps.starts = &none; /* no objects: the pass still checks the rest */
+    if (st == MP_IMG_OK) {
+        ps.fvals = fvals;
+        st = v->hd.meta_width ? region_pass(&ps, err, 1, 0) : region_pass(&ps, err, 1, 1);
     }
-    if (blob) {
-        memcpy(blob, v->blob_at, v->hd.n_bytes);
-        if (img_heap_own_block(h, blob)) {
-            free(blob);
-            st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory loading the byte blob");
-            goto out;
-        }
+    if (st == MP_IMG_OK && chunk) {
+        chunk->used = chunk->cap;
+        chunk->objects = (size_t)v->hd.n_objects;
+        h->count += (size_t)v->hd.n_objects;
     }
-    if ((st = place_objects(v, &run, err)) == MP_IMG_OK &&
-        (st = resolve_all(h, v, fvals, err)) == MP_IMG_OK &&
-        (st = reserve_run(h, v, &run, err)) == MP_IMG_OK &&
-        (st = fill_objects(h, v, &run, fvals, blob, err)) == MP_IMG_OK)
-        st = install_roots(h, v, &run, err);
-out:
+    if (st == MP_IMG_OK)
+        st = install_roots(h, v, chunk ? (const mp_img_word *)chunk->base : NULL, err);
+    pass_end(&ps);
     free(fvals);
-    if (run.off)
-        img_big_free(run.off, run.off_size, run.off_mapped);
     if (st != MP_IMG_OK) {
         mp_img_heap_free(h);
         return st;
@@ -394,8 +641,6 @@ mp_img_status mp_img_verify(const char *path, mp_img_error *err)
         return st;
     struct img_view v;
     st = img_view_open(&v, f.data, f.len, NULL, err);
-    if (st == MP_IMG_OK)
-        st = img_view_check_extents(&v, NULL, err);
     if (st == MP_IMG_OK)
         st = img_view_check_objects(&v, err);
     img_view_close(&v);

@@ -20,7 +20,7 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) & ~(to - 1); }
 
 /* A 2 MiB-aligned mapping of `size` bytes advised for huge pages and
  * populated; NULL if any step is unavailable. */
-static void *huge_alloc(size_t size)
+static void *huge_alloc(size_t size, int populate)
 {
 #ifdef MADV_HUGEPAGE
     size_t len = round_up(size, PAGE);
@@ -34,20 +34,21 @@ static void *huge_alloc(size_t size)
     munmap(al + len, (size_t)(p + len + HUGE_PAGE - (al + len)));
     madvise(al, len, MADV_HUGEPAGE);
     /* Populate: one write per page (a huge page takes its first one). */
-    for (size_t off = 0; off < len; off += PAGE)
+    for (size_t off = 0; populate && off < len; off += PAGE)
         ((volatile unsigned char *)al)[off] = 0;
     return al;
 #else
     (void)size;
+    (void)populate;
     return NULL;
 #endif
 }
 
-void *img_big_alloc(size_t size, int *mapped)
+static void *big_alloc(size_t size, int *mapped, int populate)
 {
     *mapped = 0;
     if (size >= HUGE_THRESHOLD) {
-        void *p = huge_alloc(size);
+        void *p = huge_alloc(size, populate);
         if (p) {
             *mapped = 1;
             return p;
@@ -63,6 +64,10 @@ void *img_big_alloc(size_t size, int *mapped)
     }
     return malloc(size ? size : 1);
 }
+
+void *img_big_alloc(size_t size, int *mapped) { return big_alloc(size, mapped, 1); }
+
+void *img_big_alloc_lazy(size_t size, int *mapped) { return big_alloc(size, mapped, 0); }
 
 void *img_big_zalloc(size_t size, int *mapped)
 {

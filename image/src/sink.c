@@ -47,8 +47,7 @@ int img_pwrite_all(int fd, const void *data, size_t len, uint64_t offset)
     return 0;
 }
 
-int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from, uint64_t zero_from,
-                  uint64_t zero_to)
+int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from)
 {
     memset(s, 0, sizeof *s);
     s->fd = fd;
@@ -58,33 +57,19 @@ int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from, uint64_t zero_
     s->cap = SINK_CAP;
     img_hash_init(&s->hash);
     s->hash_from = hash_from;
-    s->zero_from = zero_from;
-    s->zero_to = zero_to;
     return 0;
 }
 
-/* Feeds file bytes [at, at + len) to the hash per hash_from / zero range. */
+/* Feeds file bytes [at, at + len) to the hash, from hash_from on. */
 static void hash_span(struct img_sink *s, const unsigned char *p, size_t len, uint64_t at)
 {
-    static const unsigned char zero[16];
-    while (len) {
-        uint64_t end = at + len, stop = end;
-        if (at < s->hash_from) {
-            stop = end < s->hash_from ? end : s->hash_from; /* not hashed */
-        } else if (at >= s->zero_from && at < s->zero_to) {
-            stop = end < s->zero_to ? end : s->zero_to;
-            for (uint64_t z = at; z < stop; z += sizeof zero)
-                img_hash_update(&s->hash, zero,
-                                stop - z < sizeof zero ? (size_t)(stop - z) : sizeof zero);
-        } else {
-            if (at < s->zero_from && end > s->zero_from)
-                stop = s->zero_from;
-            img_hash_update(&s->hash, p, (size_t)(stop - at));
-        }
-        p += stop - at;
-        len -= (size_t)(stop - at);
-        at = stop;
+    if (at + len <= s->hash_from)
+        return;
+    if (at < s->hash_from) {
+        p += s->hash_from - at;
+        len -= (size_t)(s->hash_from - at);
     }
+    img_hash_update(&s->hash, p, len);
 }
 
 int img_sink_flush(struct img_sink *s)

@@ -14,15 +14,13 @@ struct img_sink {
     size_t len, cap;
     uint64_t offset;  /* bytes accepted so far */
     uint64_t flushed; /* file offset of buf[0] */
-    /* The hash covers file bytes from hash_from on, reading the bytes in
-     * [zero_from, zero_to) as zeros (the incomplete marker). */
+    /* The hash covers file bytes from hash_from on. */
     struct img_hash hash;
-    uint64_t hash_from, zero_from, zero_to;
+    uint64_t hash_from;
     int error; /* errno of the first failure, then every call is a no-op */
 };
 
-int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from, uint64_t zero_from,
-                  uint64_t zero_to);
+int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from);
 void img_sink_put(struct img_sink *s, const void *data, size_t len);
 static inline void img_sink_word(struct img_sink *s, uint64_t w)
 {

@@ -1,7 +1,8 @@
 /* The trace: "a mark phase that emits". Breadth first from the roots in
- * name order, so an object's index depends on the graph alone, never on
- * allocation order or addresses; with `emit`, each object's record of the
- * object table is written as the object is processed. */
+ * name order, so an object's index and its place in the region depend on
+ * the graph alone, never on allocation order or addresses; with `emit`,
+ * each object's record of the object region is written as the object is
+ * processed. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -22,51 +23,6 @@ static inline size_t ordinal(const struct img_chunk *c, const uint32_t *rank, si
 {
     uint64_t below = c->starts[w / 64] & (((uint64_t)1 << (w % 64)) - 1);
     return rank[w / 64] + popcount64(below);
-}
-
-/* A reference held by object `holder` (type t) at `unit`, or by root
- * number `unit` when holder == 0: checked, reached if new, and resolved to
- * its index in *index. */
-static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t holder,
-                           const mp_img_type *t, size_t unit, uint64_t *index, mp_img_error *err)
-{
-    size_t chunk, word;
-    if (!p) {
-        *index = 0;
-        return MP_IMG_OK;
-    }
-    /* Checked before anything reads *p: p may be any address at all. */
-    if (!img_heap_locate(h, p, &chunk, &word)) {
-        if (holder == 0)
-            return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
-                            "root '%s': 0x%lx is not an object on this heap", h->roots[unit].name,
-                            (unsigned long)(uintptr_t)p);
-        return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
-                        "object %zu (type '%s') unit %zu: reference 0x%lx is not an object on "
-                        "this heap",
-                        holder, t->name, unit, (unsigned long)(uintptr_t)p);
-    }
-    /* Callbacks must not allocate on the heap being written; if one did,
-     * the object is newer than the stamp tables: refused, not followed. */
-    size_t k = chunk < tr->n_chunks && word < tr->words[chunk]
-                   ? ordinal(&h->chunks[chunk], tr->rank + tr->rank_at[chunk], word)
-                   : SIZE_MAX;
-    struct img_obj *hdr = img_hdr(p);
-    if (k == SIZE_MAX || (!(hdr->flags & IMG_TRACED) && tr->n >= tr->cap))
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
-                        "object %zu unit %zu: references an object allocated during the write",
-                        holder, unit);
-    uint32_t *stamp = &tr->stamps[tr->first[chunk] + k];
-    if (!(hdr->flags & IMG_TRACED)) {
-        /* Invariant: IMG_TRACED set <=> the object is in order[] and its
-         * stamp is its 1-based position there. The chain walk in
-         * img_trace_clear() takes the bit back from every object. */
-        hdr->flags |= IMG_TRACED;
-        *stamp = (uint32_t)(tr->n + 1);
-        tr->order[tr->n++] = p; /* order[] was sized for every object of the heap */
-    }
-    *index = *stamp;
-    return MP_IMG_OK;
 }
 
 /* Decides object `index`'s shape and extent for this write. */
@@ -112,6 +68,77 @@ static mp_img_status shape_of(const mp_img_type *t, const mp_img_word *obj, size
     }
 }
 
+/* A reference held by object `holder` (type t) at `unit`, or by root
+ * number `unit` when holder == 0: checked, reached if new, and resolved to
+ * its index in *index. */
+static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t holder,
+                           const mp_img_type *t, size_t unit, uint64_t *index, mp_img_error *err)
+{
+    size_t chunk, word;
+    if (!p) {
+        *index = 0;
+        return MP_IMG_OK;
+    }
+    /* Checked before anything reads *p: p may be any address at all. */
+    if (!img_heap_locate(h, p, &chunk, &word)) {
+        if (holder == 0)
+            return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
+                            "root '%s': 0x%lx is not an object on this heap", h->roots[unit].name,
+                            (unsigned long)(uintptr_t)p);
+        return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
+                        "object %zu (type '%s') unit %zu: reference 0x%lx is not an object on "
+                        "this heap",
+                        holder, t->name, unit, (unsigned long)(uintptr_t)p);
+    }
+    /* Callbacks must not allocate on the heap being written; if one did,
+     * the object is newer than the stamp tables: refused, not followed. */
+    size_t k = chunk < tr->n_chunks && word < tr->words[chunk]
+                   ? ordinal(&h->chunks[chunk], tr->rank + tr->rank_at[chunk], word)
+                   : SIZE_MAX;
+    struct img_obj *hdr = img_hdr(p);
+    if (k == SIZE_MAX || (!(hdr->flags & IMG_TRACED) && tr->n >= tr->cap))
+        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+                        "object %zu unit %zu: references an object allocated during the write",
+                        holder, unit);
+    uint32_t *stamp = &tr->stamps[tr->first[chunk] + k];
+    if (!(hdr->flags & IMG_TRACED)) {
+        /* Reached: its shape is decided now, which places it in the region
+         * right after every object reached before it. */
+        const mp_img_type *pt = h->reg->types[hdr->type];
+        mp_img_shape custom;
+        const mp_img_shape *s = NULL;
+        uint32_t units = 0;
+        mp_img_status st = shape_of(pt, p, tr->n + 1, &custom, &s, &units, err);
+        if (st != MP_IMG_OK)
+            return st;
+        uint64_t at = tr->region + h->meta_width + 1;
+        uint64_t end = at + units;
+        if (end > IMG_MAX_REGION_WORDS)
+            return img_fail(err, MP_IMG_ERR_LIMIT,
+                            "object %zu: the reachable objects need more than %llu words", tr->n + 1,
+                            (unsigned long long)IMG_MAX_REGION_WORDS);
+        if (pt->shape_class == IMG_SHAPE_CUSTOM) {
+            if (img_grow((void **)&tr->shapes, &tr->cap_shapes, 2 * (tr->n_shapes + 1),
+                         sizeof *tr->shapes))
+                return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", tr->n + 1);
+            tr->shapes[2 * tr->n_shapes] = custom.described;
+            tr->shapes[2 * tr->n_shapes + 1] = custom.mask;
+            tr->n_shapes++;
+        }
+        /* Invariant: IMG_TRACED set <=> the object is in order[], its stamp
+         * is its place in the region and units[] holds its unit count. The
+         * chain walk in img_trace_clear() takes the bit back from every
+         * object. */
+        hdr->flags |= IMG_TRACED;
+        *stamp = (uint32_t)at;
+        tr->units[tr->n] = units;
+        tr->region = end;
+        tr->order[tr->n++] = p; /* order[] was sized for every object of the heap */
+    }
+    *index = *stamp;
+    return MP_IMG_OK;
+}
+
 static mp_img_status emit_bytes(struct img_trace *tr, const mp_img_type *t, const mp_img_word *obj,
                                 size_t index, size_t unit, uint64_t *value, mp_img_error *err)
 {
@@ -152,30 +179,30 @@ static mp_img_status emit_foreign(struct img_trace *tr, const mp_img_type *t, mp
     return MP_IMG_OK;
 }
 
-/* Processes object i: its references traced and, with emit, its record and
- * extent written. */
+/* Processes object i: its references traced and, with emit, its record
+ * (metadata, header word, units) written to the region. */
 static mp_img_status process(mp_img_heap *h, struct img_trace *tr, size_t i, mp_img_error *err)
 {
     mp_img_word *obj = tr->order[i];
     struct img_obj *hdr = img_hdr(obj);
     const mp_img_type *t = h->reg->types[hdr->type];
+    const uint32_t extent = tr->units[i];
     mp_img_shape custom;
-    const mp_img_shape *s = NULL;
-    uint32_t extent = 0;
-    mp_img_status st = shape_of(t, obj, i + 1, &custom, &s, &extent, err);
-    if (st != MP_IMG_OK)
-        return st;
+    const mp_img_shape *s = &t->shape;
+    if (t->shape_class == IMG_SHAPE_CUSTOM) {
+        size_t k = tr->shapes_done++;
+        custom = (mp_img_shape){false, extent, (uint32_t)tr->shapes[2 * k], tr->shapes[2 * k + 1]};
+        s = &custom;
+    }
+    mp_img_status st = MP_IMG_OK;
     uint64_t *rec = NULL;
     if (tr->emit) {
-        tr->extents[i] = IMG_EXTENT(extent, hdr->type, hdr->flags & MP_IMG_USER_FLAGS);
         rec = tr->rec + tr->rec_len;
-        if (t->shape_class == IMG_SHAPE_CUSTOM) {
-            *rec++ = s->described;
-            *rec++ = s->mask;
-        }
         const mp_img_word *meta = obj - 1 - h->meta_width;
         for (size_t m = 0; m < h->meta_width; m++)
             *rec++ = meta[m];
+        struct img_obj written = {extent, hdr->type, (uint16_t)(hdr->flags & MP_IMG_USER_FLAGS)};
+        memcpy(rec++, &written, sizeof written);
         tr->rec_len = (size_t)(rec - tr->rec) + extent;
     }
     uint64_t x = 0;
@@ -251,9 +278,8 @@ static int reserve_stamps(mp_img_heap *h, struct img_trace *tr)
 }
 
 /* Room for the whole heap, so that nothing moves during the walk: order
- * and extents for every object, the object table for every heap word (an
- * object's record is never longer than its place on the heap, header
- * included). */
+ * and unit counts for every object, the region for every heap word (an
+ * object's record is never longer than its place on the heap). */
 static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error *err)
 {
     size_t words = 0;
@@ -262,11 +288,10 @@ static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error 
     tr->cap = h->count;
     tr->order = big(&tr->order_block, tr->cap * sizeof *tr->order, 0);
     tr->root_index = calloc(h->n_roots ? h->n_roots : 1, sizeof *tr->root_index);
-    if (tr->emit) {
-        tr->extents = big(&tr->extents_block, tr->cap * sizeof *tr->extents, 0);
+    tr->units = big(&tr->units_block, tr->cap * sizeof *tr->units, 0);
+    if (tr->emit)
         tr->rec = big(&tr->rec_block, words * sizeof *tr->rec, 0);
-    }
-    if (!tr->order || !tr->root_index || (tr->emit && (!tr->extents || !tr->rec)) ||
+    if (!tr->order || !tr->root_index || !tr->units || (tr->emit && !tr->rec) ||
         reserve_stamps(h, tr))
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory tracing %zu objects", h->count);
     if (h->count >= (size_t)UINT32_MAX - 1)
@@ -300,7 +325,8 @@ void img_trace_clear(mp_img_heap *h, struct img_trace *tr)
     img_chain_walk(h, untrace, NULL);
     big_free(&tr->stamps_block);
     big_free(&tr->order_block);
-    big_free(&tr->extents_block);
+    big_free(&tr->units_block);
+    free(tr->shapes);
     big_free(&tr->rec_block);
     free(tr->rank);
     free(tr->first);

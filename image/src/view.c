@@ -1,6 +1,6 @@
 /* Verify and arm, the first half: every header field checked, in the order
  * FORMAT.md lists them, each refusal naming its field; then sizes, the
- * checksum, and the tables. Nothing here allocates an object or reacquires
+ * head checksum, and the tables. Nothing here allocates an object or reacquires
  * a foreign value. Every read is bounds-checked against `len` first. */
 #include "view.h"
 
@@ -102,17 +102,13 @@ static mp_img_status check_identity(const struct img_view *v, const mp_img_regis
 static mp_img_status check_sizes(struct img_view *v, mp_img_error *err)
 {
     const struct img_header *hd = &v->hd;
-    uint64_t sizes[6] = {hd->types_size,   hd->foreign_size, hd->roots_size, 0,
-                         hd->objects_size, hd->n_bytes};
-    static const char *const names[6] = {"type table",   "foreign table", "root table",
-                                         "extent table", "object table",  "byte blob"};
-    if (hd->n_objects > v->len / 8)
-        return img_fail(err, MP_IMG_ERR_CORRUPT, "header declares %llu objects in %zu bytes",
-                        (unsigned long long)hd->n_objects, v->len);
-    sizes[3] = hd->n_objects * 8;
+    uint64_t sizes[6] = {hd->types_size,   hd->foreign_size, hd->roots_size,
+                         hd->objects_size, hd->shapes_size,  hd->n_bytes};
+    static const char *const names[6] = {"type table",    "foreign table", "root table",
+                                         "object region", "shape table",   "byte blob"};
     uint64_t at = sizeof(struct img_header);
     const unsigned char **starts[6] = {&v->types_at,   &v->foreign_at, &v->roots_at,
-                                       &v->extents_at, &v->objects_at, &v->blob_at};
+                                       &v->objects_at, &v->shapes_at,  &v->blob_at};
     for (int i = 0; i < 6; i++) {
         if (sizes[i] % 8)
             return img_fail(err, MP_IMG_ERR_CORRUPT, "the %s size %llu is not a whole word",
@@ -129,9 +125,17 @@ static mp_img_status check_sizes(struct img_view *v, mp_img_error *err)
         return img_fail(err, MP_IMG_ERR_CORRUPT,
                         "the header accounts for %llu bytes, the image has %zu",
                         (unsigned long long)at, v->len);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2; i++)
         if (hd->reserved[i])
             return img_fail(err, MP_IMG_ERR_CORRUPT, "header field 'reserved' is not zero");
+    /* Every object takes a header word at least. */
+    if (hd->n_objects > hd->objects_size / 8 || (hd->objects_size == 0) != (hd->n_objects == 0))
+        return img_fail(err, MP_IMG_ERR_CORRUPT, "header declares %llu objects in %llu bytes",
+                        (unsigned long long)hd->n_objects, (unsigned long long)hd->objects_size);
+    if (hd->shapes_size % 16)
+        return img_fail(err, MP_IMG_ERR_CORRUPT, "the shape table size %llu is not whole entries",
+                        (unsigned long long)hd->shapes_size);
+    v->words = hd->objects_size / 8;
     return MP_IMG_OK;
 }
 
@@ -242,7 +246,7 @@ static mp_img_status parse_roots(struct img_view *v, mp_img_error *err)
     struct cur c = {v->roots_at, v->roots_at + v->hd.roots_size};
     for (uint64_t i = 0; i < n; i++) {
         struct img_vroot *r = &v->roots[i];
-        if (take_word(&c, &r->index) || r->index > v->hd.n_objects ||
+        if (take_word(&c, &r->index) || (r->index && r->index >= v->words) ||
             take_str(&c, IMG_NAME_MAX, &r->name, &r->name_len) || r->name_len == 0 ||
             memchr(r->name, 0, r->name_len))
             return img_fail(err, MP_IMG_ERR_CORRUPT, "root table: entry %llu is malformed",
@@ -260,48 +264,6 @@ static mp_img_status parse_roots(struct img_view *v, mp_img_error *err)
     if (c.p != c.end)
         return img_fail(err, MP_IMG_ERR_CORRUPT, "root table: bytes left after %llu roots",
                         (unsigned long long)n);
-    return MP_IMG_OK;
-}
-
-mp_img_status img_view_check_extents(struct img_view *v, uint32_t *off, mp_img_error *err)
-{
-    uint64_t need = 0, heap = 0, w = v->hd.meta_width;
-    for (uint64_t i = 0; i < v->hd.n_objects; i++) {
-        uint64_t e = img_rd64(v->extents_at + 8 * i);
-        uint32_t units = IMG_EXTENT_UNITS(e), ti = IMG_EXTENT_TYPE(e);
-        if (ti >= v->hd.n_types)
-            return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: type index %u out of range",
-                            (unsigned long long)i + 1, (unsigned)ti);
-        if (IMG_EXTENT_FLAGS(e) & ~MP_IMG_USER_FLAGS)
-            return img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: flags 0x%x are not user flags",
-                            (unsigned long long)i + 1, (unsigned)IMG_EXTENT_FLAGS(e));
-        const struct img_vtype *t = &v->types[ti];
-        if (t->shape_class == IMG_SHAPE_NONE ||
-            (t->shape_class == IMG_SHAPE_FIXED && units != t->shape.count) ||
-            (t->shape_class == IMG_SHAPE_DYNAMIC && units < 1))
-            return img_fail(err, MP_IMG_ERR_CORRUPT,
-                            "object %llu: %u units contradict the shape of type '%.*s'",
-                            (unsigned long long)i + 1, (unsigned)units, (int)t->name_len, t->name);
-        need += 8 * (units + w + (t->shape_class == IMG_SHAPE_CUSTOM ? 2 : 0));
-        if (off) {
-            /* Unit 0 of object i + 1, in words from the start of the run. */
-            uint64_t at = heap / sizeof(mp_img_word) + w + 1;
-            if (at > UINT32_MAX)
-                return img_fail(err, MP_IMG_ERR_LIMIT, "%llu objects need more than 32 GiB",
-                                (unsigned long long)v->hd.n_objects);
-            off[i + 1] = (uint32_t)at;
-        }
-        heap += img_obj_size(w, units);
-        if (need > v->hd.objects_size)
-            return img_fail(err, MP_IMG_ERR_CORRUPT,
-                            "object %llu: the extents overrun the object table",
-                            (unsigned long long)i + 1);
-    }
-    if (need != v->hd.objects_size)
-        return img_fail(err, MP_IMG_ERR_CORRUPT,
-                        "the extents account for %llu bytes of a %llu-byte object table",
-                        (unsigned long long)need, (unsigned long long)v->hd.objects_size);
-    v->heap_bytes = heap;
     return MP_IMG_OK;
 }
 
@@ -367,9 +329,13 @@ mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
                         (unsigned long long)v->hd.incomplete);
     if ((st = check_sizes(v, err)) != MP_IMG_OK)
         return st;
-    if (img_hash(v->data + IMG_CHECKSUM_FROM, len - IMG_CHECKSUM_FROM) != v->hd.checksum)
+    /* The head checksum vouches for the header and the tables parsed
+     * below; the checksum of the whole file is confirmed by the pass over
+     * the object region (loader.c), which reads every byte once anyway. */
+    if (img_hash(v->data + IMG_HEAD_FROM, (size_t)(v->objects_at - v->data) - IMG_HEAD_FROM) !=
+        v->hd.head_checksum)
         return img_fail(err, MP_IMG_ERR_CHECKSUM,
-                        "header field 'checksum' does not match the contents");
+                        "header field 'head checksum' does not match the header and tables");
     if ((st = parse_types(v, err)) != MP_IMG_OK)
         return st;
     if (reg && (reg_size != v->hd.types_size || memcmp(v->types_at, v->owned_types, reg_size) != 0))

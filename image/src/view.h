@@ -1,7 +1,8 @@
 /* A verified view of an image in memory: the header checked field by field,
- * the sections located, the checksum confirmed and the small tables (types,
- * foreign entries, roots) parsed and checked. The passes over the extent
- * table (img_view_check_extents) and the object table (loader.c) follow. */
+ * the sections located, the head checksum confirmed and the small tables
+ * (types, foreign entries, roots) parsed and checked. The pass over the
+ * object region (loader.c), which also confirms the checksum of the whole
+ * file, follows. */
 #ifndef MP_IMG_VIEW_H
 #define MP_IMG_VIEW_H
 
@@ -19,7 +20,7 @@ struct img_vtype {
 };
 
 struct img_vroot {
-    uint64_t index;
+    uint64_t index; /* word offset of its unit 0 in the region, 0 = nil */
     const unsigned char *name;
     size_t name_len;
 };
@@ -28,12 +29,12 @@ struct img_view {
     struct img_header hd; /* aligned copy */
     const unsigned char *data;
     size_t len;
-    const unsigned char *types_at, *foreign_at, *roots_at, *extents_at, *objects_at, *blob_at;
+    const unsigned char *types_at, *foreign_at, *roots_at, *objects_at, *shapes_at, *blob_at;
+    uint64_t words; /* of the object region */
     struct img_vtype *types;
     struct img_foreign *foreign; /* foreign[k] is entry k + 1 */
     struct img_vroot *roots;
     size_t n_code;              /* entries of kind CODE */
-    uint64_t heap_bytes;        /* room every object takes on a heap */
     unsigned char *owned_types; /* registry's own table, for the comparison */
 };
 
@@ -43,15 +44,10 @@ mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
                             const mp_img_registry *reg, mp_img_error *err);
 void img_view_close(struct img_view *v);
 
-/* Every extent names a type that has a shape, with a count it allows, and
- * the records they imply fill the object table exactly; sets heap_bytes.
- * With `off` (n_objects + 1 entries) it also places every object of a run
- * (off[i] = word of object i's unit 0). Part of verification: runs before
- * any object is written, and before img_view_check_objects(). */
-mp_img_status img_view_check_extents(struct img_view *v, uint32_t *off, mp_img_error *err);
-
-/* The per-object pass without a heap: checks every extent's record and
- * every unit against the image's own tables (loader.c). */
+/* The pass over the object region without a heap: every object's header
+ * word, shape and units checked against the image's own tables, every
+ * reference against the objects the region holds, the roots likewise, and
+ * the checksum of the whole file (loader.c). */
 mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err);
 
 /* Reads a native word at any alignment. */

@@ -6,8 +6,9 @@
  *   2. name  - name the foreign values, over the foreign table alone, never
  *              during the walk, and fill in their placeholders; refuses what
  *              the vocabulary cannot name.
- *   3. write - one pass of write(2) calls to a temporary, checksum, fdatasync,
- *              clear the incomplete marker last, rename.
+ *   3. write - one pass of write(2) calls to a temporary (the header and
+ *              tables carry their own head checksum), the checksum,
+ *              fdatasync, clear the incomplete marker last, rename.
  *
  * Every refusal happens before step 3 creates a file. The trace flag is
  * taken back by a chain walk whatever happens. */
@@ -188,18 +189,33 @@ static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_t
     return st;
 }
 
-/* ---- step 4 --------------------------------------------------------- */
+/* ---- step 3 --------------------------------------------------------- */
 
-static void put_header(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
-                       const struct plan *p)
+static void put_str(unsigned char **at, const char *s)
 {
+    uint64_t len = strlen(s);
+    memcpy(*at, &len, 8);
+    memcpy(*at + 8, s, len);
+    memset(*at + 8 + len, 0, img_pad8(len) - len);
+    *at += 8 + img_pad8(len);
+}
+
+/* The header and the three small tables, in one buffer, with the head
+ * checksum filled in (the checksum comes at the end of the write). */
+static unsigned char *put_head(const mp_img_heap *h, const struct img_trace *tr,
+                               const struct plan *p, size_t *size)
+{
+    *size = sizeof(struct img_header) + p->types_size + p->ftab_size + p->roots_size;
+    unsigned char *buf = malloc(*size);
+    if (!buf)
+        return NULL;
     struct img_header hd;
     memset(&hd, 0, sizeof hd);
     memcpy(hd.magic, IMG_MAGIC, IMG_MAGIC_LEN);
     hd.version = IMG_VERSION;
     hd.header_size = sizeof hd;
-    hd.checksum = 0;                /* patched once everything after it is written */
     hd.incomplete = IMG_INCOMPLETE; /* cleared last */
+    hd.checksum = 0;                /* patched once everything after it is written */
     hd.byte_order = IMG_BYTE_ORDER;
     hd.word_size = sizeof(mp_img_word);
     hd.meta_width = (uint32_t)p->meta_width;
@@ -214,15 +230,22 @@ static void put_header(struct img_sink *sk, const mp_img_heap *h, const struct i
     hd.foreign_size = p->ftab_size;
     hd.roots_size = p->roots_size;
     hd.objects_size = tr->rec_len * 8;
-    img_sink_put(sk, &hd, sizeof hd);
-}
-
-static void put_str(struct img_sink *sk, const char *s)
-{
-    size_t len = strlen(s);
-    img_sink_word(sk, len);
-    img_sink_put(sk, s, len);
-    img_sink_zeros(sk, img_pad8(len) - len);
+    hd.shapes_size = tr->n_shapes * 16;
+    unsigned char *at = buf + sizeof hd;
+    memcpy(at, p->types, p->types_size);
+    at += p->types_size;
+    if (p->ftab_size)
+        memcpy(at, p->ftab, p->ftab_size);
+    at += p->ftab_size;
+    for (size_t r = 0; r < h->n_roots; r++) {
+        memcpy(at, &tr->root_index[r], 8);
+        at += 8;
+        put_str(&at, h->roots[r].name);
+    }
+    memcpy(buf, &hd, sizeof hd);
+    hd.head_checksum = img_hash(buf + IMG_HEAD_FROM, *size - IMG_HEAD_FROM);
+    memcpy(buf, &hd, sizeof hd);
+    return buf;
 }
 
 static void put_blob(struct img_sink *sk, const struct img_trace *tr)
@@ -238,18 +261,17 @@ static void put_blob(struct img_sink *sk, const struct img_trace *tr)
 /* Streams the whole image into fd; returns 0 or an errno. */
 static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr, const struct plan *p)
 {
+    size_t head_size;
+    unsigned char *head = put_head(h, tr, p, &head_size);
     struct img_sink sk;
-    if (img_sink_open(&sk, fd, IMG_CHECKSUM_FROM, IMG_CHECKSUM_FROM, IMG_CHECKSUM_FROM + 8))
+    if (!head || img_sink_open(&sk, fd, IMG_CHECKSUM_FROM)) {
+        free(head);
         return ENOMEM;
-    put_header(&sk, h, tr, p);
-    img_sink_put(&sk, p->types, p->types_size);
-    img_sink_put(&sk, p->ftab, p->ftab_size);
-    for (size_t r = 0; r < h->n_roots; r++) {
-        img_sink_word(&sk, tr->root_index[r]);
-        put_str(&sk, h->roots[r].name);
     }
-    img_sink_put(&sk, tr->extents, tr->n * 8);
+    img_sink_put(&sk, head, head_size);
+    free(head);
     img_sink_put(&sk, tr->rec, tr->rec_len * 8);
+    img_sink_put(&sk, tr->shapes, tr->n_shapes * 16);
     put_blob(&sk, tr);
     int e = img_sink_flush(&sk);
     uint64_t sum = img_hash_final(&sk.hash);

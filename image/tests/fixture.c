@@ -216,12 +216,17 @@ void fx_fix_checksum(unsigned char *img, size_t len)
 {
     if (len < sizeof(struct img_header))
         return;
-    unsigned char *copy = malloc(len);
-    memcpy(copy, img, len);
-    memset(copy + IMG_CHECKSUM_FROM, 0, 8); /* the marker counts as 0 */
-    uint64_t sum = img_hash(copy + IMG_CHECKSUM_FROM, len - IMG_CHECKSUM_FROM);
+    struct img_header hd;
+    memcpy(&hd, img, sizeof hd);
+    /* The head checksum first (it is covered by the checksum), over the
+     * header and tables as far as the header's sizes say and the bytes go. */
+    uint64_t head = sizeof hd, parts[3] = {hd.types_size, hd.foreign_size, hd.roots_size};
+    for (int i = 0; i < 3; i++)
+        head = parts[i] > len - head ? len : head + parts[i];
+    uint64_t sum = img_hash(img + IMG_HEAD_FROM, (size_t)head - IMG_HEAD_FROM);
+    memcpy(img + offsetof(struct img_header, head_checksum), &sum, 8);
+    sum = img_hash(img + IMG_CHECKSUM_FROM, len - IMG_CHECKSUM_FROM);
     memcpy(img + offsetof(struct img_header, checksum), &sum, 8);
-    free(copy);
 }
 
 /* ---- isomorphism -------------------------------------------------- */

@@ -4,6 +4,7 @@
 #include "fixture.h"
 
 #include "format.h"
+#include "internal.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@ static struct fx f;
 static unsigned char *img;
 static size_t len;
 static struct img_header hd;
-static size_t objects_at, extents_at, blob_at;
+static size_t objects_at, roots_at, blob_at;
 
 static void setup(void)
 {
@@ -41,10 +42,11 @@ static void setup(void)
     free(path);
     mp_img_heap_free(h);
     memcpy(&hd, img, sizeof hd);
-    extents_at = sizeof hd + hd.types_size + hd.foreign_size + hd.roots_size;
-    objects_at = extents_at + 8 * hd.n_objects;
-    blob_at = objects_at + hd.objects_size;
+    roots_at = sizeof hd + hd.types_size + hd.foreign_size;
+    objects_at = roots_at + hd.roots_size;
+    blob_at = objects_at + hd.objects_size + hd.shapes_size;
     cr_assert_eq(hd.n_objects, 5);
+    cr_assert_eq(hd.objects_size, 15 * 8);
 }
 
 static void teardown(void)
@@ -138,15 +140,30 @@ static void structural(size_t at, uint64_t value, const char *words)
     free(copy);
 }
 
-/* Records: #1 node [3, 4] | #2 vec [2, 1, 5] | #3 leaf [77] | #4 str [5, off] | #5 fn [f, 0] */
-#define UNIT(rec_word) (objects_at + 8 * (rec_word))
+/* The region, in words: #1 node hdr 0 [8, 10] | #2 vec hdr 3 [2, 1, 13] |
+ * #3 leaf hdr 7 [77] | #4 str hdr 9 [5, off] | #5 fn hdr 12 [f, 0] */
+#define UNIT(word) (objects_at + 8 * (word))
 
-Test(corrupt, reference_out_of_range) { structural(UNIT(0), 6, "reference to object 6 of 5"); }
-Test(corrupt, slot0_count_contradicts_extent) { structural(UNIT(2), 5, "slot-0 count 5"); }
+static uint64_t header_word(uint32_t units, uint16_t type, uint16_t flags)
+{
+    struct img_obj o = {units, type, flags};
+    uint64_t w;
+    memcpy(&w, &o, 8);
+    return w;
+}
+
+Test(corrupt, reference_out_of_range)
+{
+    structural(UNIT(1), 15, "reference to word 15 of a 15-word region");
+    structural(UNIT(1), 2, "object 1 unit 0: reference to word 2 of the region, which is not an "
+                           "object");
+    structural(UNIT(5), 12, "object 2 unit 1: reference to word 12");
+}
+Test(corrupt, slot0_count_contradicts_extent) { structural(UNIT(4), 5, "slot-0 count 5"); }
 Test(corrupt, bytes_offset_not_a_blob_entry)
 {
-    structural(UNIT(7), 4, "bytes offset 4");
-    structural(UNIT(7), hd.n_bytes + 8, "is not a blob entry");
+    structural(UNIT(11), 4, "bytes offset 4");
+    structural(UNIT(11), hd.n_bytes + 8, "is not a blob entry");
     /* the NUL after the data overwritten */
     unsigned char *copy = malloc(len);
     memcpy(copy, img, len);
@@ -156,20 +173,47 @@ Test(corrupt, bytes_offset_not_a_blob_entry)
     cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CORRUPT, "%s", err.detail);
     free(copy);
 }
-Test(corrupt, foreign_index_out_of_range) { structural(UNIT(8), 9, "foreign index 9"); }
-Test(corrupt, extent_type_out_of_range)
+Test(corrupt, foreign_index_out_of_range) { structural(UNIT(13), 9, "foreign index 9"); }
+Test(corrupt, header_word)
 {
-    structural(extents_at, IMG_EXTENT(2, 200, 0), "type index 200");
-    structural(extents_at, IMG_EXTENT(3, 0, 0), "contradict the shape of type 'node'");
-    structural(extents_at, IMG_EXTENT(2, 10, 0), "contradict the shape of type 'blob'");
+    cr_assert_eq(get(img, UNIT(0)), header_word(2, 0, 0));
+    structural(UNIT(0), header_word(2, 200, 0), "type index 200");
+    structural(UNIT(0), header_word(3, 0, 0), "contradict the shape of type 'node'");
+    structural(UNIT(0), header_word(2, 10, 0), "contradict the shape of type 'blob'");
+    structural(UNIT(0), header_word(2, 0, 0x8000), "flags 0x8000 are not user flags");
+    structural(UNIT(12), header_word(3, 5, 0), "overrun the region");
+    structural(UNIT(12), header_word(0, 1, 0), "contradict the shape of type 'leaf'");
+}
+Test(corrupt, region_and_header_disagree)
+{
+    unsigned char *copy = malloc(len);
+    memcpy(copy, img, len);
+    struct img_header h2 = hd;
+    h2.n_objects = 4;
+    memcpy(copy, &h2, sizeof h2);
+    fx_fix_checksum(copy, len);
+    mp_img_error err;
+    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CORRUPT, "%s", err.detail);
+    cr_assert_str_eq(err.detail, "the region holds 5 objects, the header declares 4");
+    free(copy);
+}
+Test(corrupt, damage_is_reported_as_damage)
+{
+    /* A structural fault under a stale checksum: the checksum refusal. */
+    unsigned char *copy = malloc(len);
+    memcpy(copy, img, len);
+    put(copy, UNIT(1), 99);
+    mp_img_error err;
+    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CHECKSUM, "%s", err.detail);
+    cr_assert_eq(verify(copy, len, &err), MP_IMG_ERR_CHECKSUM, "%s", err.detail);
+    free(copy);
 }
 Test(corrupt, bad_tables)
 {
-    size_t roots_at = extents_at - hd.roots_size;
-    structural(roots_at, 6, "root table");           /* index past the objects */
+    structural(roots_at, 6, "root table: entry 0 names word 6, which is not an object");
+    structural(roots_at, 99, "root table");
     structural(sizeof hd + 8 + 8, 99, "type table"); /* shape class of type 0 */
-    structural(extents_at - hd.roots_size - hd.foreign_size, 9, "foreign table"); /* kind */
-    (void)get;
+    structural(roots_at - hd.foreign_size, 9, "foreign table"); /* kind */
 }
 
 Test(corrupt, random_damage_never_crashes)

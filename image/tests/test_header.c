@@ -1,7 +1,11 @@
 /* Verify and arm: every header field that differs from this process or
  * registry is refused, with the field named, before anything is allocated
  * and before any foreign value is reacquired (the image holds an
- * externalised entry, and internalise is never called). */
+ * externalised entry, and internalise is never called). The two exceptions
+ * are what only the pass over the object region can see: the checksum of
+ * the whole file and the object count; they are refused before a heap is
+ * handed out, after the foreign table (which the head checksum vouches
+ * for) was resolved. */
 #include "fixture.h"
 
 #include "format.h"
@@ -48,8 +52,8 @@ static struct img_header *hdr(unsigned char *p) { return (struct img_header *)p;
 
 /* Loads a modified copy (checksum made valid again unless told not to)
  * and expects a refusal naming `field`, with nothing allocated. */
-static void expect_refusal(void (*mutate)(unsigned char *), int fix, mp_img_registry *reg,
-                           mp_img_status status, const char *field)
+static void expect_refusal_after(void (*mutate)(unsigned char *), int fix, mp_img_registry *reg,
+                                 mp_img_status status, const char *field, int reacquired)
 {
     unsigned char *copy = malloc(len);
     memcpy(copy, img, len);
@@ -63,9 +67,15 @@ static void expect_refusal(void (*mutate)(unsigned char *), int fix, mp_img_regi
     cr_assert_eq(mp_img_load_memory(reg ? reg : f.reg, copy, len, &out, &err), status,
                  "field %s: got %s (%s)", field, mp_img_strerror(err.status), err.detail);
     cr_assert_null(out, "no heap on refusal");
-    cr_assert_eq(f.internalised, 0, "a foreign value was reacquired before the refusal");
+    cr_assert_eq(f.internalised, reacquired, "a foreign value was reacquired before the refusal");
     cr_assert(strstr(err.detail, field) != NULL, "'%s' not named in: %s", field, err.detail);
     free(copy);
+}
+
+static void expect_refusal(void (*mutate)(unsigned char *), int fix, mp_img_registry *reg,
+                           mp_img_status status, const char *field)
+{
+    expect_refusal_after(mutate, fix, reg, status, field, 0);
 }
 
 static void set_text(char field[IMG_TEXT_FIELD], const char *s)
@@ -75,7 +85,7 @@ static void set_text(char field[IMG_TEXT_FIELD], const char *s)
 }
 
 static void m_magic(unsigned char *p) { p[1] = 'X'; }
-static void m_version(unsigned char *p) { hdr(p)->version = 2; }
+static void m_version(unsigned char *p) { hdr(p)->version = 3; }
 static void m_version_swapped(unsigned char *p) { hdr(p)->version = IMG_VERSION_SWAPPED; }
 static void m_header_size(unsigned char *p) { hdr(p)->header_size = 200; }
 static void m_byte_order(unsigned char *p) { hdr(p)->byte_order = IMG_BYTE_ORDER_SWAPPED; }
@@ -88,7 +98,9 @@ static void m_meta(unsigned char *p) { hdr(p)->meta_width = 1; }
 static void m_digest(unsigned char *p) { hdr(p)->type_digest ^= 1; }
 static void m_incomplete(unsigned char *p) { hdr(p)->incomplete = IMG_INCOMPLETE; }
 static void m_checksum(unsigned char *p) { hdr(p)->checksum ^= 0x100; }
-static void m_reserved(unsigned char *p) { hdr(p)->reserved[2] = 1; }
+static void m_head_checksum(unsigned char *p) { hdr(p)->head_checksum ^= 0x100; }
+static void m_foreign_table(unsigned char *p) { p[sizeof(struct img_header) + hdr(p)->types_size] ^= 1; }
+static void m_reserved(unsigned char *p) { hdr(p)->reserved[1] = 1; }
 static void m_objects(unsigned char *p) { hdr(p)->n_objects += 1; }
 static void m_blob(unsigned char *p) { hdr(p)->n_bytes -= 8; }
 
@@ -160,10 +172,17 @@ Test(header, incomplete_marker)
 {
     expect_refusal(m_incomplete, 1, NULL, MP_IMG_ERR_INCOMPLETE, "'incomplete'");
 }
-Test(header, checksum) { expect_refusal(m_checksum, 0, NULL, MP_IMG_ERR_CHECKSUM, "'checksum'"); }
+Test(header, checksum)
+{
+    expect_refusal(m_head_checksum, 0, NULL, MP_IMG_ERR_CHECKSUM, "'head checksum'");
+    /* damage in the foreign table is the head checksum's */
+    expect_refusal(m_foreign_table, 0, NULL, MP_IMG_ERR_CHECKSUM, "'head checksum'");
+    expect_refusal_after(m_checksum, 0, NULL, MP_IMG_ERR_CHECKSUM, "'checksum'", 1);
+}
 Test(header, reserved) { expect_refusal(m_reserved, 1, NULL, MP_IMG_ERR_CORRUPT, "'reserved'"); }
 Test(header, counts_that_do_not_add_up)
 {
-    expect_refusal(m_objects, 1, NULL, MP_IMG_ERR_CORRUPT, "bytes");
+    expect_refusal_after(m_objects, 1, NULL, MP_IMG_ERR_CORRUPT,
+                         "the region holds 3 objects, the header declares 4", 1);
     expect_refusal(m_blob, 1, NULL, MP_IMG_ERR_CORRUPT, "bytes");
 }
