@@ -154,10 +154,10 @@ static void case_free_live(void)
         mp_prof_diagnostics(&s);
         /* from here on this thread's allocations are unsampled: the bench
          * sets the template's countdown out of reach */
-        mp_prof_hook_countdown = UINT64_MAX;
+        mp_prof_hook_countdown = INT64_MAX;
         size_t bits = 0;
         for (unsigned w = 0; w < MP_PROF_HOOK_FILTER_WORDS; w++)
-            bits += (size_t)__builtin_popcountll(mp_prof_hook_filter[w]);
+            bits += (size_t)__builtin_popcountll(mp_prof_hook_filter.bits[w]);
         double raw[8], smp[8];
         for (int r = 0; r < rounds; r++) {
             for (size_t i = 0; i < pool; i++)

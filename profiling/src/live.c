@@ -27,7 +27,7 @@
 #define SLOT_BITS        (MP_PROF_HOOK_FILTER_BITS - STRIPE_BITS)
 #define SLOTS_PER_STRIPE (1u << SLOT_BITS)
 
-uint64_t mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORDS];
+mp_prof_hook_filter_t mp_prof_hook_filter;
 
 typedef struct entry {
     uintptr_t ptr; /* 0 = empty */
@@ -75,16 +75,22 @@ static inline size_t home(uintptr_t p, size_t cap)
     return (size_t)x & (cap - 1);
 }
 
+/* Both levels of a word change under its stripe's lock only (the stripe
+ * of slot s is s >> SLOT_BITS, which holds all 64 slots of its word). */
 static void filter_set(uint32_t slot)
 {
-    __atomic_fetch_or(&mp_prof_hook_filter[slot >> 6], (uint64_t)1 << (slot & 63),
-                      __ATOMIC_RELAXED);
+    uint32_t w = slot >> 6;
+    __atomic_fetch_or(&mp_prof_hook_filter.bits[w], (uint64_t)1 << (slot & 63), __ATOMIC_RELAXED);
+    __atomic_store_n(&mp_prof_hook_filter.summary[w], 1, __ATOMIC_RELAXED);
 }
 
 static void filter_clear(uint32_t slot)
 {
-    __atomic_fetch_and(&mp_prof_hook_filter[slot >> 6], ~((uint64_t)1 << (slot & 63)),
-                       __ATOMIC_RELAXED);
+    uint32_t w = slot >> 6;
+    uint64_t left = __atomic_and_fetch(&mp_prof_hook_filter.bits[w], ~((uint64_t)1 << (slot & 63)),
+                                       __ATOMIC_RELAXED);
+    if (left == 0)
+        __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
 }
 
 /* Index of p in s, or s->cap if absent. */
@@ -232,9 +238,10 @@ void mp_live_clear(void)
         s->counts = NULL;
         s->cap = 0;
         s->count = 0;
-        for (unsigned w = 0; w < SLOTS_PER_STRIPE / 64; w++)
-            __atomic_store_n(&mp_prof_hook_filter[k * (SLOTS_PER_STRIPE / 64) + w], 0,
-                             __ATOMIC_RELAXED);
+        for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++) {
+            __atomic_store_n(&mp_prof_hook_filter.bits[w], 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
+        }
         pthread_mutex_unlock(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);

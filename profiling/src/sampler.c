@@ -5,12 +5,12 @@
  * Countdown semantics. mp_prof_hook_countdown holds floor(X), X ~ Exp(R)
  * the distance in bytes from the current position to the next sample
  * point. An allocation of S bytes covers the point iff S > countdown (the
- * template's subtraction borrows); the probability of that is exactly
+ * template's subtraction goes below zero); the probability of that is exactly
  * 1 - exp(-S/R). After a sampled allocation a fresh X is drawn from its end
  * (memorylessness: no loop over crossed intervals, one RNG draw per hit).
  *
  * Thread state lifecycle. A new thread's countdown is 0, so its first
- * allocation of a nonzero size borrows and lands here: the thread is
+ * allocation of a nonzero size goes below zero and lands here: the thread is
  * initialized (this is what "observed" means) and its countdown drawn.
  * When the session generation changes, the next hit re-initializes the
  * thread for the new session (fresh RNG stream, fresh countdown). While no
@@ -68,7 +68,7 @@ HOOK void mp_guard_enter(void)
 {
     if (ts.guard++ == 0) {
         ts.saved_countdown = mp_prof_hook_countdown;
-        mp_prof_hook_countdown = UINT64_MAX; /* internal allocations never borrow */
+        mp_prof_hook_countdown = INT64_MAX; /* internal allocations never reach zero */
     }
 }
 
@@ -301,8 +301,8 @@ out:
 
 HOOK void mp_prof_hook_sample(void *p, size_t size)
 {
-    if (ts.guard != 0) { /* cannot borrow under the guard; keep it so */
-        mp_prof_hook_countdown = UINT64_MAX;
+    if (ts.guard != 0) { /* cannot reach zero under the guard; keep it so */
+        mp_prof_hook_countdown = INT64_MAX;
         return;
     }
     uint64_t gen = atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed);

@@ -26,10 +26,11 @@
  *   exponential interval is drawn (one RNG draw), and if a session is
  *   running the stack is captured and the block is recorded with the
  *   weight of the unbiased estimator p = 1 - exp(-S/R).
- * - Free: a cheap filter (one bit of a 32 KiB bitmap: the word chosen by
- *   a hash of the block's page, the bit by its 64-byte granule) says
- *   whether the block may be sampled; only then is the live table
- *   consulted. Unsampled blocks never touch a lock or a table.
+ * - Free: a cheap filter says whether the block may be sampled: one byte
+ *   of a 4 KiB summary (always in cache), and only when that is set,
+ *   one bit of a 32 KiB bitmap (the word chosen by a hash of the block's
+ *   page, the bit by its 64-byte granule); only a positive consults the
+ *   live table. Unsampled blocks never touch a lock or a table.
  * - No lock, no atomic read-modify-write and no out-of-line call on either
  *   fast path.
  *
@@ -81,20 +82,29 @@ extern "C" {
 /**
  * Per-thread byte countdown (template interface): the number of bytes this
  * thread may still allocate before the next sample point. An allocation of
- * S bytes is sampled when S exceeds it (the subtraction borrows). Zero in
+ * S bytes is sampled when S exceeds it (the difference is negative). Zero in
  * a new thread, so a thread's first allocation initializes its state.
  */
 extern __thread uint64_t mp_prof_hook_countdown __attribute__((tls_model("initial-exec")));
 
 /**
- * The free-path filter (template interface): the bit of slot
- * mp_prof_hook_filter_slot(p) is set while a live sampled block maps to it. Written by the library
- * under its locks, read here with relaxed atomic loads.
+ * The free-path filter (template interface), two levels. `bits`: the bit
+ * of slot mp_prof_hook_filter_slot(p) is set while a live sampled block
+ * maps to it. `summary`: byte w is nonzero iff `bits[w]` is; at 4 KiB it
+ * stays in the L1 cache, and a free is decided there (one byte compare)
+ * unless its word holds a sampled block. Written by the library under its
+ * locks, read here with relaxed atomic loads.
  */
-extern uint64_t mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORDS];
+typedef struct mp_prof_hook_filter_t {
+    uint8_t summary[MP_PROF_HOOK_FILTER_WORDS]; /**< nonzero: bits[w] is nonzero */
+    uint64_t bits[MP_PROF_HOOK_FILTER_WORDS];   /**< one bit per filter slot */
+} mp_prof_hook_filter_t;
+
+/** Template interface: the free-path filter (see mp_prof_hook_filter_t). */
+extern mp_prof_hook_filter_t mp_prof_hook_filter;
 
 /**
- * Template interface: the countdown borrowed on an allocation of `size`
+ * Template interface: the countdown went below zero on an allocation of `size`
  * bytes that returned `p` (NULL when the provider failed). Draws the next
  * interval and, when a session runs, records `p`. Never fails.
  */
@@ -138,15 +148,24 @@ static inline uint32_t mp_prof_hook_filter_slot(const void *p)
 static inline int mp_prof_hook_maybe_sampled(const void *p)
 {
     uint64_t a = (uint64_t)(uintptr_t)p;
-    uint64_t w =
-        __atomic_load_n(&mp_prof_hook_filter[MP_PROF_HOOK_FILTER_WORD_(a)], __ATOMIC_RELAXED);
-    return (int)((w >> ((a >> 6) & 63)) & 1);
+    uint32_t w = MP_PROF_HOOK_FILTER_WORD_(a);
+    if (__builtin_expect(__atomic_load_n(&mp_prof_hook_filter.summary[w], __ATOMIC_RELAXED) == 0,
+                         1))
+        return 0;
+    uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
+    return (int)((x >> ((a >> 6) & 63)) & 1);
 }
 
-/** Template interface: subtracts `size` from the countdown; nonzero on a borrow. */
+/**
+ * Template interface: subtracts `size` from the countdown; nonzero when it
+ * went below zero (read as signed), i.e. when `size` exceeds it. The
+ * countdown never exceeds 2^62, so every size up to 2^63 is decided
+ * exactly; the arithmetic is unsigned (no undefined overflow) and
+ * compiles to one subtract-from-memory and one branch.
+ */
 static inline int mp_prof_hook_consume(size_t size)
 {
-    return __builtin_sub_overflow(mp_prof_hook_countdown, (uint64_t)size, &mp_prof_hook_countdown);
+    return (int64_t)(mp_prof_hook_countdown -= (uint64_t)size) < 0;
 }
 
 /** Template interface: start of this object's hook section (set by the linker). */
