@@ -11,11 +11,12 @@
  * What the preload does with the environment set here is the contract in
  * preload_runtime.h.
  *
- * Extension point (issue 7, the Pyroscope adapter): upload options
- * (server URL, auth, tenant, labels) will be added to `run_opts` and
- * passed as MIMPROF_PYROSCOPE_* variables in build_env(); the runtime
- * hands each report to the adapter next to the file writer. No such
- * option exists yet.
+ * Pyroscope (--pyroscope URL --app NAME ...): the flags, applied over the
+ * PYROSCOPE_* variables already set, are checked here with
+ * libmimprof-pyroscope's own rules (dlopen()ed: nothing in this package
+ * links it) before the command starts, then exported as PYROSCOPE_* with
+ * MIMPROF_PYROSCOPE_LIB naming the library, which the preload runtime
+ * loads to upload every report (preload_runtime.h).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pyro_api.h"
 #include "units.h"
 #include "views.h"
 
@@ -39,6 +41,11 @@
 #endif
 #ifndef MPT_PRELOAD_INSTALL_REL
 #define MPT_PRELOAD_INSTALL_REL "../lib"
+#endif
+/* The workspace build tree's libmimprof-pyroscope, relative to this
+ * executable's directory ("" outside the workspace). */
+#ifndef MPT_PYROSCOPE_BUILD_REL
+#define MPT_PYROSCOPE_BUILD_REL ""
 #endif
 
 enum { EXIT_CANNOT_RUN = 127, EXIT_OWN_ERROR = 125 };
@@ -55,6 +62,20 @@ typedef struct run_opts {
     int follow_fork;        /* -1: default (yes) */
     int follow_exec;        /* -1: default (no) */
     bool quiet;
+    bool every_given;
+    bool out_given;
+    /* Pyroscope */
+    const char *pyro_url;
+    const char *pyro_app;
+    const char *pyro_tenant;
+    const char *pyro_protocol;
+    char *pyro_basic;       /* USER[:PASS] in basic_buf (the argv copy is blanked) */
+    char *pyro_bearer;      /* in bearer_buf, likewise */
+    char basic_buf[4096];
+    char bearer_buf[4096];
+    const char *pyro_tags[64];
+    int pyro_ntags;
+    bool pyro;              /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
 } run_opts;
 
 static volatile sig_atomic_t g_child = 0;
@@ -131,6 +152,181 @@ static int find_preload(const char *alloc, char *out, size_t outlen, char *looke
     return -1;
 }
 
+/* Hides a secret given on the command line from ps (/proc/PID/cmdline
+ * shows this process's argv memory) once it has been copied. */
+static void blank(char *s)
+{
+    memset(s, 'x', strlen(s));
+}
+
+#if MPT_HAVE_PYROSCOPE
+/* Loads libmimprof-pyroscope: $MIMPROF_PYROSCOPE_LIB alone when set; else
+ * next to the preload object, in the workspace build tree, in the install
+ * prefix (libdir), then the dynamic loader's search. On failure `looked`
+ * lists the places and `err` the loader's complaint about a file that
+ * exists but did not load. */
+static int find_pyroscope(const char *preload, mpt_pyro_api *api, char *looked, size_t lookedlen,
+                          char *err, size_t errlen)
+{
+    err[0] = looked[0] = '\0';
+    const char *env = getenv("MIMPROF_PYROSCOPE_LIB");
+    if (env != NULL && env[0] != '\0') {
+        snprintf(looked, lookedlen, "MIMPROF_PYROSCOPE_LIB=%s", env);
+        return mpt_pyro_open(env, true, api, err, errlen) ? 0 : -1;
+    }
+    char dirs[3][PATH_MAX];
+    int nd = 0;
+    const char *slash = strrchr(preload, '/');
+    if (slash != NULL)
+        snprintf(dirs[nd++], PATH_MAX, "%.*s", (int)(slash - preload), preload);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *s = strrchr(exe, '/');
+        if (s != NULL)
+            *s = '\0';
+        if (MPT_PYROSCOPE_BUILD_REL[0] != '\0')
+            snprintf(dirs[nd++], PATH_MAX, "%.3000s/%s", exe, MPT_PYROSCOPE_BUILD_REL);
+        snprintf(dirs[nd++], PATH_MAX, "%.3000s/%s", exe, MPT_PRELOAD_INSTALL_REL);
+    }
+    size_t off = 0;
+    char e[1024];
+    for (int i = 0; i < nd; i++) {
+        static const char *const names[] = {MPT_PYRO_SONAME, MPT_PYRO_DEVNAME};
+        for (int k = 0; k < 2; k++) {
+            char cand[PATH_MAX + 64];
+            snprintf(cand, sizeof cand, "%.4000s/%s", dirs[i], names[k]);
+            if (access(cand, R_OK) != 0)
+                continue;
+            if (mpt_pyro_open(cand, true, api, e, sizeof e))
+                return 0;
+            if (err[0] == '\0')
+                snprintf(err, errlen, "%s", e);
+            break;
+        }
+        int w = snprintf(looked + off, lookedlen - off, "%s%.1000s", i ? ", " : "", dirs[i]);
+        if (w > 0 && (size_t)w < lookedlen - off)
+            off += (size_t)w;
+    }
+    if (mpt_pyro_open(MPT_PYRO_SONAME, true, api, e, sizeof e))
+        return 0;
+    snprintf(looked + off, lookedlen - off, "%sthe dynamic loader's path", nd ? ", " : "");
+    return -1;
+}
+
+/* Checks the upload configuration -- the PYROSCOPE_* variables already
+ * set, then the flags over them -- with the adapter's own rules, and
+ * exports it for the preload. One line on stderr naming the flag or
+ * variable and the rule on error. */
+static int setup_pyroscope(run_opts *o, const char *preload)
+{
+    mpt_pyro_api api;
+    char looked[4096], err[1024];
+    if (find_pyroscope(preload, &api, looked, sizeof looked, err, sizeof err) != 0) {
+        fprintf(stderr, "mimprof run: --pyroscope needs libmimprof-pyroscope (looked in: %s%s%s; "
+                        "set MIMPROF_PYROSCOPE_LIB, or build the workspace with -Dpyroscope=enabled)\n",
+                looked, err[0] ? "; " : "", err);
+        return -1;
+    }
+    mp_pyro_config *cfg = NULL;
+    const char *what = NULL; /* the flag being applied */
+    mp_pyro_status st = api.config_new(&cfg);
+    if (st == MP_PYRO_OK)
+        st = api.config_from_env(cfg);
+    if (st == MP_PYRO_OK && o->pyro_url != NULL) {
+        what = "--pyroscope";
+        st = api.config_set_server(cfg, o->pyro_url);
+    }
+    if (st == MP_PYRO_OK && o->pyro_app != NULL) {
+        what = "--app";
+        st = api.config_set_app_name(cfg, o->pyro_app);
+    }
+    for (int i = 0; st == MP_PYRO_OK && i < o->pyro_ntags; i++) {
+        what = "--tag";
+        st = api.config_add_tags(cfg, o->pyro_tags[i]);
+    }
+    if (st == MP_PYRO_OK && o->pyro_tenant != NULL) {
+        what = "--tenant";
+        st = api.config_set_tenant(cfg, o->pyro_tenant);
+    }
+    if (st == MP_PYRO_OK && o->pyro_protocol != NULL)
+        st = api.config_set_protocol(cfg, strcmp(o->pyro_protocol, "push") == 0
+                                              ? MP_PYRO_PROTOCOL_PUSH
+                                              : MP_PYRO_PROTOCOL_INGEST);
+    if (st == MP_PYRO_OK && o->pyro_basic != NULL) {
+        /* The flag replaces any credentials from the environment. */
+        what = "--basic-auth";
+        char *colon = strchr(o->pyro_basic, ':');
+        const char *pass = colon != NULL ? colon + 1 : getenv("PYROSCOPE_BASIC_AUTH_PASSWORD");
+        if (colon != NULL)
+            *colon = '\0';
+        if (pass == NULL || pass[0] == '\0') {
+            fprintf(stderr, "mimprof run: --basic-auth %s has no password (USER:PASS, or USER and "
+                            "PYROSCOPE_BASIC_AUTH_PASSWORD)\n", o->pyro_basic);
+            goto fail;
+        }
+        st = api.config_set_bearer_token(cfg, NULL);
+        if (st == MP_PYRO_OK)
+            st = api.config_set_basic_auth(cfg, o->pyro_basic, pass);
+    }
+    if (st == MP_PYRO_OK && o->pyro_bearer != NULL) {
+        what = "--bearer-token";
+        st = api.config_set_basic_auth(cfg, NULL, NULL);
+        if (st == MP_PYRO_OK)
+            st = api.config_set_bearer_token(cfg, o->pyro_bearer);
+    }
+    if (st == MP_PYRO_OK) {
+        what = NULL;
+        st = api.config_validate(cfg);
+    }
+    if (st != MP_PYRO_OK) {
+        const char *why = cfg != NULL ? api.config_error(cfg) : "";
+        const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
+        if (st == MP_PYRO_E_NOT_CONFIGURED && o->pyro_app == NULL && (app == NULL || app[0] == '\0'))
+            fprintf(stderr, "mimprof run: --pyroscope needs --app NAME (or PYROSCOPE_APPLICATION_NAME)\n");
+        else
+            fprintf(stderr, "mimprof run: %s%s%s\n", what != NULL ? what : "",
+                    what != NULL ? ": " : "", why != NULL && why[0] ? why : api.strerror(st));
+        goto fail;
+    }
+    char path[PATH_MAX];
+    mpt_pyro_path(&api, path, sizeof path);
+    char real[PATH_MAX];
+    if (api.config_export_env(cfg) != MP_PYRO_OK ||
+        setenv("MIMPROF_PYROSCOPE_LIB", realpath(path, real) != NULL ? real : path, 1) != 0) {
+        fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
+        goto fail;
+    }
+    if (o->quiet)
+        unsetenv("MIMPROF_PYROSCOPE_SUMMARY");
+    else
+        setenv("MIMPROF_PYROSCOPE_SUMMARY", "1", 1);
+    /* Without --every, a report per upload interval (PYROSCOPE_UPLOAD_INTERVAL,
+     * default 10 s, exported as "<ms>ms"). */
+    const char *ui = getenv("PYROSCOPE_UPLOAD_INTERVAL");
+    uint64_t ms;
+    if (!o->every_given && ui != NULL && mpt_parse_duration_ms(ui, &ms) && ms > 0)
+        o->every_ms = ms;
+    api.config_free(cfg);
+    mpt_pyro_close(&api);
+    return 0;
+fail:
+    api.config_free(cfg);
+    mpt_pyro_close(&api);
+    return -1;
+}
+#else
+static int setup_pyroscope(run_opts *o, const char *preload)
+{
+    (void)o;
+    (void)preload;
+    fprintf(stderr, "mimprof run: --pyroscope: this mimprof was built without Pyroscope support "
+                    "(<mimprof/pyroscope.h> was not found at build time)\n");
+    return -1;
+}
+#endif
+
 static int build_env(const run_opts *o, const char *preload, const char *abs_dir)
 {
     const char *old = getenv("LD_PRELOAD");
@@ -146,7 +342,10 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     int rc = setenv("LD_PRELOAD", lp, 1);
     free(lp);
     char num[64];
-    rc |= setenv("MIMPROF_OUTPUT", abs_dir, 1);
+    if (abs_dir != NULL)
+        rc |= setenv("MIMPROF_OUTPUT", abs_dir, 1);
+    else
+        unsetenv("MIMPROF_OUTPUT"); /* uploads only */
     if (o->interval != 0) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)o->interval);
         rc |= setenv("MIMPROF_INTERVAL", num, 1);
@@ -223,9 +422,12 @@ static int parse_flag_value(const char *name, const char *v, const char *const *
     return -1;
 }
 
+static int run_command(run_opts *op, char **cmd);
+
 int mpt_cmd_run(int argc, char **argv)
 {
-    enum { O_FF = 256, O_NFF, O_FE, O_NFE, O_SEED, O_DEPTH };
+    enum { O_FF = 256, O_NFF, O_FE, O_NFE, O_SEED, O_DEPTH, O_PYRO, O_APP, O_TAG, O_TENANT,
+           O_BASIC, O_BEARER, O_PROTO };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
         {"allocator", required_argument, NULL, 'a'},
@@ -239,11 +441,19 @@ int mpt_cmd_run(int argc, char **argv)
         {"seed", required_argument, NULL, O_SEED},
         {"max-depth", required_argument, NULL, O_DEPTH},
         {"quiet", no_argument, NULL, 'q'},
+        {"pyroscope", required_argument, NULL, O_PYRO},
+        {"app", required_argument, NULL, O_APP},
+        {"tag", required_argument, NULL, O_TAG},
+        {"tenant", required_argument, NULL, O_TENANT},
+        {"basic-auth", required_argument, NULL, O_BASIC},
+        {"bearer-token", required_argument, NULL, O_BEARER},
+        {"pyroscope-protocol", required_argument, NULL, O_PROTO},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     static const char *const allocators[] = {"mimalloc", "jemalloc", NULL};
     static const char *const symbolizers[] = {"none", "functions", "lines", NULL};
+    static const char *const protocols[] = {"ingest", "push", NULL};
     /* --symbolize functions by default: DWARF line tables (`lines`) cost a
      * one-off ~0.2-1 s per process where separate debug info is installed
      * (BENCHMARKS.md), and the views only need function names. */
@@ -274,9 +484,11 @@ int mpt_cmd_run(int argc, char **argv)
                 return EXIT_OWN_ERROR;
             }
             o.every = optarg;
+            o.every_given = true;
             break;
         case 'o':
             o.out_dir = optarg;
+            o.out_given = true;
             break;
         case 's':
             if (parse_flag_value("--symbolize", optarg, symbolizers) < 0)
@@ -311,6 +523,38 @@ int mpt_cmd_run(int argc, char **argv)
         case 'q':
             o.quiet = true;
             break;
+        case O_PYRO: o.pyro_url = optarg; break;
+        case O_APP: o.pyro_app = optarg; break;
+        case O_TAG:
+            if (o.pyro_ntags == (int)(sizeof o.pyro_tags / sizeof o.pyro_tags[0])) {
+                fprintf(stderr, "mimprof run: too many --tag options (Pyroscope keeps at most %d tags)\n",
+                        (int)(sizeof o.pyro_tags / sizeof o.pyro_tags[0]));
+                return EXIT_OWN_ERROR;
+            }
+            o.pyro_tags[o.pyro_ntags++] = optarg;
+            break;
+        case O_TENANT: o.pyro_tenant = optarg; break;
+        case O_BASIC:
+        case O_BEARER: {
+            char *buf = c == O_BASIC ? o.basic_buf : o.bearer_buf;
+            if (strlen(optarg) >= sizeof o.basic_buf) {
+                fprintf(stderr, "mimprof run: %s: value too long\n",
+                        c == O_BASIC ? "--basic-auth" : "--bearer-token");
+                return EXIT_OWN_ERROR;
+            }
+            strcpy(buf, optarg);
+            *(c == O_BASIC ? &o.pyro_basic : &o.pyro_bearer) = buf;
+            if (c == O_BEARER)
+                blank(optarg);
+            else if (strchr(optarg, ':') != NULL)
+                blank(strchr(optarg, ':') + 1);
+            break;
+        }
+        case O_PROTO:
+            if (parse_flag_value("--pyroscope-protocol", optarg, protocols) < 0)
+                return EXIT_OWN_ERROR;
+            o.pyro_protocol = optarg;
+            break;
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;
@@ -327,8 +571,13 @@ int mpt_cmd_run(int argc, char **argv)
         fprintf(stderr, "mimprof run: no command to run (mimprof run [options] -- CMD [ARGS...])\n");
         return EXIT_OWN_ERROR;
     }
-    char **cmd = argv + optind;
 
+    return run_command(&o, argv + optind);
+}
+
+static int run_command(run_opts *op, char **cmd)
+{
+    run_opts o = *op; /* (its secrets stay in *op's buffers) */
     char preload[PATH_MAX], looked[4096];
     if (find_preload(o.allocator, preload, sizeof preload, looked, sizeof looked) != 0) {
         fprintf(stderr, "mimprof run: cannot find libmimprof-preload-%s.so (looked in: %s; "
@@ -336,13 +585,29 @@ int mpt_cmd_run(int argc, char **argv)
                 o.allocator, looked, o.allocator);
         return EXIT_OWN_ERROR;
     }
+    const char *server = getenv("PYROSCOPE_SERVER_ADDRESS");
+    o.pyro = o.pyro_url != NULL || (server != NULL && server[0] != '\0');
+    if (!o.pyro && (o.pyro_app != NULL || o.pyro_ntags > 0 || o.pyro_tenant != NULL ||
+                    o.pyro_basic != NULL || o.pyro_bearer != NULL || o.pyro_protocol != NULL)) {
+        fprintf(stderr, "mimprof run: --app, --tag, --tenant, --basic-auth, --bearer-token and "
+                        "--pyroscope-protocol need --pyroscope URL (or PYROSCOPE_SERVER_ADDRESS)\n");
+        return EXIT_OWN_ERROR;
+    }
+    if (o.pyro_basic != NULL && o.pyro_bearer != NULL) {
+        fprintf(stderr, "mimprof run: --basic-auth and --bearer-token exclude each other\n");
+        return EXIT_OWN_ERROR;
+    }
+    if (o.pyro && setup_pyroscope(&o, preload) != 0)
+        return EXIT_OWN_ERROR;
+    /* Uploading: files only with -o. */
+    bool files = !o.pyro || o.out_given;
     char abs_dir[PATH_MAX];
-    if (mkdir_p(o.out_dir) != 0 || realpath(o.out_dir, abs_dir) == NULL) {
+    if (files && (mkdir_p(o.out_dir) != 0 || realpath(o.out_dir, abs_dir) == NULL)) {
         fprintf(stderr, "mimprof run: cannot use output directory %s: %s\n", o.out_dir,
                 strerror(errno));
         return EXIT_OWN_ERROR;
     }
-    if (build_env(&o, preload, abs_dir) != 0) {
+    if (build_env(&o, preload, files ? abs_dir : NULL) != 0) {
         fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
     }
@@ -410,9 +675,11 @@ int mpt_cmd_run(int argc, char **argv)
         int sig = WTERMSIG(status);
         fprintf(stderr, "mimprof run: '%s' was killed by signal %d (%s)%s\n", cmd[0], sig,
                 strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
-        summarize(abs_dir, started, pid, false);
+        if (files)
+            summarize(abs_dir, started, pid, false);
         return 128 + sig;
     }
-    summarize(abs_dir, started, pid, o.quiet);
+    if (files)
+        summarize(abs_dir, started, pid, o.quiet);
     return WIFEXITED(status) ? WEXITSTATUS(status) : EXIT_OWN_ERROR;
 }

@@ -1,15 +1,20 @@
 /* The preload runtime: environment -> session, reporter thread, gzip
- * files, signals, fork and exec (see preload_runtime.h for the contract).
+ * files, Pyroscope uploads, signals, fork and exec (see preload_runtime.h
+ * for the contract).
  *
  * Threads: the reporter thread is the only one that calls
  * mp_profiler_report() (and, at the end, the thread running exit handlers,
  * after it has joined the reporter). Signal handlers only post a
- * semaphore and set atomic flags.
+ * semaphore and set atomic flags. The Pyroscope agent (a sink of
+ * libmimprof-pyroscope, dlopen()ed) is used by the same threads, in the
+ * same order: started at the first report, fed by every report, stopped
+ * after the last one.
  */
 #define _GNU_SOURCE
 #include "preload_runtime.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -31,6 +36,7 @@
 
 #include <mimprof/profiling.h>
 
+#include "../pyro_api.h"
 #include "../units.h"
 
 /* Fatal signals whose default action ends the process: a last report is
@@ -59,6 +65,20 @@ static struct {
     atomic_bool report_req;
     atomic_int fatal_sig;       /* a fatal signal waits for its report */
     atomic_uint reports_done;   /* bumped after every report attempt */
+    bool files;                 /* reports are written (rt.dir or rt.pattern) */
+    /* Pyroscope: reports are also handed to a sink agent. */
+    bool pyro_on;               /* configured: upload every report */
+    bool pyro_failed;           /* the agent could not start: reports go nowhere */
+    bool pyro_summary;          /* a line at exit even when nothing was lost */
+    bool pyro_forked;           /* this process is a forked child of the configured one */
+    int64_t window_from_ns;     /* `from` of the next report's window (wall clock) */
+    uint64_t pyro_unsent;       /* reports never handed to the agent */
+    char pyro_app[128];         /* service_name, for the summary line */
+#if MPT_HAVE_PYROSCOPE
+    mpt_pyro_api pyro_api;
+    mp_pyro_config *pyro_cfg;   /* validated at start; copied by each agent */
+    mp_pyro_agent *pyro;        /* started at the first report */
+#endif
 } rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -67,7 +87,7 @@ static void say(const char *fmt, ...)
 {
     if (rt.quiet)
         return;
-    char buf[512];
+    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
@@ -198,8 +218,18 @@ static int expand_path(char *dst, size_t cap, unsigned seq)
     return 0;
 }
 
-/* Takes one report and writes it (see expand_path). Called by
- * the reporter thread, or by the exit path after the reporter is gone. */
+static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns);
+
+static int64_t now_real_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Takes one report, hands it to the Pyroscope agent and writes it (see
+ * expand_path). Called by the reporter thread, or by the exit path after
+ * the reporter is gone. */
 static void report_once(void)
 {
     uint8_t *buf = NULL;
@@ -207,6 +237,16 @@ static void report_once(void)
     mp_prof_status st = mp_profiler_report(rt.prof, &buf, &len);
     if (st != MP_PROF_OK) {
         say("mimprof: report failed: %s\n", mp_prof_strerror(st));
+        return;
+    }
+    /* Windows are contiguous: each report's interval values (alloc_*)
+     * cover exactly [previous report, now). */
+    int64_t now = now_real_ns();
+    if (rt.pyro_on)
+        pyro_submit(buf, len, rt.window_from_ns, now);
+    rt.window_from_ns = now;
+    if (!rt.files) {
+        mp_prof_buffer_free(buf);
         return;
     }
     char path[4200], tmp[4300];
@@ -237,6 +277,188 @@ static void report_once(void)
     mp_prof_buffer_free(buf);
 }
 
+/* ---- Pyroscope ------------------------------------------------------- */
+
+/* The value the runtime gives MIMPROF_DISABLE: it owns the session, the
+ * preload's constructor must not start one. Unlike a user's "1" it does
+ * not stop a program this process executes from uploading. */
+#define DISABLE_MARK "runtime"
+
+static bool env_flag(const char *name, bool dflt);
+
+#if MPT_HAVE_PYROSCOPE
+/* Loads libmimprof-pyroscope: $MIMPROF_PYROSCOPE_LIB (mimprof run sets
+ * it to the file it validated the flags with), else the file next to this
+ * preload object (an install prefix's libdir), else the dynamic loader's
+ * search (LD_LIBRARY_PATH, ld.so.cache, this object's RUNPATH). */
+static bool pyro_load(char *err, size_t errlen)
+{
+    const char *lib = getenv("MIMPROF_PYROSCOPE_LIB");
+    if (lib != NULL && lib[0] != '\0')
+        return mpt_pyro_open(lib, false, &rt.pyro_api, err, errlen);
+    Dl_info info;
+    if (dladdr(&rt, &info) != 0 && info.dli_fname != NULL && strrchr(info.dli_fname, '/') != NULL) {
+        char cand[4200];
+        int dlen = (int)(strrchr(info.dli_fname, '/') - info.dli_fname);
+        snprintf(cand, sizeof cand, "%.*s/%s", dlen, info.dli_fname, MPT_PYRO_SONAME);
+        if (access(cand, R_OK) == 0)
+            return mpt_pyro_open(cand, false, &rt.pyro_api, err, errlen);
+    }
+    return mpt_pyro_open(MPT_PYRO_SONAME, false, &rt.pyro_api, err, errlen);
+}
+#endif
+
+/* PYROSCOPE_SERVER_ADDRESS is set: loads the adapter and builds, checks and
+ * keeps the agents' configuration (PYROSCOPE_*, MIMPROF_PYROSCOPE_*, read
+ * by mp_pyro_config_from_env). rt.lock held, at start, before the
+ * runtime's variables are removed. 1: uploading; -1: not (said why). */
+static int pyro_setup(void)
+{
+#if MPT_HAVE_PYROSCOPE
+    char err[600];
+    if (!pyro_load(err, sizeof err)) {
+        say("mimprof: pyroscope: cannot load libmimprof-pyroscope: %s; not uploading\n", err);
+        return -1;
+    }
+    const mpt_pyro_api *api = &rt.pyro_api;
+    mp_pyro_config *cfg = NULL;
+    mp_pyro_status st = api->config_new(&cfg);
+    if (st == MP_PYRO_OK)
+        st = api->config_from_env(cfg);
+    const char *level = getenv("MIMPROF_PYROSCOPE_LOG_LEVEL");
+    if (st == MP_PYRO_OK && rt.quiet && (level == NULL || level[0] == '\0'))
+        st = api->config_set_logger(cfg, MP_PYRO_LOG_ERROR, NULL, NULL);
+    if (st == MP_PYRO_OK)
+        st = api->config_validate(cfg);
+    if (st != MP_PYRO_OK) {
+        const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
+        const char *why = cfg != NULL ? api->config_error(cfg) : "";
+        if (st == MP_PYRO_E_NOT_CONFIGURED && (app == NULL || app[0] == '\0'))
+            why = "PYROSCOPE_APPLICATION_NAME is not set";
+        say("mimprof: pyroscope: %s; not uploading\n",
+            why != NULL && why[0] != '\0' ? why : api->strerror(st));
+        api->config_free(cfg);
+        mpt_pyro_close(&rt.pyro_api);
+        return -1;
+    }
+    rt.pyro_cfg = cfg;
+    snprintf(rt.pyro_app, sizeof rt.pyro_app, "%s", getenv("PYROSCOPE_APPLICATION_NAME"));
+    rt.pyro_summary = env_flag("MIMPROF_PYROSCOPE_SUMMARY", false);
+    rt.pyro_on = true;
+    return 1;
+#else
+    say("mimprof: PYROSCOPE_SERVER_ADDRESS is set, but this preload was built without "
+        "Pyroscope support (no <mimprof/pyroscope.h>); not uploading\n");
+    return -1;
+#endif
+}
+
+#if MPT_HAVE_PYROSCOPE
+/* Starts this process's sink agent (at its first report, so that a child
+ * that only forks and executes never starts one). Its threads are created
+ * with every signal blocked: signals stay with the program's threads. */
+static void pyro_start_agent(void)
+{
+    const mpt_pyro_api *api = &rt.pyro_api;
+    mp_pyro_status st = MP_PYRO_OK;
+    if (rt.pyro_forked) /* the parent holds the spool directory's lock */
+        st = api->config_set_spool(rt.pyro_cfg, NULL, 0, 0);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    if (st == MP_PYRO_OK)
+        st = api->agent_start(rt.pyro_cfg, NULL, &rt.pyro);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (st != MP_PYRO_OK) {
+        rt.pyro = NULL;
+        rt.pyro_failed = true;
+        say("mimprof: pyroscope: not uploading from pid %ld: %s\n", (long)getpid(),
+            api->strerror(st));
+    }
+}
+#endif
+
+/* Hands one report to the agent (copied and gzipped there; the upload runs
+ * on the agent's thread and never blocks this one). */
+static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns)
+{
+#if MPT_HAVE_PYROSCOPE
+    if (rt.pyro == NULL && !rt.pyro_failed)
+        pyro_start_agent();
+    if (rt.pyro != NULL &&
+        rt.pyro_api.agent_submit(rt.pyro, buf, len, from_ns, until_ns) == MP_PYRO_OK)
+        return;
+    if (len > 0)
+        rt.pyro_unsent++;
+#else
+    (void)buf;
+    (void)len;
+    (void)from_ns;
+    (void)until_ns;
+#endif
+}
+
+/* After the last report: stops the agent, which delivers what is queued
+ * within its flush deadline (MIMPROF_PYROSCOPE_FLUSH_DEADLINE, default 5 s)
+ * and spools or counts the rest; then one line on stderr when anything was
+ * lost, spooled or failed on the way (or, when `mimprof run` asked for it,
+ * that everything was uploaded). No more uploads from this process. */
+static void pyro_finish(void)
+{
+#if MPT_HAVE_PYROSCOPE
+    if (!rt.pyro_on)
+        return;
+    rt.pyro_on = false;
+    const mpt_pyro_api *api = &rt.pyro_api;
+    mp_pyro_stats st;
+    memset(&st, 0, sizeof st);
+    char last[400] = "";
+    if (rt.pyro != NULL) {
+        api->agent_stop(rt.pyro);
+        api->agent_stats(rt.pyro, &st);
+        api->agent_last_error(rt.pyro, last, sizeof last);
+        api->agent_free(rt.pyro);
+        rt.pyro = NULL;
+    }
+    typedef unsigned long long ull;
+    ull lost = st.dropped_queue_full + st.dropped_rejected + st.dropped_retry_exhausted +
+               st.dropped_stop_deadline + st.dropped_spool_io + st.reports_failed + rt.pyro_unsent;
+    ull total = st.reports_queued + st.reports_failed + rt.pyro_unsent;
+    ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
+                 st.fail_server + st.fail_rejected + st.fail_other;
+    if (lost > 0 || st.spooled > 0 || failed > 0)
+        say("mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
+            "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
+            "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
+            "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
+            (long)getpid(), (ull)st.uploaded, total, lost, (ull)st.dropped_queue_full,
+            (ull)st.dropped_rejected, (ull)st.dropped_retry_exhausted,
+            (ull)st.dropped_stop_deadline, (ull)st.dropped_spool_io,
+            (ull)(st.reports_failed + rt.pyro_unsent), (ull)st.spooled, (ull)st.fail_connect,
+            (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited,
+            (ull)st.fail_server, (ull)st.fail_rejected, (ull)st.fail_other,
+            last[0] != '\0' ? "; last error: " : "", last);
+    else if (rt.pyro_summary && !rt.pyro_forked)
+        say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+            (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
+#endif
+}
+
+/* In a forked child: the parent's agent is forgotten, not stopped (its
+ * threads do not exist here and its lock may be held); the child starts
+ * its own at its first report. */
+static void pyro_after_fork(void)
+{
+#if MPT_HAVE_PYROSCOPE
+    rt.pyro = NULL;
+#endif
+    rt.pyro_failed = false;
+    rt.pyro_unsent = 0;
+    rt.pyro_forked = true;
+}
+
+/* ---- the reporter thread --------------------------------------------- */
+
 static void advance(struct timespec *t, uint64_t ms)
 {
     t->tv_sec += (time_t)(ms / 1000);
@@ -256,7 +478,16 @@ static void *reporter_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
-    advance(&next, rt.every_ms);
+    if (rt.pyro_on && rt.every_ms > 0) {
+        /* Uploads on wall-clock multiples of the period, like Pyroscope's
+         * own agents (the first window is shorter). */
+        int64_t now_ms = (int64_t)next.tv_sec * 1000 + next.tv_nsec / 1000000;
+        int64_t at = (now_ms / (int64_t)rt.every_ms + 1) * (int64_t)rt.every_ms;
+        next.tv_sec = (time_t)(at / 1000);
+        next.tv_nsec = (long)(at % 1000) * 1000000L;
+    } else {
+        advance(&next, rt.every_ms);
+    }
     for (;;) {
         int r;
         if (rt.every_ms > 0)
@@ -284,6 +515,8 @@ static void *reporter_main(void *arg)
         if (!timed_out && !asked && fatal == 0)
             continue; /* a stale post */
         report_once();
+        if (fatal != 0)
+            pyro_finish(); /* the waiting handler gives up after 2 s */
         atomic_fetch_add(&rt.reports_done, 1);
         if (fatal != 0)
             break; /* the process is about to die: no more reports */
@@ -505,6 +738,7 @@ static int start_locked(void)
     }
     rt.pid = getpid();
     rt.seq = rt.dir[0] != '\0' ? first_free_seq(rt.dir, rt.pid) : 0;
+    rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);
     atomic_store(&rt.fatal_sig, 0);
@@ -530,6 +764,8 @@ static void after_fork_child(void)
     sem_destroy(&rt.wake);
     sem_init(&rt.wake, 0, 0);
     atomic_store(&rt.reports_done, 0);
+    if (rt.pyro_on)
+        pyro_after_fork();
     if (rt.follow_fork)
         start_locked();
 }
@@ -569,8 +805,15 @@ int mp_preload_runtime_start(void)
 {
     static bool once;
     static int result;
+    /* Runtime mode: MIMPROF_EVERY (mimprof run), or PYROSCOPE_SERVER_ADDRESS
+     * (a bare preload uploading to Pyroscope) unless the user asked for the
+     * allocator only. */
     const char *every = getenv("MIMPROF_EVERY");
-    if (every == NULL)
+    const char *addr = getenv("PYROSCOPE_SERVER_ADDRESS");
+    bool pyro = addr != NULL && addr[0] != '\0';
+    const char *dis = getenv("MIMPROF_DISABLE");
+    bool disabled = dis != NULL && strcmp(dis, "0") != 0;
+    if (every == NULL && (!pyro || (disabled && strcmp(dis, DISABLE_MARK) != 0)))
         return 0;
     pthread_mutex_lock(&rt.lock);
     if (once) {
@@ -580,7 +823,8 @@ int mp_preload_runtime_start(void)
     once = true;
     /* The runtime owns the session of this process: the preload's own
      * constructor (which runs after this one) must not start another. */
-    setenv("MIMPROF_DISABLE", "1", 0);
+    if (!disabled)
+        setenv("MIMPROF_DISABLE", DISABLE_MARK, 1);
     rt.quiet = env_flag("MIMPROF_QUIET", false);
     int rc = -1;
     mp_prof_config_init(&rt.cfg);
@@ -594,11 +838,16 @@ int mp_preload_runtime_start(void)
         rt.cfg.sample_interval_bytes = (size_t)v;
     }
     rt.every_ms = 10000;
-    if (every[0] != '\0' && !mpt_parse_duration_ms(every, &rt.every_ms)) {
+    if (every != NULL && every[0] != '\0' && !mpt_parse_duration_ms(every, &rt.every_ms)) {
         say("mimprof: MIMPROF_EVERY=%s is not a duration (e.g. 10s, 500ms, 0); profiling disabled\n",
             every);
         goto out;
     }
+    /* A bare preload reports at the upload interval (a malformed one is
+     * refused by pyro_setup below). */
+    if (every == NULL && (s = getenv("PYROSCOPE_UPLOAD_INTERVAL")) != NULL && s[0] != '\0' &&
+        (!mpt_parse_duration_ms(s, &rt.every_ms) || rt.every_ms == 0))
+        rt.every_ms = 10000;
     if ((s = getenv("MIMPROF_SYMBOLIZE")) != NULL && s[0] != '\0') {
         if (strcmp(s, "none") == 0)
             rt.cfg.symbolize = MP_PROF_SYMBOLIZE_NONE;
@@ -630,18 +879,33 @@ int mp_preload_runtime_start(void)
         }
     }
     rt.follow_fork = env_flag("MIMPROF_FOLLOW_FORK", true);
-    if (set_output(getenv("MIMPROF_OUTPUT")) != 0) {
+    /* Files: MIMPROF_OUTPUT, default ./mimprof-out/; when uploading, only
+     * when MIMPROF_OUTPUT asks for them. */
+    const char *output = getenv("MIMPROF_OUTPUT");
+    rt.files = !pyro || (output != NULL && output[0] != '\0');
+    if (rt.files && set_output(output) != 0) {
         say("mimprof: MIMPROF_OUTPUT=%s is unusable; profiling disabled\n",
-            getenv("MIMPROF_OUTPUT") != NULL ? getenv("MIMPROF_OUTPUT") : "");
+            output != NULL ? output : "");
         goto out;
     }
-    if (!env_flag("MIMPROF_FOLLOW_EXEC", false)) {
+    /* Uploads: without them (a message said why) the runtime goes on with
+     * its files, or leaves the process unprofiled when it writes none. */
+    if (pyro && pyro_setup() < 0 && !rt.files)
+        goto out;
+    /* mimprof run does not follow exec by default; a bare preload does
+     * (every program of an environment with LD_PRELOAD and PYROSCOPE_*
+     * uploads, as the preload alone profiles every program). */
+    if (!env_flag("MIMPROF_FOLLOW_EXEC", every == NULL)) {
         /* Programs this process executes run unprofiled: no preload and
-         * none of the runtime's variables. */
+         * none of the runtime's variables. PYROSCOPE_* stay: every
+         * Pyroscope client reads them (the program may run one). */
         static const char *const vars[] = {
             "MIMPROF_EVERY", "MIMPROF_OUTPUT", "MIMPROF_INTERVAL", "MIMPROF_SEED",
             "MIMPROF_STACK_DEPTH", "MIMPROF_SYMBOLIZE", "MIMPROF_FOLLOW_FORK",
-            "MIMPROF_FOLLOW_EXEC", "MIMPROF_QUIET", NULL};
+            "MIMPROF_FOLLOW_EXEC", "MIMPROF_QUIET", "MIMPROF_PYROSCOPE_LIB",
+            "MIMPROF_PYROSCOPE_SUMMARY", "MIMPROF_PYROSCOPE_PROTOCOL",
+            "MIMPROF_PYROSCOPE_SPOOL_DIR", "MIMPROF_PYROSCOPE_CA_PATH",
+            "MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "MIMPROF_PYROSCOPE_LOG_LEVEL", NULL};
         drop_self_from_ld_preload();
         for (int i = 0; vars[i] != NULL; i++)
             unsetenv(vars[i]);
@@ -682,6 +946,7 @@ void mp_preload_runtime_stop(void)
         rt.have_reporter = false;
     }
     report_once();
+    pyro_finish();
     rt.started = false;
     mp_profiler_free(rt.prof);
     rt.prof = NULL;
