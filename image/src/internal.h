@@ -206,18 +206,19 @@ void img_chain_walk(const mp_img_heap *h, void (*fn)(void *obj, void *ctx), void
 /* ---- trace.c ----------------------------------------------------- */
 
 /* A trace is the mark phase; with `emit` it also emits, as it marks, the
- * object region the image will hold. Breadth first, an object's place in
- * the region is known the moment it is first reached (its shape is decided
- * then), so when object i is processed every one of its units can be
- * resolved: references to region offsets, words copied, bytes to their
- * blob offsets. Only foreign units wait, as placeholders, to be named after
- * the walk (never during it). */
+ * records the image's region will hold. Breadth first, an object's index
+ * is known the moment it is first reached (its shape is decided then), so
+ * when object i is processed every one of its units can be resolved:
+ * references to indices, words copied, bytes to their blob offsets. Only
+ * foreign units wait, as placeholders, to be named after the walk (never
+ * during it); the writer then places the records in the region, type by
+ * type, and turns indices into region offsets (writer.c). */
 struct img_bytes_ref {
     const void *data;
     uint64_t len;
 };
 struct img_foreign_ref {
-    size_t pos; /* word of the object region holding the unit */
+    size_t pos; /* word of the records holding the unit */
     const mp_img_type *type;
     uintptr_t value;
     size_t index, unit; /* where, for a refusal */
@@ -226,8 +227,8 @@ struct img_trace {
     int emit;
     void **order; /* reachable objects; order[i] has index i + 1 */
     size_t n, cap;
-    /* The stamps: the region word offset of the unit 0 of every object of
-     * the heap that was reached, chunk by chunk; the k-th object of chunk c
+    /* The stamps: the index of every object of the heap that was reached,
+     * chunk by chunk; the k-th object of chunk c
      * has stamps[first[c] + k], k found from the chunk's start bits and its
      * rank directory (objects before each group of 64 words, at rank +
      * rank_at[c]). Only the trace reads them: every reference is resolved
@@ -237,12 +238,12 @@ struct img_trace {
     size_t *words; /* per chunk: its used words when the trace began */
     size_t n_chunks;
     struct img_block stamps_block, order_block, units_block, rec_block;
-    uint64_t *root_index; /* the region offset of each root (0 = nil) */
+    uint64_t *root_index; /* the index of each root (0 = nil) */
     uint32_t *units;      /* units written for order[i], decided when reached */
-    uint64_t region;      /* words of the region placed so far */
+    uint64_t region;      /* words of the region, the objects reached so far */
     uint64_t *shapes;     /* (described, mask) per per-object-shape object */
     size_t n_shapes, cap_shapes, shapes_done;
-    uint64_t *rec; /* emit: the object region */
+    uint64_t *rec; /* emit: the records, in index order */
     size_t rec_len;
     struct img_bytes_ref *bytes; /* emit: the blob's entries, in order */
     size_t n_bytes, cap_bytes;

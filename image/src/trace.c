@@ -1,8 +1,8 @@
 /* The trace: "a mark phase that emits". Breadth first from the roots in
- * name order, so an object's index and its place in the region depend on
- * the graph alone, never on allocation order or addresses; with `emit`,
- * each object's record of the object region is written as the object is
- * processed. */
+ * name order, so an object's index depends on the graph alone, never on
+ * allocation order or addresses; with `emit`, each object's record is
+ * written as the object is processed, references as indices (the writer
+ * then lays the records out as the region, writer.c). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -102,8 +102,8 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
                         holder, unit);
     uint32_t *stamp = &tr->stamps[tr->first[chunk] + k];
     if (!(hdr->flags & IMG_TRACED)) {
-        /* Reached: its shape is decided now, which places it in the region
-         * right after every object reached before it. */
+        /* Reached: its shape is decided now (the region's layout needs
+         * every object's size before any record is placed). */
         const mp_img_type *pt = h->reg->types[hdr->type];
         mp_img_shape custom;
         const mp_img_shape *s = NULL;
@@ -126,11 +126,11 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
             tr->n_shapes++;
         }
         /* Invariant: IMG_TRACED set <=> the object is in order[], its stamp
-         * is its place in the region and units[] holds its unit count. The
-         * chain walk in img_trace_clear() takes the bit back from every
+         * is its 1-based position there and units[] holds its unit count.
+         * The chain walk in img_trace_clear() takes the bit back from every
          * object. */
         hdr->flags |= IMG_TRACED;
-        *stamp = (uint32_t)at;
+        *stamp = (uint32_t)(tr->n + 1);
         tr->units[tr->n] = units;
         tr->region = end;
         tr->order[tr->n++] = p; /* order[] was sized for every object of the heap */
@@ -180,7 +180,7 @@ static mp_img_status emit_foreign(struct img_trace *tr, const mp_img_type *t, mp
 }
 
 /* Processes object i: its references traced and, with emit, its record
- * (metadata, header word, units) written to the region. */
+ * (metadata, header word, units, references as indices) written. */
 static mp_img_status process(mp_img_heap *h, struct img_trace *tr, size_t i, mp_img_error *err)
 {
     mp_img_word *obj = tr->order[i];

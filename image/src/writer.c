@@ -6,7 +6,10 @@
  *   2. name  - name the foreign values, over the foreign table alone, never
  *              during the walk, and fill in their placeholders; refuses what
  *              the vocabulary cannot name.
- *   3. write - one pass of write(2) calls to a temporary (the header and
+ *   3. place  - lay the records out as the object region: type by type, each
+ *              type's objects in index order (so that a loader meets long
+ *              runs of one type), references turned into word offsets.
+ *   4. write - one pass of write(2) calls to a temporary (the header and
  *              tables carry their own head checksum), the checksum,
  *              fdatasync, clear the incomplete marker last, rename.
  *
@@ -191,6 +194,87 @@ static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_t
 
 /* ---- step 3 --------------------------------------------------------- */
 
+/* The object region and the shape table, laid out from the records. */
+struct layout {
+    uint64_t *region; /* tr->rec_len words */
+    uint32_t *off;    /* off[x]: word offset of index x's unit 0; off[0] = 0 */
+    uint64_t *shapes; /* (described, mask) per per-object-shape object */
+    struct img_block region_block, off_block;
+};
+
+static void layout_free(struct layout *L)
+{
+    if (L->region_block.p)
+        img_big_free(L->region_block.p, L->region_block.size, L->region_block.mapped);
+    if (L->off_block.p)
+        img_big_free(L->off_block.p, L->off_block.size, L->off_block.mapped);
+    free(L->shapes);
+}
+
+static void *block(struct img_block *b, size_t size)
+{
+    b->size = size ? size : 1;
+    b->p = img_big_alloc(b->size, &b->mapped);
+    return b->p;
+}
+
+static mp_img_status place(const mp_img_heap *h, const struct img_trace *tr, struct layout *L,
+                           mp_img_error *err)
+{
+    const size_t nt = h->reg->n_types, w = h->meta_width, n = tr->n;
+    uint64_t *cur = calloc(nt + 1, sizeof *cur), *scur = calloc(nt + 1, sizeof *scur);
+    L->off = block(&L->off_block, (n + 1) * sizeof *L->off);
+    L->region = block(&L->region_block, tr->rec_len * sizeof *L->region);
+    L->shapes = malloc(tr->n_shapes ? tr->n_shapes * 16 : 1);
+    if (!cur || !scur || !L->off || !L->region || !L->shapes) {
+        free(cur);
+        free(scur);
+        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory placing %zu objects", n);
+    }
+    /* Each type's words, then where each type begins (its cursor). */
+    for (size_t i = 0; i < n; i++) {
+        const mp_img_type *t = h->reg->types[img_hdr(tr->order[i])->type];
+        cur[t->index + 1] += w + 1 + tr->units[i];
+        scur[t->index + 1] += t->shape_class == IMG_SHAPE_CUSTOM;
+    }
+    for (size_t t = 0; t < nt; t++) {
+        cur[t + 1] += cur[t];
+        scur[t + 1] += scur[t];
+    }
+    L->off[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t t = img_hdr(tr->order[i])->type;
+        L->off[i + 1] = (uint32_t)(cur[t] + w + 1); /* the trace kept the region in range */
+        cur[t] += w + 1 + tr->units[i];
+    }
+    /* The records, in index order, to their places. */
+    const uint64_t *rec = tr->rec;
+    size_t custom = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mp_img_type *t = h->reg->types[img_hdr(tr->order[i])->type];
+        const uint32_t units = tr->units[i];
+        uint64_t *dst = L->region + L->off[i + 1] - 1 - w;
+        memcpy(dst, rec, (w + 1) * sizeof *dst); /* metadata, header word */
+        rec += w + 1;
+        dst += w + 1;
+        mp_img_shape s = t->shape;
+        if (t->shape_class == IMG_SHAPE_CUSTOM) {
+            s = (mp_img_shape){false, units, (uint32_t)tr->shapes[2 * custom],
+                               tr->shapes[2 * custom + 1]};
+            memcpy(L->shapes + 2 * scur[t->index]++, tr->shapes + 2 * custom, 16);
+            custom++;
+        }
+        for (uint32_t u = 0; u < units; u++)
+            dst[u] = img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]] : rec[u];
+        rec += units;
+    }
+    free(cur);
+    free(scur);
+    return MP_IMG_OK;
+}
+
+/* ---- step 4 --------------------------------------------------------- */
+
 static void put_str(unsigned char **at, const char *s)
 {
     uint64_t len = strlen(s);
@@ -203,7 +287,7 @@ static void put_str(unsigned char **at, const char *s)
 /* The header and the three small tables, in one buffer, with the head
  * checksum filled in (the checksum comes at the end of the write). */
 static unsigned char *put_head(const mp_img_heap *h, const struct img_trace *tr,
-                               const struct plan *p, size_t *size)
+                               const struct plan *p, const struct layout *L, size_t *size)
 {
     *size = sizeof(struct img_header) + p->types_size + p->ftab_size + p->roots_size;
     unsigned char *buf = malloc(*size);
@@ -238,7 +322,8 @@ static unsigned char *put_head(const mp_img_heap *h, const struct img_trace *tr,
         memcpy(at, p->ftab, p->ftab_size);
     at += p->ftab_size;
     for (size_t r = 0; r < h->n_roots; r++) {
-        memcpy(at, &tr->root_index[r], 8);
+        uint64_t x = L->off[tr->root_index[r]]; /* off[0] = 0: a nil root */
+        memcpy(at, &x, 8);
         at += 8;
         put_str(&at, h->roots[r].name);
     }
@@ -259,10 +344,11 @@ static void put_blob(struct img_sink *sk, const struct img_trace *tr)
 }
 
 /* Streams the whole image into fd; returns 0 or an errno. */
-static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr, const struct plan *p)
+static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr, const struct plan *p,
+                     const struct layout *L)
 {
     size_t head_size;
-    unsigned char *head = put_head(h, tr, p, &head_size);
+    unsigned char *head = put_head(h, tr, p, L, &head_size);
     struct img_sink sk;
     if (!head || img_sink_open(&sk, fd, IMG_CHECKSUM_FROM)) {
         free(head);
@@ -270,8 +356,8 @@ static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr, c
     }
     img_sink_put(&sk, head, head_size);
     free(head);
-    img_sink_put(&sk, tr->rec, tr->rec_len * 8);
-    img_sink_put(&sk, tr->shapes, tr->n_shapes * 16);
+    img_sink_put(&sk, L->region, tr->rec_len * 8);
+    img_sink_put(&sk, L->shapes, tr->n_shapes * 16);
     put_blob(&sk, tr);
     int e = img_sink_flush(&sk);
     uint64_t sum = img_hash_final(&sk.hash);
@@ -308,7 +394,7 @@ static void sync_dir(const char *path)
 }
 
 static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr, const struct plan *p,
-                          const char *path, mp_img_error *err)
+                          const struct layout *L, const char *path, mp_img_error *err)
 {
     size_t len = strlen(path);
     char *tmp = malloc(len + 8);
@@ -325,7 +411,7 @@ static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr, cons
     }
     int e = fchmod(fd, 0644) ? errno : 0;
     if (!e)
-        e = put_image(fd, h, tr, p);
+        e = put_image(fd, h, tr, p, L);
     if (close(fd) && !e)
         e = errno;
     if (!e && rename(tmp, path))
@@ -358,11 +444,16 @@ mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
     }
     if (st == MP_IMG_OK)
         st = name_all(h, &p, &tr, err);
+    struct layout L;
+    memset(&L, 0, sizeof L);
+    if (st == MP_IMG_OK)
+        st = place(h, &tr, &L, err);
     if (st == MP_IMG_OK) {
         for (size_t r = 0; r < h->n_roots; r++)
             p.roots_size += 16 + img_pad8(strlen(h->roots[r].name));
-        st = emit(h, &tr, &p, path, err);
+        st = emit(h, &tr, &p, &L, path, err);
     }
+    layout_free(&L);
     img_trace_clear(h, &tr);
     plan_free(&p);
     return st == MP_IMG_OK ? img_ok(err) : st;

@@ -140,8 +140,8 @@ static void structural(size_t at, uint64_t value, const char *words)
     free(copy);
 }
 
-/* The region, in words: #1 node hdr 0 [8, 10] | #2 vec hdr 3 [2, 1, 13] |
- * #3 leaf hdr 7 [77] | #4 str hdr 9 [5, off] | #5 fn hdr 12 [f, 0] */
+/* The region, type by type, in words: node hdr 0 [4, 10] | leaf hdr 3 [77] |
+ * vec hdr 5 [2, 1, 13] | str hdr 9 [5, off] | fn hdr 12 [f, 0] */
 #define UNIT(word) (objects_at + 8 * (word))
 
 static uint64_t header_word(uint32_t units, uint16_t type, uint16_t flags)
@@ -157,9 +157,9 @@ Test(corrupt, reference_out_of_range)
     structural(UNIT(1), 15, "reference to word 15 of a 15-word region");
     structural(UNIT(1), 2, "object 1 unit 0: reference to word 2 of the region, which is not an "
                            "object");
-    structural(UNIT(5), 12, "object 2 unit 1: reference to word 12");
+    structural(UNIT(7), 12, "object 3 unit 1: reference to word 12 of the region, which is not");
 }
-Test(corrupt, slot0_count_contradicts_extent) { structural(UNIT(4), 5, "slot-0 count 5"); }
+Test(corrupt, slot0_count_contradicts_extent) { structural(UNIT(6), 5, "slot-0 count 5"); }
 Test(corrupt, bytes_offset_not_a_blob_entry)
 {
     structural(UNIT(11), 4, "bytes offset 4");
@@ -181,7 +181,7 @@ Test(corrupt, header_word)
     structural(UNIT(0), header_word(3, 0, 0), "contradict the shape of type 'node'");
     structural(UNIT(0), header_word(2, 10, 0), "contradict the shape of type 'blob'");
     structural(UNIT(0), header_word(2, 0, 0x8000), "flags 0x8000 are not user flags");
-    structural(UNIT(12), header_word(3, 5, 0), "overrun the region");
+    structural(UNIT(5), header_word(10, 2, 0), "its 10 units overrun the region");
     structural(UNIT(12), header_word(0, 1, 0), "contradict the shape of type 'leaf'");
 }
 Test(corrupt, region_and_header_disagree)
@@ -210,7 +210,7 @@ Test(corrupt, damage_is_reported_as_damage)
 }
 Test(corrupt, bad_tables)
 {
-    structural(roots_at, 6, "root table: entry 0 names word 6, which is not an object");
+    structural(roots_at, 5, "root table: entry 0 names word 5, which is not an object");
     structural(roots_at, 99, "root table");
     structural(sizeof hd + 8 + 8, 99, "type table"); /* shape class of type 0 */
     structural(roots_at - hd.foreign_size, 9, "foreign table"); /* kind */

@@ -132,14 +132,15 @@ static void print_foreign(const struct img_view *v)
     }
 }
 
-/* The index (1-based, region order) of the object whose unit 0 is at word
- * x of a verified region. */
-static uint64_t object_at(const struct img_view *v, uint64_t x)
+/* The position (1-based, region order) and type of the object whose unit
+ * 0 is at word x of a verified region. */
+static uint64_t object_at(const struct img_view *v, uint64_t x, uint32_t *type)
 {
     uint64_t i = 1;
     for (uint64_t p = 0; p < v->words; i++) {
         struct img_obj o;
         memcpy(&o, v->objects_at + 8 * (p + v->hd.meta_width), sizeof o);
+        *type = o.type;
         if (p + v->hd.meta_width + 1 == x)
             break;
         p += v->hd.meta_width + 1 + o.units;
@@ -153,8 +154,12 @@ static void print_roots(const struct img_view *v)
     for (uint64_t r = 0; r < v->hd.n_roots; r++) {
         fputs("  ", stdout);
         print_str(v->roots[r].name, v->roots[r].name_len);
-        if (v->roots[r].index)
-            printf(" -> object %llu\n", (unsigned long long)object_at(v, v->roots[r].index));
+        uint32_t t = 0;
+        if (v->roots[r].index) {
+            uint64_t i = object_at(v, v->roots[r].index, &t);
+            printf(" -> object %llu ('%.*s')\n", (unsigned long long)i, (int)v->types[t].name_len,
+                   v->types[t].name);
+        }
         else
             puts(" -> nil");
     }
