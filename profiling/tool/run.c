@@ -229,6 +229,26 @@ static int setup_pyroscope(run_opts *o, const char *preload)
                 looked, err[0] ? "; " : "", err);
         return -1;
     }
+    /* --basic-auth USER[:PASS]: without PASS, PYROSCOPE_BASIC_AUTH_PASSWORD;
+     * the flag's user goes with it (the environment is read first). */
+    const char *basic_pass = NULL;
+    if (o->pyro_basic != NULL) {
+        char *colon = strchr(o->pyro_basic, ':');
+        if (colon != NULL)
+            *colon = '\0';
+        basic_pass = colon != NULL ? colon + 1 : getenv("PYROSCOPE_BASIC_AUTH_PASSWORD");
+        if (basic_pass == NULL || basic_pass[0] == '\0') {
+            fprintf(stderr, "mimprof run: --basic-auth %s has no password (USER:PASS, or USER and "
+                            "PYROSCOPE_BASIC_AUTH_PASSWORD)\n", o->pyro_basic);
+            mpt_pyro_close(&api);
+            return -1;
+        }
+        if (setenv("PYROSCOPE_BASIC_AUTH_USER", o->pyro_basic, 1) != 0) {
+            fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
+            mpt_pyro_close(&api);
+            return -1;
+        }
+    }
     mp_pyro_config *cfg = NULL;
     const char *what = NULL; /* the flag being applied */
     mp_pyro_status st = api.config_new(&cfg);
@@ -257,18 +277,9 @@ static int setup_pyroscope(run_opts *o, const char *preload)
     if (st == MP_PYRO_OK && o->pyro_basic != NULL) {
         /* The flag replaces any credentials from the environment. */
         what = "--basic-auth";
-        char *colon = strchr(o->pyro_basic, ':');
-        const char *pass = colon != NULL ? colon + 1 : getenv("PYROSCOPE_BASIC_AUTH_PASSWORD");
-        if (colon != NULL)
-            *colon = '\0';
-        if (pass == NULL || pass[0] == '\0') {
-            fprintf(stderr, "mimprof run: --basic-auth %s has no password (USER:PASS, or USER and "
-                            "PYROSCOPE_BASIC_AUTH_PASSWORD)\n", o->pyro_basic);
-            goto fail;
-        }
         st = api.config_set_bearer_token(cfg, NULL);
         if (st == MP_PYRO_OK)
-            st = api.config_set_basic_auth(cfg, o->pyro_basic, pass);
+            st = api.config_set_basic_auth(cfg, o->pyro_basic, basic_pass);
     }
     if (st == MP_PYRO_OK && o->pyro_bearer != NULL) {
         what = "--bearer-token";
