@@ -514,7 +514,10 @@ def build_parser():
     p.add_argument("--no-speed", action="store_true")
     p.add_argument("--no-accuracy", action="store_true")
     p.add_argument("--run-timeout", type=float, default=300.0)
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="fresh output directory")
+    p.add_argument("-o", "--output", metavar="DIR", help="fresh output directory (required)")
+    p.add_argument("--render", metavar="DIR",
+                   help="print the tables of an earlier output directory under --metric "
+                        "(runs nothing, writes nothing)")
     p.add_argument("--quiet", action="store_true")
     return p
 
@@ -526,8 +529,26 @@ def interval_for(case, args):
     return text, INTERVAL_BYTES[text]
 
 
+def rerender(outdir, metric):
+    """summary.md of an earlier run, its speed table judged by `metric`
+    (every speed run recorded both)."""
+    with open(os.path.join(outdir, "summary.json")) as f:
+        summary = json.load(f)
+    key = "wall_throughput" if metric == "throughput" else "cpu_throughput"
+    for run in summary["speed"]["runs"]:
+        run["throughput"] = None if run.get("error") else run.get(key)
+    summary["speed"]["metric"] = metric
+    return render(summary)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.render:
+        sys.stdout.write(rerender(args.render, args.metric))
+        return 0
+    if not args.output:
+        print("bench_peers.py: -o/--output DIR is required", file=sys.stderr)
+        return 2
     paths = default_paths(os.path.abspath(args.build_dir))
     for key in list(paths):
         v = getattr(args, key, None)
