@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 /* File bytes hashed ahead of the objects that read them: small enough to
- * stay in the first-level cache while the objects are placed. */
-#define WINDOW ((size_t)16 << 10)
+ * stay in the second-level cache while the objects are placed. */
+#define WINDOW ((size_t)128 << 10)
 
 /* How the pass treats a type: its sound header word, and its units as a
  * head of up to 32 units of any kind followed by a tail of one kind. */
