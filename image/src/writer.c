@@ -8,7 +8,8 @@
  *              the vocabulary cannot name.
  *   3. place  - lay the records out as the object region: type by type, each
  *              type's objects in index order (so that a loader meets long
- *              runs of one type), references turned into word offsets.
+ *              runs of one type); the write streams them in that order,
+ *              references turned into word offsets.
  *   4. write - one pass of write(2) calls to a temporary (the header and
  *              tables carry their own head checksum), the checksum,
  *              fdatasync, clear the incomplete marker last, rename.
@@ -194,20 +195,28 @@ static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_t
 
 /* ---- step 3 --------------------------------------------------------- */
 
-/* The object region and the shape table, laid out from the records. */
+/* The object region's layout: where each record goes, and in which order
+ * the records are written out (the region itself is never built in
+ * memory: put_region streams it from the records). */
 struct layout {
-    uint64_t *region; /* tr->rec_len words */
     uint32_t *off;    /* off[x]: word offset of index x's unit 0; off[0] = 0 */
+    uint32_t *pos;    /* pos[i]: word of the records where index i + 1 starts */
+    uint32_t *by_type; /* indices - 1, in region order */
     uint64_t *shapes; /* (described, mask) per per-object-shape object */
-    struct img_block region_block, off_block;
+    struct img_block off_block, pos_block, by_type_block;
 };
+
+static void big_release(struct img_block *b)
+{
+    if (b->p)
+        img_big_free(b->p, b->size, b->mapped);
+}
 
 static void layout_free(struct layout *L)
 {
-    if (L->region_block.p)
-        img_big_free(L->region_block.p, L->region_block.size, L->region_block.mapped);
-    if (L->off_block.p)
-        img_big_free(L->off_block.p, L->off_block.size, L->off_block.mapped);
+    big_release(&L->off_block);
+    big_release(&L->pos_block);
+    big_release(&L->by_type_block);
     free(L->shapes);
 }
 
@@ -218,59 +227,103 @@ static void *block(struct img_block *b, size_t size)
     return b->p;
 }
 
+/* The type of the record whose header word is at hw (the records are read
+ * in order; the objects themselves are scattered over the heap). */
+static inline uint16_t rec_type(const uint64_t *hw)
+{
+    struct img_obj o;
+    memcpy(&o, hw, sizeof o);
+    return o.type;
+}
+
 static mp_img_status place(const mp_img_heap *h, const struct img_trace *tr, struct layout *L,
                            mp_img_error *err)
 {
     const size_t nt = h->reg->n_types, w = h->meta_width, n = tr->n;
     uint64_t *cur = calloc(nt + 1, sizeof *cur), *scur = calloc(nt + 1, sizeof *scur);
+    size_t *ncur = calloc(nt + 1, sizeof *ncur);
     L->off = block(&L->off_block, (n + 1) * sizeof *L->off);
-    L->region = block(&L->region_block, tr->rec_len * sizeof *L->region);
+    L->pos = block(&L->pos_block, (n + 1) * sizeof *L->pos);
+    L->by_type = block(&L->by_type_block, (n + 1) * sizeof *L->by_type);
     L->shapes = malloc(tr->n_shapes ? tr->n_shapes * 16 : 1);
-    if (!cur || !scur || !L->off || !L->region || !L->shapes) {
+    if (!cur || !scur || !ncur || !L->off || !L->pos || !L->by_type || !L->shapes) {
         free(cur);
         free(scur);
+        free(ncur);
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory placing %zu objects", n);
     }
-    /* Each type's words, then where each type begins (its cursor). */
+    /* Each type's words, objects and shapes, then where each type begins.
+     * The trace kept the records under 2^32 words. */
+    uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
-        const mp_img_type *t = h->reg->types[img_hdr(tr->order[i])->type];
-        cur[t->index + 1] += w + 1 + tr->units[i];
-        scur[t->index + 1] += t->shape_class == IMG_SHAPE_CUSTOM;
+        const uint16_t t = rec_type(tr->rec + at + w);
+        cur[t + 1] += w + 1 + tr->units[i];
+        ncur[t + 1]++;
+        scur[t + 1] += h->reg->types[t]->shape_class == IMG_SHAPE_CUSTOM;
+        L->pos[i] = (uint32_t)at;
+        at += w + 1 + tr->units[i];
     }
     for (size_t t = 0; t < nt; t++) {
         cur[t + 1] += cur[t];
+        ncur[t + 1] += ncur[t];
         scur[t + 1] += scur[t];
     }
     L->off[0] = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t t = img_hdr(tr->order[i])->type;
-        L->off[i + 1] = (uint32_t)(cur[t] + w + 1); /* the trace kept the region in range */
-        cur[t] += w + 1 + tr->units[i];
-    }
-    /* The records, in index order, to their places. */
-    const uint64_t *rec = tr->rec;
     size_t custom = 0;
     for (size_t i = 0; i < n; i++) {
-        const mp_img_type *t = h->reg->types[img_hdr(tr->order[i])->type];
-        const uint32_t units = tr->units[i];
-        uint64_t *dst = L->region + L->off[i + 1] - 1 - w;
-        memcpy(dst, rec, (w + 1) * sizeof *dst); /* metadata, header word */
-        rec += w + 1;
-        dst += w + 1;
-        mp_img_shape s = t->shape;
-        if (t->shape_class == IMG_SHAPE_CUSTOM) {
-            s = (mp_img_shape){false, units, (uint32_t)tr->shapes[2 * custom],
-                               tr->shapes[2 * custom + 1]};
-            memcpy(L->shapes + 2 * scur[t->index]++, tr->shapes + 2 * custom, 16);
+        const uint16_t t = rec_type(tr->rec + L->pos[i] + w);
+        L->off[i + 1] = (uint32_t)(cur[t] + w + 1);
+        cur[t] += w + 1 + tr->units[i];
+        L->by_type[ncur[t]++] = (uint32_t)i;
+        if (h->reg->types[t]->shape_class == IMG_SHAPE_CUSTOM) {
+            memcpy(L->shapes + 2 * scur[t]++, tr->shapes + 2 * custom, 16);
             custom++;
         }
-        for (uint32_t u = 0; u < units; u++)
-            dst[u] = img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]] : rec[u];
-        rec += units;
     }
     free(cur);
     free(scur);
+    free(ncur);
     return MP_IMG_OK;
+}
+
+/* The region, record by record in region order, references turned into
+ * word offsets. */
+static void put_region(struct img_sink *sk, const mp_img_heap *h, const struct img_trace *tr,
+                       const struct layout *L)
+{
+    const size_t w = h->meta_width;
+    /* Per-object shapes in index order, for the kinds of their units. */
+    size_t *shape_at = NULL;
+    if (tr->n_shapes) {
+        shape_at = malloc(tr->n * sizeof *shape_at);
+        if (!shape_at) {
+            sk->error = ENOMEM;
+            return;
+        }
+        for (size_t i = 0, k = 0; i < tr->n; i++)
+            if (h->reg->types[rec_type(tr->rec + L->pos[i] + w)]->shape_class == IMG_SHAPE_CUSTOM)
+                shape_at[i] = k++;
+    }
+    for (size_t k = 0; k < tr->n; k++) {
+        const size_t i = L->by_type[k];
+        const uint64_t *rec = tr->rec + L->pos[i];
+        const mp_img_type *t = h->reg->types[rec_type(rec + w)];
+        const uint32_t units = tr->units[i];
+        img_sink_put(sk, rec, (w + 1) * 8); /* metadata, header word */
+        rec += w + 1;
+        mp_img_shape s = t->shape;
+        if (t->shape_class == IMG_SHAPE_CUSTOM)
+            s = (mp_img_shape){false, units, (uint32_t)tr->shapes[2 * shape_at[i]],
+                               tr->shapes[2 * shape_at[i] + 1]};
+        if (s.mask == 0) {
+            for (uint32_t u = 0; u < units; u++)
+                img_sink_word(sk, rec[u] ? L->off[rec[u]] : 0);
+        } else {
+            for (uint32_t u = 0; u < units; u++)
+                img_sink_word(sk, img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]] : rec[u]);
+        }
+    }
+    free(shape_at);
 }
 
 /* ---- step 4 --------------------------------------------------------- */
@@ -356,7 +409,7 @@ static int put_image(int fd, const mp_img_heap *h, const struct img_trace *tr, c
     }
     img_sink_put(&sk, head, head_size);
     free(head);
-    img_sink_put(&sk, L->region, tr->rec_len * 8);
+    put_region(&sk, h, tr, L);
     img_sink_put(&sk, L->shapes, tr->n_shapes * 16);
     put_blob(&sk, tr);
     int e = img_sink_flush(&sk);
