@@ -39,9 +39,22 @@ static const char USAGE_RUN[] =
     "      --seed N              fixed sampling seed (reproducible runs)\n"
     "  -q, --quiet               no summary line on stderr\n"
     "\n"
+    "Pyroscope (reports are uploaded while CMD runs; no files unless -o is given):\n"
+    "      --pyroscope URL       server, e.g. http://localhost:4040 (PYROSCOPE_SERVER_ADDRESS)\n"
+    "      --app NAME            service_name (PYROSCOPE_APPLICATION_NAME)\n"
+    "      --tag K=V             a label; repeatable, or K=V,K2=V2 (PYROSCOPE_TAGS)\n"
+    "      --tenant ID           X-Scope-OrgID (PYROSCOPE_TENANT_ID)\n"
+    "      --basic-auth U[:P]    Basic auth; without :P, PYROSCOPE_BASIC_AUTH_PASSWORD\n"
+    "      --bearer-token T      bearer token (PYROSCOPE_AUTH_TOKEN keeps it out of ps)\n"
+    "      --pyroscope-protocol ingest|push\n"
+    "                            POST /ingest (default) or the Push API\n"
+    "  Without --every, a report per upload interval (PYROSCOPE_UPLOAD_INTERVAL, 10s).\n"
+    "\n"
     "Exit status: CMD's; 128+N when signal N killed it; 127 when it cannot be run;\n"
-    "125 for mimprof's own errors. The preload is found next to this executable\n"
-    "(build tree or install prefix) or in $MIMPROF_PRELOAD_DIR.\n";
+    "125 for mimprof's own errors (also a bad --app/--tag/... : before CMD starts).\n"
+    "The preload is found next to this executable (build tree or install prefix) or\n"
+    "in $MIMPROF_PRELOAD_DIR; libmimprof-pyroscope in $MIMPROF_PYROSCOPE_LIB, next\n"
+    "to the preload, in the build tree, the install prefix or the loader's path.\n";
 
 static const char USAGE_TOP[] =
     "usage: mimprof top FILE [options]\n"

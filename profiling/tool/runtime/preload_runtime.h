@@ -6,13 +6,18 @@
  * How it hooks in: preload_runtime.c is compiled into each preload object
  * (profiling/meson.build adds tool/runtime's sources to the preload
  * targets). Its constructor has priority 101, so it runs before the
- * preload's own constructor (default priority). When MIMPROF_EVERY is set
- * -- `mimprof run` always sets it -- the runtime owns the session: it
- * starts it and sets MIMPROF_DISABLE=1 (unless already set) so that the
- * preload's single-report session (preload/preload.c) stays off in this
- * process and in the programs it runs; the preload still registers its
- * code as profiler frames. Without MIMPROF_EVERY the runtime does nothing
- * and the preload behaves as documented in preload/preload.c.
+ * preload's own constructor (default priority). The runtime owns the
+ * session (runtime mode) when MIMPROF_EVERY is set -- `mimprof run` always
+ * sets it -- or when PYROSCOPE_SERVER_ADDRESS is set and MIMPROF_DISABLE
+ * does not ask for the allocator only (a bare preload uploading to
+ * Pyroscope, see below). It then starts
+ * the session and sets MIMPROF_DISABLE=runtime (unless set to something
+ * else than 0) so that the preload's single-report session
+ * (preload/preload.c) stays off in this process and in the programs it
+ * runs; the preload still registers its code as profiler frames. The value
+ * "runtime" (not "1") lets an exec'd program's runtime tell it from a
+ * user's MIMPROF_DISABLE. Otherwise the runtime does nothing and the
+ * preload behaves as documented in preload/preload.c.
  *
  * In runtime mode:
  *
@@ -26,7 +31,8 @@
  *    (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE,
  *    SIGILL: the handler waits at most 2 s for that report, then the
  *    signal takes its default action);
- *  - each report goes to MIMPROF_OUTPUT: a directory (existing, or a value
+ *  - each report goes to MIMPROF_OUTPUT (when uploading to Pyroscope, only
+ *    if MIMPROF_OUTPUT is set): a directory (existing, or a value
  *    ending in '/': created) receives heap.<pid>.<seq>.pb.gz, seq = 0, 1,
  *    2, ... per process; any other value is a file name pattern with %p
  *    (pid), %n (seq), %t (Unix time) and %%. Names ending in ".gz" are
@@ -37,26 +43,74 @@
  *  - fork(): with MIMPROF_FOLLOW_FORK=1 (default) the child starts its own
  *    session and reporter (its files carry its pid); with 0 the child is
  *    not profiled (the core ends the parent's session in every child);
- *  - exec(): with MIMPROF_FOLLOW_EXEC=0 (default) the runtime removes its
- *    preload object from LD_PRELOAD and its variables (all above but
- *    MIMPROF_DISABLE) from the environment at start, so programs the
- *    process executes run unprofiled; with 1 they inherit it and profile
+ *  - exec(): with MIMPROF_FOLLOW_EXEC=0 (the default under MIMPROF_EVERY)
+ *    the runtime removes its preload object from LD_PRELOAD and its
+ *    variables (all above and below but MIMPROF_DISABLE and PYROSCOPE_*)
+ *    from the environment at start, so programs the process executes run
+ *    unprofiled; with 1 (the default of a bare preload, which profiles
+ *    every program as the preload alone does) they inherit it and profile
  *    themselves (an exec'd image keeps its pid: in directory mode its seq
- *    continues after the files already there).
+ *    continues after the files already there). PYROSCOPE_* always stay:
+ *    they are the names every Pyroscope client reads, the program may run
+ *    one of its own.
+ *
+ * Pyroscope (issue 7). With PYROSCOPE_SERVER_ADDRESS set, the runtime
+ * dlopen()s libmimprof-pyroscope (the package arrow is pyroscope ->
+ * profiling: nothing here links it) -- $MIMPROF_PYROSCOPE_LIB, else the
+ * file next to this preload object, else the dynamic loader's search --
+ * and builds the upload configuration at start with
+ * mp_pyro_config_from_env() (PYROSCOPE_APPLICATION_NAME required; see the
+ * adapter's README for every variable) and validates it. A failure (no
+ * library, a bad name or tag) is one line on stderr; the runtime goes on
+ * with its files, or leaves the process unprofiled when it writes none.
+ * Then:
+ *  - each process starts a *sink* agent (mp_pyro_agent_start with no
+ *    backend) at its first report, with every signal blocked so that its
+ *    threads never take the program's signals, and hands it every report
+ *    (mp_pyro_agent_submit: the pprof bytes and the window [previous
+ *    report, now), so alloc_* values are neither lost nor counted twice;
+ *    copied and gzipped there, uploaded on the agent's thread: the program
+ *    is never blocked on the network). Periodic reports fall on wall-clock
+ *    multiples of the period;
+ *  - at exit, after the final report, mp_pyro_agent_stop() delivers what
+ *    is queued within MIMPROF_PYROSCOPE_FLUSH_DEADLINE (default 5 s: the
+ *    longest an exit waits for an unreachable server), the rest is spooled
+ *    (MIMPROF_PYROSCOPE_SPOOL_DIR) or counted as lost. When a profile was
+ *    lost or spooled, or a request failed, one line on stderr gives the
+ *    counters ("mimprof: pyroscope: pid N: U of T profiles uploaded, L lost
+ *    (queue full, rejected, retries exhausted, stop deadline, spool i/o,
+ *    not queued), S spooled; failed requests: ...; last error: ..."); with
+ *    MIMPROF_PYROSCOPE_SUMMARY=1 (set by mimprof run) the process started by
+ *    it also says when everything was uploaded. On a fatal signal the
+ *    last report is submitted and flushed within the handler's 2 s;
+ *  - fork(): a followed child forgets the parent's agent (its threads do
+ *    not exist in the child) and starts its own at its first report, with
+ *    no spool (the parent holds the directory's lock). Children upload to
+ *    the same series as the parent (same service_name and tags, no pid
+ *    label): Pyroscope adds their values up, as for replicas of a
+ *    service. With MIMPROF_FOLLOW_FORK=0 children upload nothing;
+ *  - MIMPROF_QUIET=1 lowers the adapter's log level to error (unless
+ *    MIMPROF_PYROSCOPE_LOG_LEVEL says otherwise) and silences the summary.
  *
  * Variables of runtime mode (besides the preload's):
  *   MIMPROF_EVERY        report period: 10s, 500ms, 1m; 0 = only at exit
  *                        and on SIGUSR2. Its presence selects runtime mode.
- *   MIMPROF_OUTPUT       as above; default ./mimprof-out/
+ *                        Unset in a bare Pyroscope preload: the upload
+ *                        interval (PYROSCOPE_UPLOAD_INTERVAL, default 10s).
+ *   MIMPROF_OUTPUT       as above; default ./mimprof-out/, none when
+ *                        uploading
  *   MIMPROF_FOLLOW_FORK  1 | 0 (default 1)
- *   MIMPROF_FOLLOW_EXEC  1 | 0 (default 0)
+ *   MIMPROF_FOLLOW_EXEC  1 | 0 (default 0 under MIMPROF_EVERY, else 1)
  *   MIMPROF_QUIET        1: no message on stderr
- * A malformed value is reported on stderr and the process runs unprofiled.
- *
- * Extension point: the Pyroscope adapter (issue 7) will upload the same
- * reports; it is expected to hook in here (MIMPROF_PYROSCOPE_* variables
- * read at start, and a second sink next to the file writer in the
- * reporter thread), not in the preload objects.
+ *   PYROSCOPE_SERVER_ADDRESS, PYROSCOPE_APPLICATION_NAME, PYROSCOPE_TAGS,
+ *   PYROSCOPE_BASIC_AUTH_USER, PYROSCOPE_BASIC_AUTH_PASSWORD,
+ *   PYROSCOPE_AUTH_TOKEN, PYROSCOPE_TENANT_ID, PYROSCOPE_UPLOAD_INTERVAL,
+ *   MIMPROF_PYROSCOPE_{PROTOCOL,SPOOL_DIR,CA_PATH,FLUSH_DEADLINE,LOG_LEVEL}
+ *                        the upload configuration (mp_pyro_config_from_env)
+ *   MIMPROF_PYROSCOPE_LIB      the libmimprof-pyroscope to dlopen()
+ *   MIMPROF_PYROSCOPE_SUMMARY  1: a line at exit also when nothing was lost
+ * A malformed value is reported on stderr and the process runs unprofiled
+ * (for the upload configuration: without uploads, see above).
  */
 #ifndef MIMPROF_TOOL_PRELOAD_RUNTIME_H
 #define MIMPROF_TOOL_PRELOAD_RUNTIME_H
