@@ -223,10 +223,12 @@ static int setup_pyroscope(run_opts *o, const char *preload)
 {
     mpt_pyro_api api;
     char looked[4096], err[1024];
+    /* Uploading was asked for by the flag, or by the environment alone. */
+    const char *who = o->pyro_url != NULL ? "--pyroscope" : "PYROSCOPE_SERVER_ADDRESS";
     if (find_pyroscope(preload, &api, looked, sizeof looked, err, sizeof err) != 0) {
-        fprintf(stderr, "mimprof run: --pyroscope needs libmimprof-pyroscope (looked in: %s%s%s; "
+        fprintf(stderr, "mimprof run: %s needs libmimprof-pyroscope (looked in: %s%s%s; "
                         "set MIMPROF_PYROSCOPE_LIB, or build the workspace with -Dpyroscope=enabled)\n",
-                looked, err[0] ? "; " : "", err);
+                who, looked, err[0] ? "; " : "", err);
         return -1;
     }
     /* --basic-auth USER[:PASS]: without PASS, PYROSCOPE_BASIC_AUTH_PASSWORD;
@@ -295,7 +297,7 @@ static int setup_pyroscope(run_opts *o, const char *preload)
         const char *why = cfg != NULL ? api.config_error(cfg) : "";
         const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
         if (st == MP_PYRO_E_NOT_CONFIGURED && o->pyro_app == NULL && (app == NULL || app[0] == '\0'))
-            fprintf(stderr, "mimprof run: --pyroscope needs --app NAME (or PYROSCOPE_APPLICATION_NAME)\n");
+            fprintf(stderr, "mimprof run: %s needs --app NAME (or PYROSCOPE_APPLICATION_NAME)\n", who);
         else
             fprintf(stderr, "mimprof run: %s%s%s\n", what != NULL ? what : "",
                     what != NULL ? ": " : "", why != NULL && why[0] ? why : api.strerror(st));

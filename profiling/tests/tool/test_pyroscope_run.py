@@ -305,6 +305,21 @@ class RunUploads(PyroscopeTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len(self.server.points("alloc_space", '{service_name="forks"}')), 1)
 
+    def test_the_environment_alone_turns_uploads_on(self):
+        r = self.mimprof_run("--every", "0", "--tag", "from=flag", cmd=self.example(100, 0),
+                             env={"PYROSCOPE_SERVER_ADDRESS": self.server.url,
+                                  "PYROSCOPE_APPLICATION_NAME": "ambient",
+                                  "PYROSCOPE_TAGS": "from=env,kept=yes"})
+        self.assertEqual(r.returncode, 125, "a flag adds to the variables, a duplicate is refused")
+        self.assertIn("--tag", r.stderr)
+        r = self.mimprof_run("--every", "0", "--app", "flagged", cmd=self.example(100, 0),
+                             env={"PYROSCOPE_SERVER_ADDRESS": self.server.url,
+                                  "PYROSCOPE_APPLICATION_NAME": "ambient",
+                                  "PYROSCOPE_TAGS": "kept=yes"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.assert_uploaded_line(r.stderr, "flagged"), 1, "the flag wins")
+        self.assertEqual(self.server.label_values("kept", '{service_name="flagged"}'), ["yes"])
+
     def test_killed_program_uploads_its_last_report(self):
         r = self.mimprof_run("--pyroscope", self.server.url, "--app", "killed", "--every", "0",
                              cmd=[PYTHON, "-c", "import os, signal\nb = bytearray(8 << 20)\n"
@@ -355,6 +370,8 @@ class RunRefuses(PyroscopeTest):
         line = self.refused("--pyroscope", url, env={"PYROSCOPE_APPLICATION_NAME": "demo",
                                                      "PYROSCOPE_TAGS": "a=1,__b=2"})
         self.assertIn("PYROSCOPE_TAGS", line)
+        line = self.refused(env={"PYROSCOPE_SERVER_ADDRESS": url})
+        self.assertIn("PYROSCOPE_SERVER_ADDRESS needs --app NAME", line)
         self.assertEqual(self.server.summary().get("requests", 0), 0)
 
     def test_missing_library_is_a_clear_error(self):
