@@ -79,6 +79,22 @@ typedef void (*mp_live_visit_fn)(void *ctx, const mp_stack *stack, uint64_t size
 void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx);
 /* Empties the table and the filter. Caller holds g_rec.rw exclusive. */
 void mp_live_clear(void);
+
+/* A live entry as a heap-image snapshot holds it. */
+typedef struct mp_live_sample {
+    const mp_stack *stack;
+    uint64_t size;
+    double weight;
+    uint64_t gen;
+} mp_live_sample;
+/* Snapshot of the entries of generation `gen` as they are now, without
+ * holding the table still while it is copied (see live.c). Begin: the
+ * caller holds g_rec.session and g_rec.rw exclusive (the instant); false
+ * on out-of-memory. Collect: after releasing rw, once per begin, with
+ * g_rec.session still held; returns the entries (malloc()ed, in stripe
+ * and slot order, as mp_live_visit visits them) and their number. */
+bool mp_live_snap_begin(uint64_t gen);
+size_t mp_live_snap_collect(mp_live_sample **out);
 void mp_live_set_limit(size_t max_entries);
 uint64_t mp_live_count(void);
 
@@ -133,6 +149,11 @@ uint64_t mp_rec_session_end(void);
 typedef void (*mp_drain_fn)(void *ctx, const mp_stack *stack, double objects, double bytes,
                             uint64_t records);
 uint64_t mp_rec_drain(uint64_t budget, mp_drain_fn fn, void *ctx);
+/* Calls fn on every record waiting in a registered ring (oldest first) and
+ * on every overflow-shard entry, consuming nothing; fn runs under the
+ * source's lock and must take no profiler lock. Caller holds g_rec.session
+ * and g_rec.rw exclusive (nothing moves meanwhile). */
+void mp_rec_peek(mp_drain_fn fn, void *ctx);
 
 /* --------------------------------------------------------------- sampler */
 

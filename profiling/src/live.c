@@ -44,11 +44,23 @@ typedef struct stripe {
     size_t cap; /* power of two, or 0 */
     size_t count;
     uint8_t *counts; /* SLOTS_PER_STRIPE filter-slot counts, lazily allocated */
+    /* Heap-image snapshot: while set, the stripe has not been copied yet
+     * (see mp_live_snap_begin). Under the stripe lock. */
+    bool snap_pending;
+    size_t snap_off;   /* this stripe's first slot in g_snap.v */
+    size_t snap_room;  /* slots reserved for it (its count at the instant) */
+    size_t snap_n;     /* slots it filled */
 } stripe;
 
 static stripe g_stripes[STRIPES];
 static _Atomic uint64_t g_count;
 static _Atomic uint64_t g_limit = (uint64_t)1 << 20;
+
+/* The one snapshot in progress (callers hold g_rec.session throughout). */
+static struct {
+    mp_live_sample *v;
+    uint64_t gen;
+} g_snap;
 
 void mp_live_init(void)
 {
@@ -147,6 +159,22 @@ static void erase(stripe *s, size_t i)
     s->count--;
 }
 
+/* Copies stripe s (locked, marked) into its reserved part of the snapshot
+ * and unmarks it: the stripe as it was at the instant, since every change
+ * since then would have come through here first. */
+static void snap_copy(stripe *s)
+{
+    mp_live_sample *out = g_snap.v + s->snap_off;
+    size_t n = 0;
+    for (size_t i = 0; i < s->cap && n < s->snap_room; i++) {
+        const entry *e = &s->slots[i];
+        if (e->ptr != 0 && e->gen == g_snap.gen)
+            out[n++] = (mp_live_sample){e->stack, e->size, e->weight, e->gen};
+    }
+    s->snap_n = n;
+    s->snap_pending = false;
+}
+
 bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen)
 {
     uint32_t slot = filter_slot(p);
@@ -154,6 +182,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     uint64_t id = atomic_fetch_add_explicit(&g_rec.next_live_id, 1, memory_order_relaxed) + 1;
     bool ok = true;
     pthread_mutex_lock(&s->lock);
+    if (__builtin_expect(s->snap_pending, 0))
+        snap_copy(s);
     size_t i = find(s, p);
     if (i != s->cap) { /* a stale entry (a free we could not see): replace it */
         s->slots[i] = (entry){p, stack, size, weight, gen, id};
@@ -193,6 +223,8 @@ void mp_live_remove(uintptr_t p, uint64_t id)
     pthread_mutex_lock(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap && (id == 0 || s->slots[i].id == id)) {
+        if (__builtin_expect(s->snap_pending, 0))
+            snap_copy(s); /* before the entry goes (the copy keeps no index) */
         erase(s, i);
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
@@ -232,6 +264,7 @@ void mp_live_clear(void)
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
         pthread_mutex_lock(&s->lock);
+        s->snap_pending = false;
         free(s->slots);
         free(s->counts);
         s->slots = NULL;
@@ -245,4 +278,58 @@ void mp_live_clear(void)
         pthread_mutex_unlock(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- snapshot
+ *
+ * A consistent copy of the table without stopping it for the whole copy.
+ * At the instant (rw exclusive: no insert or remove runs) every stripe is
+ * marked and given room for its count; afterwards the first insert or
+ * remove on a marked stripe copies that stripe before changing it (one
+ * stripe, under its own lock: the longest any hit or free waits), and
+ * mp_live_snap_collect copies the stripes nobody touched. Every stripe is
+ * thus copied exactly as it was at the instant. */
+
+bool mp_live_snap_begin(uint64_t gen)
+{
+    size_t total = 0;
+    for (unsigned k = 0; k < STRIPES; k++)
+        total += g_stripes[k].count; /* stable: rw exclusive */
+    mp_live_sample *v = malloc((total ? total : 1) * sizeof *v);
+    if (v == NULL)
+        return false;
+    g_snap.v = v;
+    g_snap.gen = gen;
+    size_t off = 0;
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        s->snap_off = off;
+        s->snap_room = s->count;
+        s->snap_n = 0;
+        s->snap_pending = true;
+        off += s->count;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return true;
+}
+
+size_t mp_live_snap_collect(mp_live_sample **out)
+{
+    size_t n = 0;
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        if (s->snap_pending)
+            snap_copy(s);
+        size_t off = s->snap_off, got = s->snap_n;
+        pthread_mutex_unlock(&s->lock);
+        /* Close the gaps left by entries of other generations (rare). */
+        if (n != off && got != 0)
+            memmove(g_snap.v + n, g_snap.v + off, got * sizeof *g_snap.v);
+        n += got;
+    }
+    *out = g_snap.v;
+    g_snap.v = NULL;
+    return n;
 }

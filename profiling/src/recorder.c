@@ -410,3 +410,30 @@ uint64_t mp_rec_drain(uint64_t budget, mp_drain_fn fn, void *ctx)
     pthread_mutex_unlock(&g_registry);
     return done;
 }
+
+/* Heap images read what waits without consuming it: the next report still
+ * gets every record, and the accounting above is untouched. */
+void mp_rec_peek(mp_drain_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&g_registry);
+    for (mp_thread_rec *t = g_threads; t != NULL; t = t->next) {
+        pthread_mutex_lock(&t->lock);
+        const mp_fifo *f = &t->ring;
+        for (uint32_t i = 0, k = f->head; i < f->len; i++) {
+            const mp_record *r = &f->slots[k];
+            fn(ctx, r->stack, r->weight, r->weight * (double)r->size, 1);
+            if (++k == f->cap)
+                k = 0;
+        }
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&g_registry);
+    for (unsigned i = 0; i < g_nshards; i++) {
+        shard *s = &g_shards[i];
+        pthread_mutex_lock(&s->lock);
+        for (uint32_t k = 0; k < s->cap; k++)
+            if (s->e[k].stack != NULL)
+                fn(ctx, s->e[k].stack, s->e[k].objects, s->e[k].bytes, s->e[k].records);
+        pthread_mutex_unlock(&s->lock);
+    }
+}

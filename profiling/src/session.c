@@ -24,19 +24,12 @@
 #include "internal.h"
 #include "report_builder.h"
 #include "self_frames.h"
+#include "session.h"
 
 struct mp_recorder g_rec = {
     .session = PTHREAD_MUTEX_INITIALIZER,
     .rw = MP_RWLOCK_INIT,
     .c = {.last_symbol_quality = -1},
-};
-
-struct mp_profiler {
-    uint64_t gen;
-    bool stopped;
-    mp_prof_config cfg;
-    mp_report_cache *cache;
-    uint64_t interval_start_wall; /* start of the interval the next report covers */
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -175,7 +168,7 @@ unlock:
     return st;
 }
 
-static bool owns_locked(const mp_profiler *p)
+bool mp_session_owns_locked(const mp_profiler *p)
 {
     return !p->stopped && g_rec.owner == p &&
            atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == p->gen;
@@ -187,7 +180,7 @@ mp_prof_status mp_profiler_stop(mp_profiler *p)
         return MP_PROF_E_INVALID_CONFIG;
     mp_guard_enter();
     pthread_mutex_lock(&g_rec.session);
-    if (owns_locked(p)) {
+    if (mp_session_owns_locked(p)) {
         mp_rw_wrlock(&g_rec.rw);
         end_session_locked();
         mp_rw_wrunlock(&g_rec.rw);
@@ -277,7 +270,7 @@ mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len)
     mp_prof_status st;
     mp_guard_enter();
     pthread_mutex_lock(&g_rec.session);
-    if (!owns_locked(p)) {
+    if (!mp_session_owns_locked(p)) {
         st = MP_PROF_E_INACTIVE;
         goto unlock;
     }

@@ -213,6 +213,49 @@ mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len);
 void mp_prof_buffer_free(uint8_t *pprof);
 
 /**
+ * Saves the session's state as a *heap image* at `path`: a mimprof-image
+ * file (<mimprof/image.h>) that another process, later and on another
+ * machine with the same binaries, turns into pprof, diffs or inspects
+ * (`mimprof image pprof|top|diff|info`).
+ *
+ * The image holds the live samples (requested size, weight, session
+ * generation and stack of every sampled block still live), the
+ * allocations since the previous report summed per stack (what the next
+ * report's `__delta__="false"` samples would hold so far), the stacks
+ * (each frame a `code(build-id, path, offset)` foreign unit, so that it
+ * names the same instruction wherever the module is loaded later), the
+ * mappings with their build-ids, the configuration and the counters of
+ * mp_prof_diagnostics(). `mimprof image pprof` of it gives the profile
+ * mp_profiler_report() would have returned at that instant: the same
+ * samples, values, locations and mappings, symbolized from the files the
+ * mappings name, checked by build-id.
+ *
+ * Consistency: the state is read at one quiet point, while the recorder
+ * lock is held exclusively (as session start and stop hold it): waiting
+ * records are read there (not consumed: the next report still contains
+ * them) and the live table is marked; it is then copied stripe by stripe
+ * as it was at that point, while the process keeps allocating. A sampling
+ * hit or a free of a sampled block waits at most for that quiet point
+ * (about as long as a report's drain of the thread rings) or for one
+ * stripe's copy; unsampled allocations never wait. The file is written
+ * after the quiet point: under a temporary name in the same directory,
+ * flushed (fdatasync) and renamed over `path`, so a reader never sees a
+ * partial image and a failed write leaves nothing under `path`.
+ *
+ * Like mp_profiler_report(), it holds the session lock while it runs, so
+ * a concurrent report, stop, image or fork() waits for it; it runs under
+ * the recursion guard (its own allocations are never sampled).
+ *
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL or empty argument),
+ *         MP_PROF_E_INACTIVE (stopped session), MP_PROF_E_IO (the file
+ *         could not be written), MP_PROF_E_NOMEM, MP_PROF_E_UNSUPPORTED
+ *         (a platform with 32-bit words, or more than the image format
+ *         can carry), MP_PROF_E_INTERNAL (the image library refused the
+ *         state: a bug).
+ */
+mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path);
+
+/**
  * Ends the session: releases the process recorder and the pending
  * metadata. Idempotent; a stopped owner cannot affect a later session.
  */

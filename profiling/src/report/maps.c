@@ -36,6 +36,7 @@ static void obj_free(mp_obj *o)
     if (o == NULL)
         return;
     free(o->path);
+    free(o->sym_path);
     free(o->segs);
     free(o);
 }
@@ -54,6 +55,37 @@ void mp_maps_destroy(mp_maps *m)
     free(m->objs);
     free(m->index);
     memset(m, 0, sizeof *m);
+}
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const mp_map_ref *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+}
+
+static bool rebuild_index(mp_maps *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nobjs; i++)
+        n += m->objs[i]->nsegs;
+    mp_map_ref *idx = malloc((n ? n : 1) * sizeof *idx);
+    if (idx == NULL)
+        return false;
+    size_t k = 0;
+    for (size_t i = 0; i < m->nobjs; i++)
+        for (size_t j = 0; j < m->objs[i]->nsegs; j++) {
+            idx[k].start = m->objs[i]->segs[j].start;
+            idx[k].limit = m->objs[i]->segs[j].limit;
+            idx[k].obj = (uint32_t)i;
+            idx[k].seg = (uint32_t)j;
+            idx[k].id = (uint32_t)(k + 1);
+            k++;
+        }
+    qsort(idx, n, sizeof *idx, ref_cmp);
+    free(m->index);
+    m->index = idx;
+    m->nindex = n;
+    return true;
 }
 
 #ifdef MP_HAVE_DL_ITERATE_PHDR
@@ -190,39 +222,10 @@ static bool overlaps(const mp_obj *a, const mp_obj *b)
     return false;
 }
 
-static int ref_cmp(const void *a, const void *b)
-{
-    const mp_map_ref *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
-}
-
-static bool rebuild_index(mp_maps *m)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < m->nobjs; i++)
-        n += m->objs[i]->nsegs;
-    mp_map_ref *idx = malloc((n ? n : 1) * sizeof *idx);
-    if (idx == NULL)
-        return false;
-    size_t k = 0;
-    for (size_t i = 0; i < m->nobjs; i++)
-        for (size_t j = 0; j < m->objs[i]->nsegs; j++) {
-            idx[k].start = m->objs[i]->segs[j].start;
-            idx[k].limit = m->objs[i]->segs[j].limit;
-            idx[k].obj = (uint32_t)i;
-            idx[k].seg = (uint32_t)j;
-            idx[k].id = (uint32_t)(k + 1);
-            k++;
-        }
-    qsort(idx, n, sizeof *idx, ref_cmp);
-    free(m->index);
-    m->index = idx;
-    m->nindex = n;
-    return true;
-}
-
 bool mp_maps_refresh(mp_maps *m)
 {
+    if (m->fixed)
+        return true;
     unsigned long long c[3] = {0, 0, 0};
     dl_iterate_phdr(counters_cb, c);
     if (m->valid && c[2] && c[0] == m->adds && c[1] == m->subs)
@@ -328,7 +331,28 @@ bool mp_maps_refresh(mp_maps *m)
     m->valid = true;
     return true;
 }
+
 #endif
+
+bool mp_maps_add(mp_maps *m, mp_obj *o)
+{
+    if (m->nobjs == m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 16;
+        mp_obj **v = realloc(m->objs, nc * sizeof *v);
+        if (v == NULL)
+            return false;
+        m->objs = v;
+        m->cap = nc;
+    }
+    m->objs[m->nobjs++] = o;
+    if (!rebuild_index(m)) {
+        m->nobjs--;
+        return false;
+    }
+    m->fixed = true;
+    m->valid = true;
+    return true;
+}
 
 const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr)
 {

@@ -25,7 +25,9 @@ typedef struct mp_map_seg {
 
 typedef struct mp_obj {
     char *path;        /* real path (main binary: /proc/self/exe); "[vdso]" */
-    bool has_file;     /* `path` names a file on disk */
+    bool has_file;     /* `path` (or `sym_path`) names a file on disk */
+    char *sym_path;    /* the file symbols are read from when not `path` (an
+                          image's object found elsewhere: mp_maps_add); NULL */
     bool is_main;
     bool loaded;       /* present at the last refresh */
     uintptr_t base;    /* dlpi_addr: runtime address - ELF virtual address */
@@ -52,6 +54,8 @@ typedef struct mp_maps {
     unsigned long long adds, subs;
     bool valid;
     uint64_t refreshes; /* how many real rebuilds happened (tests) */
+    bool fixed;         /* objects given by mp_maps_add (another process's,
+                           from a heap image): refresh leaves them alone */
     uint64_t unloads;   /* objects seen to disappear, cumulative */
     /* Called for every object dropped for good (to free its symbols). */
     void (*on_drop)(mp_obj *o, void *arg);
@@ -67,6 +71,14 @@ void mp_maps_destroy(mp_maps *m);
 /* Re-reads the loaded objects when dlpi_adds/dlpi_subs changed (or never
  * read). Returns false on out-of-memory (the previous state is kept). */
 bool mp_maps_refresh(mp_maps *m);
+
+/* Appends an object of another process (a heap image's mapping) and
+ * marks the maps fixed: mp_maps_refresh no longer reads this process's
+ * objects. Takes ownership of `o` (malloc()ed, with malloc()ed path,
+ * sym_path and segs; freed by mp_maps_destroy) on success. Segments must
+ * not overlap those already added. False on out-of-memory (`o` is the
+ * caller's). */
+bool mp_maps_add(mp_maps *m, mp_obj *o);
 
 /* The segment containing `addr`, or NULL. */
 const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr);

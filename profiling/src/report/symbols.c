@@ -256,6 +256,12 @@ static bool grow_pcs(mp_syms *s)
 
 /* ---- functions: ELF symbols ---- */
 
+/* The file an object's symbols are read from. */
+static const char *sym_file(const mp_obj *o)
+{
+    return o->sym_path != NULL ? o->sym_path : o->path;
+}
+
 static struct mp_obj_syms *obj_syms(mp_obj *o)
 {
     if (o->syms == NULL)
@@ -283,7 +289,7 @@ static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
         return NULL;
     if (!os->symtab_tried) {
         os->symtab_tried = true;
-        if (mp_elf_read_symbols_file(o->path, o->build_id, &os->symtab) == MP_ELF_OK)
+        if (mp_elf_read_symbols_file(sym_file(o), o->build_id, &os->symtab) == MP_ELF_OK)
             s->symtab_bytes += mp_elf_symtab_bytes(&os->symtab);
     }
     const mp_elf_sym *sym = mp_elf_symtab_lookup(&os->symtab, (uint64_t)(addr - o->base));
@@ -368,7 +374,7 @@ static Dwfl_Module *obj_module(mp_syms *s, mp_obj *o)
             return NULL;
         s->dwfl_count++;
         dwfl_report_begin(os->dwfl);
-        os->mod = dwfl_report_elf(os->dwfl, o->path, o->path, -1, o->base, true);
+        os->mod = dwfl_report_elf(os->dwfl, o->path, sym_file(o), -1, o->base, true);
         dwfl_report_end(os->dwfl, NULL, NULL);
         if (os->mod != NULL && o->build_id[0] != '\0') {
             /* A file replaced on disk since it was loaded is not used. */

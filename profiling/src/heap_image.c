@@ -1,0 +1,490 @@
+/* Heap images: mp_profiler_write_image() saves the running session's
+ * state through the image package (schema: heap_image_schema.h).
+ *
+ * Phases, all under g_rec.session (so no report, stop or fork runs
+ * meanwhile, and every depot stack stays valid):
+ *
+ *   1. mappings  refresh the report side's mappings (dl_iterate_phdr takes
+ *                the loader lock: before the quiet point, never under rw);
+ *   2. quiet     g_rec.rw exclusive, the same hold start and stop take: no
+ *                sampling hit and no free of a sampled block is inside the
+ *                recorder, so the rings, the shards, the live table and
+ *                the counters agree with each other. Read (not consumed:
+ *                the next report still gets them) the records waiting in
+ *                rings and shards, per stack; copy the counters; mark the
+ *                live table for a snapshot (mp_live_snap_begin). This is
+ *                the only time allocating threads can wait on the image,
+ *                and it costs what a drain of the rings costs;
+ *   3. live      collect the live snapshot: each stripe is copied as it
+ *                was at the quiet point, by the first hit or free that
+ *                touches it or by this thread, one stripe lock at a time;
+ *   4. build     an image heap: stacks (frames as `code` foreign units),
+ *                samples, interval sums, mappings, config, counters;
+ *   5. write     mp_img_write(): temporary file, fsync, rename. Outside
+ *                the recorder lock: the process keeps allocating.
+ *
+ * A frame is a `code` unit only when the image library names it exactly
+ * as this process's mappings do (same build-id, offset = address - the
+ * mapping's bias; checked once per object through mp_img_code_lookup());
+ * otherwise its address goes to the stack's raw words. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mimprof/image.h>
+
+#include "heap_image_schema.h"
+#include "heap_image_write.h"
+#include "internal.h"
+#include "report/maps.h"
+#include "report/report_internal.h"
+#include "session.h"
+
+/* ------------------------------------------------------------ pointer map */
+
+typedef struct pmap {
+    const void **k;
+    size_t *v;
+    size_t cap, n;
+} pmap;
+
+static size_t pmix(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(x ^ (x >> 29));
+}
+
+static bool pmap_grow(pmap *m)
+{
+    size_t nc = m->cap ? m->cap * 2 : 256;
+    const void **k = calloc(nc, sizeof *k);
+    size_t *v = malloc(nc * sizeof *v);
+    if (k == NULL || v == NULL) {
+        free(k);
+        free(v);
+        return false;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->k[i] == NULL)
+            continue;
+        size_t j = pmix(m->k[i]) & (nc - 1);
+        while (k[j] != NULL)
+            j = (j + 1) & (nc - 1);
+        k[j] = m->k[i];
+        v[j] = m->v[i];
+    }
+    free(m->k);
+    free(m->v);
+    m->k = k;
+    m->v = v;
+    m->cap = nc;
+    return true;
+}
+
+/* The value slot of key p, inserted with `fresh` when absent; NULL on
+ * out-of-memory. *added says whether it was inserted. */
+static size_t *pmap_put(pmap *m, const void *p, size_t fresh, bool *added)
+{
+    if ((m->n + 1) * 2 > m->cap && !pmap_grow(m))
+        return NULL;
+    size_t j = pmix(p) & (m->cap - 1);
+    while (m->k[j] != NULL && m->k[j] != p)
+        j = (j + 1) & (m->cap - 1);
+    *added = m->k[j] == NULL;
+    if (*added) {
+        m->k[j] = p;
+        m->v[j] = fresh;
+        m->n++;
+    }
+    return &m->v[j];
+}
+
+static void pmap_free(pmap *m)
+{
+    free(m->k);
+    free(m->v);
+    *m = (pmap){0};
+}
+
+/* --------------------------------------------------------------- snapshot */
+
+typedef struct ivl {
+    const mp_stack *stack;
+    double objects, bytes;
+    uint64_t records;
+} ivl;
+
+typedef struct snap {
+    pmap ivl_of; /* stack -> index in ivl */
+    ivl *ivl;
+    size_t nivl, ivl_cap;
+    bool oom;
+    mp_live_sample *live;
+    size_t nlive;
+    mp_prof_stats counters;
+    uint64_t snapshot_wall, interval_start_wall;
+} snap;
+
+static void on_peek(void *ctx, const mp_stack *stack, double objects, double bytes,
+                    uint64_t records)
+{
+    snap *sn = ctx;
+    if (sn->oom)
+        return;
+    bool added;
+    size_t *slot = pmap_put(&sn->ivl_of, stack, sn->nivl, &added);
+    if (slot == NULL) {
+        sn->oom = true;
+        return;
+    }
+    if (added) {
+        if (sn->nivl == sn->ivl_cap) {
+            size_t nc = sn->ivl_cap ? sn->ivl_cap * 2 : 64;
+            ivl *v = realloc(sn->ivl, nc * sizeof *v);
+            if (v == NULL) {
+                sn->oom = true;
+                return;
+            }
+            sn->ivl = v;
+            sn->ivl_cap = nc;
+        }
+        sn->ivl[sn->nivl++] = (ivl){stack, 0, 0, 0};
+    }
+    ivl *e = &sn->ivl[*slot];
+    e->objects += objects;
+    e->bytes += bytes;
+    e->records += records;
+}
+
+static void snap_free(snap *sn)
+{
+    pmap_free(&sn->ivl_of);
+    free(sn->ivl);
+    free(sn->live);
+}
+
+/* ------------------------------------------------------------------ build */
+
+static mp_img_word dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return (mp_img_word)u;
+}
+
+typedef struct builder {
+    mp_img_heap *h;
+    const mp_himg_types *T;
+    mp_maps *maps;
+    signed char *obj_ok; /* per maps object: 0 unknown, 1 named by code, -1 raw */
+    pmap stack_obj;      /* mp_stack -> image object */
+    bool no_code;        /* name nothing: every frame raw */
+} builder;
+
+/* Whether the image library names pc as code(build-id, path, pc - bias)
+ * with this process's mapping's build-id and bias: checked once per
+ * mapping object, with the first frame met in it. */
+static bool named_by_code(builder *b, uintptr_t pc)
+{
+    if (b->no_code || pc == 0)
+        return false;
+    const mp_map_ref *r = mp_maps_lookup(b->maps, pc - 1);
+    if (r == NULL || pc >= r->limit)
+        return false;
+    const mp_obj *o = b->maps->objs[r->obj];
+    if (!o->loaded || o->build_id[0] == '\0')
+        return false;
+    if (b->obj_ok[r->obj] == 0) {
+        mp_img_code c;
+        char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
+        bool ok = mp_img_code_lookup(NULL, pc, &c) && c.address == pc &&
+                  c.build_id_len > 0 && c.build_id_len <= MP_ELF_BUILD_ID_MAX &&
+                  c.offset == pc - o->base;
+        if (ok) {
+            mp_elf_hex(c.build_id, c.build_id_len, hex);
+            ok = strcmp(hex, o->build_id) == 0;
+        }
+        b->obj_ok[r->obj] = ok ? 1 : -1;
+    }
+    return b->obj_ok[r->obj] > 0;
+}
+
+static void *stack_object(builder *b, const mp_stack *s)
+{
+    bool added;
+    size_t *slot = pmap_put(&b->stack_obj, s, 0, &added);
+    if (slot == NULL)
+        return NULL;
+    if (!added)
+        return (void *)*slot;
+    mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD + s->depth);
+    if (o == NULL)
+        return NULL;
+    o[1] = s->truncated ? MP_HIMG_STACK_TRUNCATED : 0;
+    mp_img_word *raw = NULL;
+    for (uint32_t i = 0; i < s->depth; i++) {
+        uintptr_t pc = s->pcs[i];
+        if (named_by_code(b, pc)) {
+            o[MP_HIMG_STACK_HEAD + i] = pc;
+            continue;
+        }
+        if (raw == NULL) {
+            raw = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_WORDS], 1 + (size_t)s->depth);
+            if (raw == NULL)
+                return NULL;
+            o[2] = (mp_img_word)raw;
+        }
+        raw[1 + i] = pc;
+    }
+    *slot = (size_t)o;
+    return o;
+}
+
+static mp_img_word *words(builder *b, size_t n)
+{
+    return mp_img_alloc(b->h, b->T->t[MP_HIMG_T_WORDS], 1 + n);
+}
+
+static mp_img_word *str(builder *b, const char *s)
+{
+    mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_STR], 2);
+    if (o != NULL) {
+        o[0] = strlen(s);
+        o[1] = (mp_img_word)s; /* written before s can change (session lock held) */
+    }
+    return o;
+}
+
+static bool root(builder *b, const char *name, void *obj)
+{
+    return obj != NULL && mp_img_root_set(b->h, name, obj, NULL) == MP_IMG_OK;
+}
+
+/* Builds the image heap of a snapshot; false on out-of-memory. */
+static bool build(builder *b, const mp_profiler *p, const snap *sn)
+{
+    mp_img_word *live = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + sn->nlive);
+    mp_img_word *ivls = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + sn->nivl);
+    if (live == NULL || ivls == NULL)
+        return false;
+    for (size_t i = 0; i < sn->nlive; i++) {
+        const mp_live_sample *l = &sn->live[i];
+        mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_SAMPLE], MP_HIMG_SAMPLE_UNITS);
+        if (o == NULL || (o[0] = (mp_img_word)stack_object(b, l->stack)) == 0)
+            return false;
+        o[1] = l->size;
+        o[2] = dbits(l->weight);
+        o[3] = l->gen;
+        live[1 + i] = (mp_img_word)o;
+    }
+    for (size_t i = 0; i < sn->nivl; i++) {
+        const ivl *e = &sn->ivl[i];
+        mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_SAMPLE_UNITS);
+        if (o == NULL || (o[0] = (mp_img_word)stack_object(b, e->stack)) == 0)
+            return false;
+        o[1] = dbits(e->objects);
+        o[2] = dbits(e->bytes);
+        o[3] = e->records;
+        ivls[1 + i] = (mp_img_word)o;
+    }
+
+    mp_img_word *maps = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + b->maps->nobjs);
+    if (maps == NULL)
+        return false;
+    for (size_t i = 0; i < b->maps->nobjs; i++) {
+        const mp_obj *o = b->maps->objs[i];
+        mp_img_word *m = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_MAPPING], MP_HIMG_MAPPING_UNITS);
+        mp_img_word *segs = words(b, 3 * o->nsegs);
+        if (m == NULL || segs == NULL || (m[0] = (mp_img_word)str(b, o->path)) == 0 ||
+            (m[1] = (mp_img_word)str(b, o->build_id)) == 0)
+            return false;
+        for (size_t j = 0; j < o->nsegs; j++) {
+            segs[1 + 3 * j] = o->segs[j].start;
+            segs[2 + 3 * j] = o->segs[j].limit;
+            segs[3 + 3 * j] = (mp_img_word)o->segs[j].file_offset;
+        }
+        m[2] = (mp_img_word)segs;
+        m[3] = o->base;
+        m[4] = (o->is_main ? MP_HIMG_MAP_MAIN : 0) | (o->has_file ? MP_HIMG_MAP_FILE : 0) |
+               (o->loaded ? MP_HIMG_MAP_LOADED : 0);
+        maps[1 + i] = (mp_img_word)m;
+    }
+
+    mp_img_word *meta = words(b, MP_HIMG_META_COUNT);
+    mp_img_word *cfg = words(b, MP_HIMG_CFG_COUNT);
+    mp_img_word *ctr = words(b, MP_HIMG_CTR_COUNT);
+    if (meta == NULL || cfg == NULL || ctr == NULL)
+        return false;
+    mp_img_word *m = meta + 1, *c = cfg + 1, *k = ctr + 1;
+    m[MP_HIMG_META_SCHEMA] = MP_HIMG_SCHEMA;
+    m[MP_HIMG_META_PID] = (mp_img_word)getpid();
+    m[MP_HIMG_META_SNAPSHOT_NS] = sn->snapshot_wall;
+    m[MP_HIMG_META_INTERVAL_NS] = sn->interval_start_wall;
+    m[MP_HIMG_META_GENERATION] = p->gen;
+    m[MP_HIMG_META_NLIVE] = sn->nlive;
+    m[MP_HIMG_META_NINTERVAL] = sn->nivl;
+    m[MP_HIMG_META_NSTACKS] = b->stack_obj.n;
+    c[MP_HIMG_CFG_INTERVAL] = p->cfg.sample_interval_bytes;
+    c[MP_HIMG_CFG_MAX_DEPTH] = p->cfg.max_stack_depth;
+    c[MP_HIMG_CFG_RING] = p->cfg.ring_capacity;
+    c[MP_HIMG_CFG_MAX_LIVE] = p->cfg.max_live_samples;
+    c[MP_HIMG_CFG_SEED] = p->cfg.seed;
+    c[MP_HIMG_CFG_SYMBOLIZE] = (mp_img_word)p->cfg.symbolize;
+    c[MP_HIMG_CFG_OVERFLOW] = p->cfg.overflow_stacks;
+    c[MP_HIMG_CFG_REPORT_MAX] = p->cfg.report_max_records;
+    const mp_prof_stats *s = &sn->counters;
+    k[MP_HIMG_CTR_TAKEN] = s->samples_taken;
+    k[MP_HIMG_CTR_REPORTED] = s->samples_reported;
+    k[MP_HIMG_CTR_DROPPED_REGISTRATION] = s->dropped_registration;
+    k[MP_HIMG_CTR_DROPPED_TEARDOWN] = s->dropped_teardown;
+    k[MP_HIMG_CTR_DROPPED_OVERFLOW_FULL] = s->dropped_overflow_full;
+    k[MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL] = s->dropped_live_table_full;
+    k[MP_HIMG_CTR_RING_RECORDS] = s->ring_records;
+    k[MP_HIMG_CTR_OVERFLOW_RECORDS] = s->overflow_records;
+    k[MP_HIMG_CTR_LIVE_SAMPLES] = s->live_samples;
+    k[MP_HIMG_CTR_REGISTERED_THREADS] = s->registered_threads;
+    k[MP_HIMG_CTR_LAST_REPORT_NANOS] = s->last_report_nanos;
+    k[MP_HIMG_CTR_SYMBOL_BYTES] = s->symbol_bytes;
+    k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY] = (mp_img_word)(intptr_t)s->last_symbol_quality;
+    k[MP_HIMG_CTR_RECORDS_DISCARDED] = s->records_discarded;
+    k[MP_HIMG_CTR_STACKS] = s->stacks;
+    k[MP_HIMG_CTR_ACTIVE] = s->active;
+    k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] = s->allocator_observed;
+
+    return root(b, MP_HIMG_ROOT_META, meta) && root(b, MP_HIMG_ROOT_CONFIG, cfg) &&
+           root(b, MP_HIMG_ROOT_COUNTERS, ctr) && root(b, MP_HIMG_ROOT_MAPPINGS, maps) &&
+           root(b, MP_HIMG_ROOT_LIVE, live) && root(b, MP_HIMG_ROOT_INTERVAL, ivls) &&
+           root(b, MP_HIMG_ROOT_VERSION, str(b, MP_PROF_PACKAGE_VERSION));
+}
+
+/* Builds and writes one image; the image library's status. */
+static mp_img_status build_and_write(mp_img_registry *reg, const mp_himg_types *T, mp_maps *maps,
+                                     const mp_profiler *p, const snap *sn, bool no_code,
+                                     const char *path, mp_img_error *err, uint64_t *write_ns)
+{
+    builder b = {.T = T, .maps = maps, .no_code = no_code};
+    mp_img_status st = mp_img_heap_new(reg, &b.h, err);
+    if (st != MP_IMG_OK)
+        return st;
+    b.obj_ok = calloc(maps->nobjs ? maps->nobjs : 1, 1);
+    if (b.obj_ok == NULL || !build(&b, p, sn)) {
+        st = MP_IMG_ERR_NOMEM;
+        if (err != NULL)
+            err->status = st;
+    } else {
+        uint64_t t = mp_now_nanos();
+        st = mp_img_write(b.h, path, err);
+        *write_ns = mp_now_nanos() - t;
+    }
+    pmap_free(&b.stack_obj);
+    free(b.obj_ok);
+    mp_img_heap_free(b.h);
+    return st;
+}
+
+/* --------------------------------------------------------------- timings */
+
+static struct {
+    _Atomic uint64_t quiet_ns, total_ns, write_ns, live;
+} g_timing;
+
+void mp_himg_last_timing(mp_himg_timing *out)
+{
+    out->quiet_ns = atomic_load_explicit(&g_timing.quiet_ns, memory_order_relaxed);
+    out->total_ns = atomic_load_explicit(&g_timing.total_ns, memory_order_relaxed);
+    out->write_ns = atomic_load_explicit(&g_timing.write_ns, memory_order_relaxed);
+    out->live_samples = atomic_load_explicit(&g_timing.live, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ entry */
+
+static mp_prof_status from_img(mp_img_status st)
+{
+    switch (st) {
+    case MP_IMG_OK:
+        return MP_PROF_OK;
+    case MP_IMG_ERR_NOMEM:
+        return MP_PROF_E_NOMEM;
+    case MP_IMG_ERR_IO:
+        return MP_PROF_E_IO;
+    case MP_IMG_ERR_LIMIT:
+        return MP_PROF_E_UNSUPPORTED;
+    default:
+        return MP_PROF_E_INTERNAL;
+    }
+}
+
+mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
+{
+    if (p == NULL || path == NULL || path[0] == '\0')
+        return MP_PROF_E_INVALID_CONFIG;
+#if UINTPTR_MAX < UINT64_MAX
+    return MP_PROF_E_UNSUPPORTED; /* weights are stored as 64-bit doubles in words */
+#else
+    mp_prof_status st = MP_PROF_OK;
+    mp_img_registry *reg = NULL;
+    mp_himg_types T;
+    snap sn = {0};
+    mp_guard_enter();
+    pthread_mutex_lock(&g_rec.session);
+    uint64_t t0 = mp_now_nanos();
+    if (!mp_session_owns_locked(p)) {
+        st = MP_PROF_E_INACTIVE;
+        goto unlock;
+    }
+    /* 1. mappings */
+    if ((p->cache == NULL && (p->cache = mp_report_cache_new()) == NULL) ||
+        mp_himg_registry_new(&reg, &T, NULL) != MP_IMG_OK) {
+        st = MP_PROF_E_NOMEM;
+        goto unlock;
+    }
+    mp_report_cache_refresh(p->cache); /* a failed refresh keeps the last list */
+    mp_maps *maps = mp_report_cache_maps(p->cache);
+
+    /* 2. quiet */
+    sn.interval_start_wall = p->interval_start_wall;
+    uint64_t q0 = mp_now_nanos();
+    mp_rw_wrlock(&g_rec.rw);
+    sn.snapshot_wall = mp_wall_nanos();
+    mp_prof_diagnostics(&sn.counters);
+    mp_rec_peek(on_peek, &sn);
+    bool marked = !sn.oom && mp_live_snap_begin(p->gen);
+    mp_rw_wrunlock(&g_rec.rw);
+    uint64_t quiet = mp_now_nanos() - q0;
+
+    /* 3. live */
+    if (marked)
+        sn.nlive = mp_live_snap_collect(&sn.live);
+    if (!marked || (sn.live == NULL && sn.nlive != 0)) {
+        st = MP_PROF_E_NOMEM;
+        goto unlock;
+    }
+
+    /* 4, 5. build and write; a module unloaded since step 1 makes the
+     * image library refuse a frame we named: refresh and build again once,
+     * then with every frame raw (still correct, only less portable). */
+    uint64_t write_ns = 0;
+    mp_img_error err;
+    mp_img_status ist = build_and_write(reg, &T, maps, p, &sn, false, path, &err, &write_ns);
+    if (ist == MP_IMG_ERR_UNNAMEABLE) {
+        mp_report_cache_refresh(p->cache);
+        ist = build_and_write(reg, &T, maps, p, &sn, false, path, &err, &write_ns);
+        if (ist == MP_IMG_ERR_UNNAMEABLE)
+            ist = build_and_write(reg, &T, maps, p, &sn, true, path, &err, &write_ns);
+    }
+    st = from_img(ist);
+    if (st == MP_PROF_OK) {
+        atomic_store_explicit(&g_timing.quiet_ns, quiet, memory_order_relaxed);
+        atomic_store_explicit(&g_timing.write_ns, write_ns, memory_order_relaxed);
+        atomic_store_explicit(&g_timing.total_ns, mp_now_nanos() - t0, memory_order_relaxed);
+        atomic_store_explicit(&g_timing.live, sn.nlive, memory_order_relaxed);
+    }
+unlock:
+    snap_free(&sn);
+    mp_img_registry_free(reg);
+    pthread_mutex_unlock(&g_rec.session);
+    mp_guard_exit();
+    return st;
+#endif
+}

@@ -1,0 +1,714 @@
+/* Reading heap images (heap_image.h): load through the image package,
+ * then check every object the schema names before copying it out.
+ *
+ * Trust. The image loader checks the file (header fields, checksums,
+ * tables, every unit against its shape, every reference); it also
+ * reacquires every foreign entry, and a `dlsym` entry makes it dlopen()
+ * a library. A heap image names code locations only, so before the
+ * loader runs, the foreign table is read here (FORMAT.md, "Foreign
+ * table") and an image with any entry but `code` is refused: `mimprof
+ * image` on an untrusted file never loads a library. The schema check
+ * after the load trusts nothing the loader does not guarantee: object
+ * types, unit counts, string lengths (a str's length word against the
+ * NUL the loader puts after its bytes), bounds, and that every frame maps
+ * back into a mapping of the image. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heap_image.h"
+#include "report/elf_reader.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------- the foreign table, raw */
+
+#define H_SIZE        208u
+#define H_VERSION     2u
+#define H_BYTE_ORDER  UINT64_C(0x0102030405060708)
+#define H_N_FOREIGN   120u
+#define H_TYPES_SIZE  152u
+#define H_FOREIGN_SZ  160u
+#define F_DLSYM       1u
+#define F_CODE        3u
+
+static uint64_t rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Skips a str at *off inside [0, end); false if it does not fit. */
+static bool skip_str(const unsigned char *p, uint64_t end, uint64_t *off, uint64_t *len,
+                     const unsigned char **s)
+{
+    if (end - *off < 8)
+        return false;
+    uint64_t n = rd64(p + *off);
+    uint64_t padded = (n + 7) & ~(uint64_t)7;
+    if (n > end || padded < n || end - *off - 8 < padded)
+        return false;
+    *len = n;
+    *s = p + *off + 8;
+    *off += 8 + padded;
+    return true;
+}
+
+/* 0: the image's foreign table holds only `code` entries, or the header
+ * is not one this reader knows (the loader then refuses the file before
+ * it reacquires anything); -1 with err: an entry of another kind, or a
+ * table that does not parse. */
+static int only_code(const unsigned char *p, size_t len, char *err, size_t errlen)
+{
+    uint32_t version, hsize;
+    if (len < H_SIZE || memcmp(p, "MPIMG\r\n\x1a", 8) != 0)
+        return 0;
+    memcpy(&version, p + 8, 4);
+    memcpy(&hsize, p + 12, 4);
+    if (version != H_VERSION || hsize != H_SIZE || rd64(p + 40) != H_BYTE_ORDER)
+        return 0;
+    uint64_t types = rd64(p + H_TYPES_SIZE), fsize = rd64(p + H_FOREIGN_SZ);
+    uint64_t n = rd64(p + H_N_FOREIGN);
+    if (types > len - H_SIZE || fsize > len - H_SIZE - types)
+        return fail(err, errlen, "foreign table: its size runs past the end of the file");
+    const unsigned char *f = p + H_SIZE + types;
+    uint64_t off = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        if (fsize - off < 8)
+            return fail(err, errlen, "foreign table: entry %llu runs past the table",
+                        (unsigned long long)k + 1);
+        uint64_t kind = rd64(f + off);
+        off += 8;
+        uint64_t la, lb;
+        const unsigned char *a, *b;
+        if (kind == F_CODE) {
+            if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b) ||
+                fsize - off < 8)
+                return fail(err, errlen, "foreign table: code entry %llu runs past the table",
+                            (unsigned long long)k + 1);
+            off += 8;
+            continue;
+        }
+        if (kind == F_DLSYM && skip_str(f, fsize, &off, &la, &a) &&
+            skip_str(f, fsize, &off, &lb, &b))
+            return fail(err, errlen,
+                        "foreign entry %llu is dlsym(%.*s, %.*s): a heap image names only code "
+                        "locations; not loaded (loading it would open that library)",
+                        (unsigned long long)k + 1, la > 200 ? 200 : (int)la,
+                        la ? (const char *)a : "<main program>", lb > 200 ? 200 : (int)lb,
+                        (const char *)b);
+        return fail(err, errlen,
+                    "foreign entry %llu has kind %llu: a heap image names only code locations",
+                    (unsigned long long)k + 1, (unsigned long long)kind);
+    }
+    if (off != fsize)
+        return fail(err, errlen, "foreign table: %llu bytes after its %llu entries",
+                    (unsigned long long)(fsize - off), (unsigned long long)n);
+    return 0;
+}
+
+/* --------------------------------------------------------- schema checks */
+
+typedef struct rd {
+    const mp_img_heap *h;
+    const mp_himg_types *T;
+    char *err;
+    size_t errlen;
+    mp_himg *img;
+    /* stack object -> index, for the samples and intervals */
+    const void **sk;
+    uint32_t *sv;
+    size_t scap, sn;
+    /* code value -> (mapping, offset) cache */
+    uintptr_t *cv;
+    uint32_t *cmap;
+    uint64_t *coff;
+    size_t ccap, cn;
+} rd;
+
+static bool is_a(const rd *r, const void *o, int t)
+{
+    return o != NULL && mp_img_type_of(r->h, o) == r->T->t[t];
+}
+
+/* A words object: its values and their number. */
+static const mp_img_word *words_of(const rd *r, const void *o, size_t *n)
+{
+    if (!is_a(r, o, MP_HIMG_T_WORDS))
+        return NULL;
+    const mp_img_word *w = o;
+    size_t units = mp_img_units(o);
+    if (units < 1 || w[0] != units - 1)
+        return NULL;
+    *n = units - 1;
+    return w + 1;
+}
+
+/* A refs object likewise. */
+static const mp_img_word *refs_of(const rd *r, const void *o, size_t *n)
+{
+    if (!is_a(r, o, MP_HIMG_T_REFS))
+        return NULL;
+    const mp_img_word *w = o;
+    size_t units = mp_img_units(o);
+    if (units < 1 || w[0] != units - 1)
+        return NULL;
+    *n = units - 1;
+    return w + 1;
+}
+
+/* A str object as a NUL-terminated copy (malloc()ed) of at most `max`
+ * bytes; NULL (and *bad) if it is not one. The loader keeps a NUL after
+ * the stored bytes, so strnlen never reads past them: a length word that
+ * disagrees with the bytes is caught here. */
+static char *str_of(const rd *r, const void *o, size_t max, bool *bad)
+{
+    *bad = true;
+    if (!is_a(r, o, MP_HIMG_T_STR) || mp_img_units(o) != 2)
+        return NULL;
+    const mp_img_word *w = o;
+    size_t n = w[0];
+    const char *s = (const char *)w[1];
+    if (n > max || (s == NULL && n != 0))
+        return NULL;
+    if (s != NULL && strnlen(s, n + 1) != n)
+        return NULL;
+    char *c = malloc(n + 1);
+    if (c == NULL)
+        return NULL;
+    if (n)
+        memcpy(c, s, n);
+    c[n] = '\0';
+    *bad = false;
+    return c;
+}
+
+static double dval(mp_img_word w)
+{
+    uint64_t u = (uint64_t)w;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static bool root_words(rd *r, const char *name, size_t want, const mp_img_word **out)
+{
+    void *o;
+    size_t n;
+    if (!mp_img_root_find(r->h, name, &o))
+        return fail(r->err, r->errlen, "no root '%s': not a heap image", name), false;
+    if ((*out = words_of(r, o, &n)) == NULL || n != want)
+        return fail(r->err, r->errlen, "root '%s' is not %zu words", name, want), false;
+    return true;
+}
+
+static bool root_refs(rd *r, const char *name, const mp_img_word **out, size_t *n)
+{
+    void *o;
+    if (!mp_img_root_find(r->h, name, &o))
+        return fail(r->err, r->errlen, "no root '%s': not a heap image", name), false;
+    if ((*out = refs_of(r, o, n)) == NULL)
+        return fail(r->err, r->errlen, "root '%s' is not a list", name), false;
+    return true;
+}
+
+static bool hex_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n % 2 != 0 || n > MP_HIMG_BUILD_ID_HEX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+typedef struct segref {
+    uint64_t start, limit;
+} segref;
+
+static int seg_cmp(const void *a, const void *b)
+{
+    const segref *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static bool read_mappings(rd *r)
+{
+    const mp_img_word *v;
+    size_t n;
+    if (!root_refs(r, MP_HIMG_ROOT_MAPPINGS, &v, &n))
+        return false;
+    if (n > 65536)
+        return fail(r->err, r->errlen, "%zu mappings: more than a process has", n), false;
+    mp_himg *img = r->img;
+    img->maps = calloc(n ? n : 1, sizeof *img->maps);
+    if (img->maps == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mp_img_word *m = (const mp_img_word *)v[i];
+        mp_himg_mapping *out = &img->maps[i];
+        img->nmaps = i + 1;
+        if (!is_a(r, m, MP_HIMG_T_MAPPING) || mp_img_units(m) != MP_HIMG_MAPPING_UNITS)
+            return fail(r->err, r->errlen, "mapping %zu is not a mapping", i), false;
+        bool bad;
+        out->path = str_of(r, (const void *)m[0], MP_HIMG_PATH_MAX, &bad);
+        if (bad)
+            return fail(r->err, r->errlen, "mapping %zu: bad path", i), false;
+        char *id = str_of(r, (const void *)m[1], MP_HIMG_BUILD_ID_HEX, &bad);
+        if (bad || !hex_id(id)) {
+            free(id);
+            return fail(r->err, r->errlen, "mapping %zu: bad build-id", i), false;
+        }
+        memcpy(out->build_id, id, strlen(id) + 1);
+        free(id);
+        size_t ns;
+        const mp_img_word *s = words_of(r, (const void *)m[2], &ns);
+        if (s == NULL || ns % 3 != 0 || ns == 0 || ns / 3 > MP_HIMG_MAX_SEGS)
+            return fail(r->err, r->errlen, "mapping %zu: bad segments", i), false;
+        out->nsegs = ns / 3;
+        out->segs = malloc(out->nsegs * sizeof *out->segs);
+        if (out->segs == NULL)
+            return fail(r->err, r->errlen, "out of memory"), false;
+        for (size_t j = 0; j < out->nsegs; j++) {
+            out->segs[j] = (mp_himg_seg){s[3 * j], s[3 * j + 1], s[3 * j + 2]};
+            if (out->segs[j].start >= out->segs[j].limit)
+                return fail(r->err, r->errlen, "mapping %zu: empty segment %zu", i, j), false;
+        }
+        total += out->nsegs;
+        out->base = m[3];
+        if (m[4] & ~(mp_img_word)MP_HIMG_MAP_FLAGS)
+            return fail(r->err, r->errlen, "mapping %zu: unknown flags", i), false;
+        out->flags = (unsigned)m[4];
+    }
+    /* The report side's address index needs disjoint segments. */
+    segref *all = malloc((total ? total : 1) * sizeof *all);
+    if (all == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    size_t k = 0;
+    for (size_t i = 0; i < img->nmaps; i++)
+        for (size_t j = 0; j < img->maps[i].nsegs; j++)
+            all[k++] = (segref){img->maps[i].segs[j].start, img->maps[i].segs[j].limit};
+    qsort(all, k, sizeof *all, seg_cmp);
+    bool overlap = false;
+    for (size_t i = 1; i < k; i++)
+        overlap = overlap || all[i].start < all[i - 1].limit;
+    free(all);
+    if (overlap)
+        return fail(r->err, r->errlen, "mappings overlap"), false;
+    return true;
+}
+
+/* The address a code unit had in the writing process: the image's mapping
+ * with the unit's build-id, whose segment holds bias + offset. */
+static bool code_pc(rd *r, uintptr_t value, uintptr_t *pc)
+{
+    if ((r->cn + 1) * 2 > r->ccap) {
+        size_t nc = r->ccap ? r->ccap * 2 : 256;
+        uintptr_t *cv = calloc(nc, sizeof *cv);
+        uint32_t *cm = malloc(nc * sizeof *cm);
+        uint64_t *co = malloc(nc * sizeof *co);
+        if (cv == NULL || cm == NULL || co == NULL) {
+            free(cv);
+            free(cm);
+            free(co);
+            return fail(r->err, r->errlen, "out of memory"), false;
+        }
+        for (size_t i = 0; i < r->ccap; i++) {
+            if (r->cv[i] == 0)
+                continue;
+            size_t j = (size_t)(r->cv[i] * 0x9E3779B97F4A7C15ULL >> 17) & (nc - 1);
+            while (cv[j] != 0)
+                j = (j + 1) & (nc - 1);
+            cv[j] = r->cv[i];
+            cm[j] = r->cmap[i];
+            co[j] = r->coff[i];
+        }
+        free(r->cv);
+        free(r->cmap);
+        free(r->coff);
+        r->cv = cv;
+        r->cmap = cm;
+        r->coff = co;
+        r->ccap = nc;
+    }
+    size_t j = (size_t)(value * 0x9E3779B97F4A7C15ULL >> 17) & (r->ccap - 1);
+    while (r->cv[j] != 0 && r->cv[j] != value)
+        j = (j + 1) & (r->ccap - 1);
+    if (r->cv[j] == 0) {
+        mp_img_code c;
+        if (!mp_img_code_lookup(r->h, value, &c) || c.build_id_len == 0 ||
+            c.build_id_len > MP_HIMG_BUILD_ID_HEX / 2)
+            return fail(r->err, r->errlen, "a frame is not a code location with a build-id"),
+                   false;
+        char hex[MP_HIMG_BUILD_ID_HEX + 1];
+        mp_elf_hex(c.build_id, c.build_id_len, hex);
+        uint32_t found = UINT32_MAX;
+        for (size_t i = 0; i < r->img->nmaps && found == UINT32_MAX; i++) {
+            const mp_himg_mapping *m = &r->img->maps[i];
+            if (strcmp(m->build_id, hex) != 0)
+                continue;
+            uint64_t a = m->base + (uint64_t)c.offset;
+            if (a < m->base)
+                continue;
+            for (size_t s = 0; s < m->nsegs; s++)
+                if (a > m->segs[s].start && a <= m->segs[s].limit)
+                    found = (uint32_t)i;
+        }
+        if (found == UINT32_MAX)
+            return fail(r->err, r->errlen,
+                        "a frame names code(%s, +0x%llx), which no mapping of the image holds",
+                        hex, (unsigned long long)c.offset),
+                   false;
+        r->cv[j] = value;
+        r->cmap[j] = found;
+        r->coff[j] = (uint64_t)c.offset;
+        r->cn++;
+    }
+    *pc = (uintptr_t)(r->img->maps[r->cmap[j]].base + r->coff[j]);
+    return true;
+}
+
+/* Index of the stack object `o`, read on first sight. */
+static bool stack_index(rd *r, const void *o, uint32_t *index)
+{
+    if (!is_a(r, o, MP_HIMG_T_STACK))
+        return fail(r->err, r->errlen, "a sample's stack is not a stack"), false;
+    if ((r->sn + 1) * 2 > r->scap) {
+        size_t nc = r->scap ? r->scap * 2 : 256;
+        const void **k = calloc(nc, sizeof *k);
+        uint32_t *v = malloc(nc * sizeof *v);
+        if (k == NULL || v == NULL) {
+            free(k);
+            free(v);
+            return fail(r->err, r->errlen, "out of memory"), false;
+        }
+        for (size_t i = 0; i < r->scap; i++) {
+            if (r->sk[i] == NULL)
+                continue;
+            size_t j = (size_t)((uintptr_t)r->sk[i] * 0x9E3779B97F4A7C15ULL >> 17) & (nc - 1);
+            while (k[j] != NULL)
+                j = (j + 1) & (nc - 1);
+            k[j] = r->sk[i];
+            v[j] = r->sv[i];
+        }
+        free(r->sk);
+        free(r->sv);
+        r->sk = k;
+        r->sv = v;
+        r->scap = nc;
+    }
+    size_t j = (size_t)((uintptr_t)o * 0x9E3779B97F4A7C15ULL >> 17) & (r->scap - 1);
+    while (r->sk[j] != NULL && r->sk[j] != o)
+        j = (j + 1) & (r->scap - 1);
+    if (r->sk[j] != NULL) {
+        *index = r->sv[j];
+        return true;
+    }
+
+    const mp_img_word *w = o;
+    size_t units = mp_img_units(o);
+    if (units < MP_HIMG_STACK_HEAD || w[0] != units - 1 ||
+        units - MP_HIMG_STACK_HEAD > MP_HIMG_MAX_DEPTH)
+        return fail(r->err, r->errlen, "a stack has a bad frame count"), false;
+    if (w[1] & ~(mp_img_word)MP_HIMG_STACK_FLAGS)
+        return fail(r->err, r->errlen, "a stack has unknown flags"), false;
+    uint32_t depth = (uint32_t)(units - MP_HIMG_STACK_HEAD);
+    const mp_img_word *raw = NULL;
+    if (w[2] != 0) {
+        size_t n;
+        raw = words_of(r, (const void *)w[2], &n);
+        if (raw == NULL || n != depth)
+            return fail(r->err, r->errlen, "a stack's raw frames are not %u words", depth), false;
+    }
+    mp_himg *img = r->img;
+    if (img->nstacks == img->meta[MP_HIMG_META_NSTACKS])
+        return fail(r->err, r->errlen, "more stacks than the %llu the image declares",
+                    (unsigned long long)img->meta[MP_HIMG_META_NSTACKS]),
+               false;
+    mp_himg_stack *s = &img->stacks[img->nstacks];
+    s->pcs = malloc((depth ? depth : 1) * sizeof *s->pcs);
+    if (s->pcs == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    s->depth = depth;
+    s->truncated = (w[1] & MP_HIMG_STACK_TRUNCATED) != 0;
+    img->nstacks++;
+    for (uint32_t i = 0; i < depth; i++) {
+        uintptr_t v = w[MP_HIMG_STACK_HEAD + i];
+        if (v == 0) {
+            if (raw == NULL)
+                return fail(r->err, r->errlen, "a stack frame is neither code nor raw"), false;
+            s->pcs[i] = raw[i];
+            continue;
+        }
+        if (!code_pc(r, v, &s->pcs[i]))
+            return false;
+        s->named++;
+    }
+    r->sk[j] = o;
+    r->sv[j] = (uint32_t)(img->nstacks - 1);
+    r->sn++;
+    *index = r->sv[j];
+    return true;
+}
+
+static bool read_samples(rd *r)
+{
+    mp_himg *img = r->img;
+    const mp_img_word *v;
+    size_t n;
+    if (!root_refs(r, MP_HIMG_ROOT_LIVE, &v, &n))
+        return false;
+    if (n != img->meta[MP_HIMG_META_NLIVE])
+        return fail(r->err, r->errlen, "%zu live samples, the image declares %llu", n,
+                    (unsigned long long)img->meta[MP_HIMG_META_NLIVE]),
+               false;
+    img->live = malloc((n ? n : 1) * sizeof *img->live);
+    if (img->live == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    for (size_t i = 0; i < n; i++) {
+        const mp_img_word *s = (const mp_img_word *)v[i];
+        if (!is_a(r, s, MP_HIMG_T_SAMPLE) || mp_img_units(s) != MP_HIMG_SAMPLE_UNITS)
+            return fail(r->err, r->errlen, "live sample %zu is not a sample", i), false;
+        mp_himg_sample *o = &img->live[i];
+        if (!stack_index(r, (const void *)s[0], &o->stack))
+            return false;
+        o->size = s[1];
+        o->weight = dval(s[2]);
+        o->gen = s[3];
+        if (!isfinite(o->weight) || o->weight < 0)
+            return fail(r->err, r->errlen, "live sample %zu: weight %g", i, o->weight), false;
+        img->nlive = i + 1;
+    }
+    if (!root_refs(r, MP_HIMG_ROOT_INTERVAL, &v, &n))
+        return false;
+    if (n != img->meta[MP_HIMG_META_NINTERVAL])
+        return fail(r->err, r->errlen, "%zu interval entries, the image declares %llu", n,
+                    (unsigned long long)img->meta[MP_HIMG_META_NINTERVAL]),
+               false;
+    img->interval = malloc((n ? n : 1) * sizeof *img->interval);
+    if (img->interval == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    for (size_t i = 0; i < n; i++) {
+        const mp_img_word *s = (const mp_img_word *)v[i];
+        if (!is_a(r, s, MP_HIMG_T_INTERVAL) || mp_img_units(s) != MP_HIMG_SAMPLE_UNITS)
+            return fail(r->err, r->errlen, "interval entry %zu is not one", i), false;
+        mp_himg_interval *o = &img->interval[i];
+        if (!stack_index(r, (const void *)s[0], &o->stack))
+            return false;
+        o->objects = dval(s[1]);
+        o->bytes = dval(s[2]);
+        o->records = s[3];
+        if (!isfinite(o->objects) || o->objects < 0 || !isfinite(o->bytes) || o->bytes < 0)
+            return fail(r->err, r->errlen, "interval entry %zu: bad values", i), false;
+        img->ninterval = i + 1;
+    }
+    if (img->nstacks != img->meta[MP_HIMG_META_NSTACKS])
+        return fail(r->err, r->errlen, "%zu stacks, the image declares %llu", img->nstacks,
+                    (unsigned long long)img->meta[MP_HIMG_META_NSTACKS]),
+               false;
+    return true;
+}
+
+static bool read_config(rd *r)
+{
+    mp_himg *img = r->img;
+    const mp_img_word *c, *k, *m;
+    if (!root_words(r, MP_HIMG_ROOT_META, MP_HIMG_META_COUNT, &m))
+        return false;
+    memcpy(img->meta, m, sizeof img->meta);
+    if (img->meta[MP_HIMG_META_SCHEMA] != MP_HIMG_SCHEMA)
+        return fail(r->err, r->errlen, "heap image schema %llu; this reader knows schema %u",
+                    (unsigned long long)img->meta[MP_HIMG_META_SCHEMA], MP_HIMG_SCHEMA),
+               false;
+    if (!root_words(r, MP_HIMG_ROOT_CONFIG, MP_HIMG_CFG_COUNT, &c) ||
+        !root_words(r, MP_HIMG_ROOT_COUNTERS, MP_HIMG_CTR_COUNT, &k))
+        return false;
+    mp_prof_config *cfg = &img->cfg;
+    cfg->sample_interval_bytes = c[MP_HIMG_CFG_INTERVAL];
+    cfg->max_stack_depth = (unsigned)c[MP_HIMG_CFG_MAX_DEPTH];
+    cfg->ring_capacity = c[MP_HIMG_CFG_RING];
+    cfg->max_live_samples = c[MP_HIMG_CFG_MAX_LIVE];
+    cfg->seed = c[MP_HIMG_CFG_SEED];
+    cfg->symbolize = (mp_prof_symbolize)c[MP_HIMG_CFG_SYMBOLIZE];
+    cfg->overflow_stacks = c[MP_HIMG_CFG_OVERFLOW];
+    cfg->report_max_records = c[MP_HIMG_CFG_REPORT_MAX];
+    if (c[MP_HIMG_CFG_INTERVAL] < 1 || c[MP_HIMG_CFG_INTERVAL] > MP_PROF_MAX_INTERVAL ||
+        c[MP_HIMG_CFG_MAX_DEPTH] < 1 || c[MP_HIMG_CFG_MAX_DEPTH] > MP_HIMG_MAX_DEPTH ||
+        c[MP_HIMG_CFG_SYMBOLIZE] > MP_PROF_SYMBOLIZE_LINES)
+        return fail(r->err, r->errlen, "the session configuration is out of range"), false;
+    mp_prof_stats *s = &img->counters;
+    s->samples_taken = k[MP_HIMG_CTR_TAKEN];
+    s->samples_reported = k[MP_HIMG_CTR_REPORTED];
+    s->dropped_registration = k[MP_HIMG_CTR_DROPPED_REGISTRATION];
+    s->dropped_teardown = k[MP_HIMG_CTR_DROPPED_TEARDOWN];
+    s->dropped_overflow_full = k[MP_HIMG_CTR_DROPPED_OVERFLOW_FULL];
+    s->dropped_live_table_full = k[MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL];
+    s->ring_records = k[MP_HIMG_CTR_RING_RECORDS];
+    s->overflow_records = k[MP_HIMG_CTR_OVERFLOW_RECORDS];
+    s->live_samples = k[MP_HIMG_CTR_LIVE_SAMPLES];
+    s->registered_threads = k[MP_HIMG_CTR_REGISTERED_THREADS];
+    s->last_report_nanos = k[MP_HIMG_CTR_LAST_REPORT_NANOS];
+    s->symbol_bytes = k[MP_HIMG_CTR_SYMBOL_BYTES];
+    s->last_symbol_quality = (int)(intptr_t)k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY];
+    s->records_discarded = k[MP_HIMG_CTR_RECORDS_DISCARDED];
+    s->stacks = k[MP_HIMG_CTR_STACKS];
+    s->active = k[MP_HIMG_CTR_ACTIVE] != 0;
+    s->allocator_observed = k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] != 0;
+
+    void *o;
+    bool bad = true;
+    char *v = mp_img_root_find(r->h, MP_HIMG_ROOT_VERSION, &o)
+                  ? str_of(r, o, sizeof img->version - 1, &bad)
+                  : NULL;
+    if (bad) {
+        free(v);
+        return fail(r->err, r->errlen, "root '%s' is not a version string", MP_HIMG_ROOT_VERSION),
+               false;
+    }
+    memcpy(img->version, v, strlen(v) + 1);
+    free(v);
+    /* Every sample refers to a stack; the count bounds the table. */
+    uint64_t ns = img->meta[MP_HIMG_META_NSTACKS];
+    if (ns > img->meta[MP_HIMG_META_NLIVE] + img->meta[MP_HIMG_META_NINTERVAL] ||
+        ns > mp_img_heap_count(r->h))
+        return fail(r->err, r->errlen, "the image declares %llu stacks for its samples",
+                    (unsigned long long)ns),
+               false;
+    img->stacks = calloc(ns ? ns : 1, sizeof *img->stacks);
+    if (img->stacks == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    return true;
+}
+
+int mp_himg_from_heap(const mp_img_heap *heap, const mp_himg_types *types, mp_himg **out,
+                      char *err, size_t errlen)
+{
+    rd r = {.h = heap, .T = types, .err = err, .errlen = errlen};
+    r.img = calloc(1, sizeof *r.img);
+    if (r.img == NULL)
+        return fail(err, errlen, "out of memory");
+    bool ok = read_config(&r) && read_mappings(&r) && read_samples(&r);
+    free(r.sk);
+    free(r.sv);
+    free(r.cv);
+    free(r.cmap);
+    free(r.coff);
+    if (!ok) {
+        mp_himg_free(r.img);
+        return -1;
+    }
+    *out = r.img;
+    return 0;
+}
+
+void mp_himg_free(mp_himg *img)
+{
+    if (img == NULL)
+        return;
+    for (size_t i = 0; i < img->nmaps; i++) {
+        free(img->maps[i].path);
+        free(img->maps[i].segs);
+    }
+    for (size_t i = 0; i < img->nstacks; i++)
+        free(img->stacks[i].pcs);
+    free(img->maps);
+    free(img->stacks);
+    free(img->live);
+    free(img->interval);
+    free(img);
+}
+
+void mp_himg_live_totals(const mp_himg *img, double *objects, double *bytes)
+{
+    double o = 0, b = 0;
+    for (size_t i = 0; i < img->nlive; i++) {
+        o += img->live[i].weight;
+        b += img->live[i].weight * (double)img->live[i].size;
+    }
+    *objects = o;
+    *bytes = b;
+}
+
+/* ------------------------------------------------------------------ load */
+
+static int load(const void *data, size_t len, mp_himg **out, char *err, size_t errlen)
+{
+    if (only_code(data, len, err, errlen) != 0)
+        return -1;
+    mp_img_registry *reg = NULL;
+    mp_himg_types T;
+    mp_img_error e;
+    mp_img_status st = mp_himg_registry_new(&reg, &T, &e);
+    if (st != MP_IMG_OK)
+        return fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
+    mp_img_heap *h = NULL;
+    st = mp_img_load_memory(reg, data, len, &h, &e);
+    int rc;
+    if (st != MP_IMG_OK)
+        rc = fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
+    else
+        rc = mp_himg_from_heap(h, &T, out, err, errlen);
+    mp_img_heap_free(h);
+    mp_img_registry_free(reg);
+    return rc;
+}
+
+int mp_himg_load_memory(const void *data, size_t len, mp_himg **out, char *err, size_t errlen)
+{
+    return load(data, len, out, err, errlen);
+}
+
+int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
+{
+    /* Whole-file checks first, by the image package (it opens nothing):
+     * a damaged file is refused with its sentence. */
+    mp_img_error e;
+    mp_img_status st = mp_img_verify(path, &e);
+    if (st != MP_IMG_OK)
+        return fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return fail(err, errlen, "cannot open: %s", strerror(errno));
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            size_t nc = cap ? cap * 2 : (size_t)1 << 20;
+            unsigned char *b = realloc(buf, nc);
+            if (b == NULL) {
+                free(buf);
+                fclose(f);
+                return fail(err, errlen, "out of memory");
+            }
+            buf = b;
+            cap = nc;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    int rc = bad ? fail(err, errlen, "read error") : load(buf, len, out, err, errlen);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/* Internal: the session handle, for the modules that work on a running
+ * session besides session.c (heap_image.c). Not installed. */
+#ifndef MIMPROF_PROFILING_SESSION_H
+#define MIMPROF_PROFILING_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <mimprof/profiling.h>
+
+#include "report_builder.h"
+
+struct mp_profiler {
+    uint64_t gen;
+    bool stopped;
+    mp_prof_config cfg;
+    mp_report_cache *cache;       /* under g_rec.session; created by the first report or image */
+    uint64_t interval_start_wall; /* start of the interval the next report covers */
+};
+
+/* True when `p` owns the running session. Caller holds g_rec.session. */
+bool mp_session_owns_locked(const mp_profiler *p);
+
+#endif
