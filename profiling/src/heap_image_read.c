@@ -72,8 +72,8 @@ static bool skip_str(const unsigned char *p, uint64_t end, uint64_t *off, uint64
 
 /* 0: the image's foreign table holds only `code` entries, or the header
  * is not one this reader knows (the loader then refuses the file before
- * it reacquires anything); -1 with err: an entry of another kind, or a
- * table that does not parse. */
+ * it reacquires anything); -1 with err: an entry of another kind; -2 with
+ * err: a table that does not parse. */
 static int only_code(const unsigned char *p, size_t len, char *err, size_t errlen)
 {
     uint32_t version, hsize;
@@ -86,13 +86,13 @@ static int only_code(const unsigned char *p, size_t len, char *err, size_t errle
     uint64_t types = rd64(p + H_TYPES_SIZE), fsize = rd64(p + H_FOREIGN_SZ);
     uint64_t n = rd64(p + H_N_FOREIGN);
     if (types > len - H_SIZE || fsize > len - H_SIZE - types)
-        return fail(err, errlen, "foreign table: its size runs past the end of the file");
+        return fail(err, errlen, "foreign table: its size runs past the end of the file") - 1;
     const unsigned char *f = p + H_SIZE + types;
     uint64_t off = 0;
     for (uint64_t k = 0; k < n; k++) {
         if (fsize - off < 8)
             return fail(err, errlen, "foreign table: entry %llu runs past the table",
-                        (unsigned long long)k + 1);
+                        (unsigned long long)k + 1) - 1;
         uint64_t kind = rd64(f + off);
         off += 8;
         uint64_t la, lb;
@@ -101,25 +101,31 @@ static int only_code(const unsigned char *p, size_t len, char *err, size_t errle
             if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b) ||
                 fsize - off < 8)
                 return fail(err, errlen, "foreign table: code entry %llu runs past the table",
-                            (unsigned long long)k + 1);
+                            (unsigned long long)k + 1) - 1;
             off += 8;
             continue;
         }
-        if (kind == F_DLSYM && skip_str(f, fsize, &off, &la, &a) &&
-            skip_str(f, fsize, &off, &lb, &b))
+        if (kind == F_DLSYM) {
+            if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b))
+                return fail(err, errlen, "foreign table: dlsym entry %llu runs past the table",
+                            (unsigned long long)k + 1) - 1;
+            if (la == 0) {
+                a = (const unsigned char *)"<main program>";
+                la = strlen((const char *)a);
+            }
             return fail(err, errlen,
                         "foreign entry %llu is dlsym(%.*s, %.*s): a heap image names only code "
                         "locations; not loaded (loading it would open that library)",
-                        (unsigned long long)k + 1, la > 200 ? 200 : (int)la,
-                        la ? (const char *)a : "<main program>", lb > 200 ? 200 : (int)lb,
-                        (const char *)b);
+                        (unsigned long long)k + 1, la > 200 ? 200 : (int)la, (const char *)a,
+                        lb > 200 ? 200 : (int)lb, (const char *)b);
+        }
         return fail(err, errlen,
                     "foreign entry %llu has kind %llu: a heap image names only code locations",
                     (unsigned long long)k + 1, (unsigned long long)kind);
     }
     if (off != fsize)
         return fail(err, errlen, "foreign table: %llu bytes after its %llu entries",
-                    (unsigned long long)(fsize - off), (unsigned long long)n);
+                    (unsigned long long)(fsize - off), (unsigned long long)n) - 1;
     return 0;
 }
 
@@ -649,9 +655,20 @@ void mp_himg_live_totals(const mp_himg *img, double *objects, double *bytes)
 
 /* ------------------------------------------------------------------ load */
 
-static int load(const void *data, size_t len, mp_himg **out, char *err, size_t errlen)
+/* `path`: the file `data` was read from, or NULL. */
+static int load(const void *data, size_t len, const char *path, mp_himg **out, char *err,
+                size_t errlen)
 {
-    if (only_code(data, len, err, errlen) != 0)
+    int pre = only_code(data, len, err, errlen);
+    if (pre == -2 && path != NULL) {
+        /* A table that does not parse is damage: the image package says
+         * which (it opens nothing to check a file). */
+        mp_img_error e;
+        mp_img_status st = mp_img_verify(path, &e);
+        if (st != MP_IMG_OK)
+            return fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
+    }
+    if (pre != 0)
         return -1;
     mp_img_registry *reg = NULL;
     mp_himg_types T;
@@ -673,20 +690,15 @@ static int load(const void *data, size_t len, mp_himg **out, char *err, size_t e
 
 int mp_himg_load_memory(const void *data, size_t len, mp_himg **out, char *err, size_t errlen)
 {
-    return load(data, len, out, err, errlen);
+    return load(data, len, NULL, out, err, errlen);
 }
 
 int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
 {
-    /* Whole-file checks first, by the image package (it opens nothing):
-     * a damaged file is refused with its sentence. */
-    mp_img_error e;
-    mp_img_status st = mp_img_verify(path, &e);
-    if (st != MP_IMG_OK)
-        return fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return fail(err, errlen, "cannot open: %s", strerror(errno));
+        return fail(err, errlen, "%s: cannot open: %s", mp_img_strerror(MP_IMG_ERR_IO),
+                    strerror(errno));
     unsigned char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -708,7 +720,8 @@ int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
     }
     bool bad = ferror(f) != 0;
     fclose(f);
-    int rc = bad ? fail(err, errlen, "read error") : load(buf, len, out, err, errlen);
+    int rc = bad ? fail(err, errlen, "%s: read error", mp_img_strerror(MP_IMG_ERR_IO))
+                 : load(buf, len, path, out, err, errlen);
     free(buf);
     return rc;
 }

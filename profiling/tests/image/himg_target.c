@@ -13,7 +13,8 @@
  * pprof) with mp_profiler_report(), with no allocation in between, and
  * exits. SYMBOLIZE is none|functions|lines (default functions); COPIES
  * writes IMAGE that many more times as IMAGE.N (for diff tests), each
- * after another round of himg_site_keep. Prints "pid=<pid>". */
+ * after another round of himg_site_keep. HIMG_SCALE=N divides every count
+ * by N (small images: the fuzzer's seeds). Prints "pid=<pid>". */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,9 +110,11 @@ int main(int argc, char **argv)
     }
     printf("pid=%ld\n", (long)getpid());
     fflush(stdout);
-    himg_site_keep(2000);
-    himg_site_churn(20000);
-    himg_site_deep(6, 300);
+    const char *sc = getenv("HIMG_SCALE");
+    unsigned scale = sc != NULL && atoi(sc) > 0 ? (unsigned)atoi(sc) : 1;
+    himg_site_keep(2000 / scale);
+    himg_site_churn(20000 / scale);
+    himg_site_deep(6, 300 / scale);
 
     /* The image and the report of one state: nothing allocates between
      * them (both run under the profiler's guard). */
@@ -133,7 +136,7 @@ int main(int argc, char **argv)
     for (unsigned i = 1; i <= copies; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s.%u", argv[1], i);
-        himg_site_keep(500);
+        himg_site_keep(500 / scale);
         if (save(prof, path) != 0)
             return 1;
     }

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz_heap_image.c into DIR:
+
+  make_heap_image_corpus.py DIR [IMAGE...]
+
+structured-*: programs (mode byte 1) that build a complete, valid heap of
+the schema (and a few near misses); image-*: the IMAGE files given (heap
+images written by mp_profiler_write_image, e.g. by tests/image/himg-target
+with HIMG_SCALE=100) behind mode byte 0. See fuzz_heap_image.c for the
+program encoding."""
+import os
+import struct
+import sys
+
+STR, WORDS, REFS, MAPPING, STACK, SAMPLE, INTERVAL, ROOT = range(8)
+META, VERSION, CONFIG, COUNTERS, MAPPINGS, LIVE, INTERVALS = range(7)
+
+
+def small(v):
+    return bytes([1, v])
+
+
+def word(v):
+    return bytes([2]) + struct.pack("<Q", v)
+
+
+def dbl(d):
+    return bytes([2]) + struct.pack("<d", d)
+
+
+def biased(v):
+    return bytes([3]) + struct.pack("<I", v)
+
+
+def strlen_of(k):
+    return bytes([4, k])
+
+
+def zero():
+    return bytes([0])
+
+
+def obj(t, values, n=None):
+    head = bytes([t]) + (bytes([n]) if n is not None else b"")
+    return head + b"".join(values)
+
+
+def root(r, k):
+    return bytes([ROOT, r, k])
+
+
+def valid(frames=(0x2000, 0x2010), weight=1.0, schema=1, nstacks=1, seg=(0x1000, 0x100000)):
+    p = b""
+    p += obj(STR, [small(5), small(1)])                                   # 0 version
+    p += obj(WORDS, [small(schema), small(1), word(2000), word(1000), small(1), small(1),
+                     small(1), small(nstacks)], n=8)                      # 1 meta
+    p += obj(WORDS, [word(4096), small(64), small(255), small(1), zero(), zero(), small(1),
+                     small(1)], n=8)                                      # 2 config
+    p += obj(WORDS, [zero()] * 17, n=17)                                  # 3 counters
+    p += obj(STR, [strlen_of(2), small(2)])                               # 4 path
+    p += obj(STR, [strlen_of(3), small(3)])                               # 5 build-id
+    p += obj(WORDS, [biased(seg[0]), biased(seg[1]), word(0x1000)], n=3)  # 6 segments
+    p += obj(MAPPING, [small(4), small(5), small(6), biased(0), small(3)])  # 7 mapping
+    p += obj(REFS, [small(7)], n=1)                                       # 8 mappings
+    p += obj(STACK, [zero(), zero()] + [biased(f) for f in frames], n=2 + len(frames))  # 9
+    p += obj(SAMPLE, [small(9), small(64), dbl(weight), small(1)])        # 10 sample
+    p += obj(INTERVAL, [small(9), dbl(1.0), dbl(64.0), small(1)])         # 11 interval
+    p += obj(REFS, [small(10)], n=1)                                      # 12 live
+    p += obj(REFS, [small(11)], n=1)                                      # 13 intervals
+    p += root(META, 1) + root(VERSION, 0) + root(CONFIG, 2) + root(COUNTERS, 3)
+    p += root(MAPPINGS, 8) + root(LIVE, 12) + root(INTERVALS, 13)
+    return bytes([1]) + p
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    seeds = {
+        "structured-valid": valid(),
+        "structured-deep": valid(frames=tuple(0x2000 + 16 * i for i in range(20))),
+        "structured-outside": valid(frames=(0x2000, 0x200000)),
+        "structured-bad-weight": valid(weight=-1.0),
+        "structured-schema-2": valid(schema=2),
+        "structured-stacks-miscounted": valid(nstacks=3),
+        "structured-empty-segment": valid(seg=(0x1000, 0x1000)),
+    }
+    for i, path in enumerate(sys.argv[2:]):
+        with open(path, "rb") as f:
+            seeds["image-%d" % i] = b"\x00" + f.read()
+    for name, data in seeds.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()

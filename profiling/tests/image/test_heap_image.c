@@ -1,0 +1,612 @@
+/* Heap images in process: mp_profiler_write_image()'s rules, an image
+ * equals the report of the same state, the image does not consume what the
+ * next report gets, writing while 4 threads allocate and free, and the
+ * reader's refusals (the image package's for damaged or mismatched files,
+ * the schema's for well-formed files that are not heap images). */
+#include "../helpers.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mimprof/image.h>
+#include <mimprof/sys.h>
+
+#include "heap_image.h"
+#include "heap_image_write.h"
+
+MP_PROF_SAMPLING_ALLOCATOR_INLINE(tmi, mp_sys_mimalloc);
+
+static void observe(void) { tmi_dealloc(tmi_alloc(16, 8), 16, 8); }
+
+static mp_prof_stats stats(void)
+{
+    mp_prof_stats s;
+    mp_prof_diagnostics(&s);
+    return s;
+}
+
+/* A fresh directory for one test's files. */
+static char *scratch(void)
+{
+    char *d = strdup("/tmp/himg-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    return d;
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+    char *p;
+    cr_assert_geq(asprintf(&p, "%s/%s", dir, name), 0);
+    return p;
+}
+
+static void rm_rf(char *dir)
+{
+    char *cmd;
+    cr_assert_geq(asprintf(&cmd, "rm -rf '%s'", dir), 0);
+    cr_assert_eq(system(cmd), 0);
+    free(cmd);
+    free(dir);
+}
+
+static mp_himg *load_ok(const char *path)
+{
+    mp_himg *img = NULL;
+    char err[1024] = "";
+    cr_assert_eq(mp_himg_load(path, &img, err, sizeof err), 0, "load %s: %s", path, err);
+    return img;
+}
+
+/* The error mp_himg_load gives for `path` (it must refuse). */
+static void load_refused(const char *path, const char *expect)
+{
+    mp_himg *img = NULL;
+    char err[1024] = "";
+    cr_assert_neq(mp_himg_load(path, &img, err, sizeof err), 0, "%s was loaded", path);
+    cr_assert_null(img);
+    cr_assert_not_null(strstr(err, expect), "refusal of %s: '%s', expected '%s'", path, err,
+                       expect);
+}
+
+void *site_live(size_t size);
+__attribute__((noinline)) void *site_live(size_t size)
+{
+    void *p = tmi_alloc(size, 8);
+    TEST_NO_TAIL(p);
+    return p;
+}
+
+void site_freed(size_t size);
+__attribute__((noinline)) void site_freed(size_t size)
+{
+    void *p = tmi_alloc(size, 8);
+    TEST_NO_TAIL(p);
+    tmi_dealloc(p, size, 8);
+}
+
+/* ------------------------------------------------------------------ rules */
+
+Test(image, arguments_and_session_state, .timeout = 60)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "a.mpimg");
+    mp_prof_config c = test_config(4096, 1);
+    mp_profiler *p = test_start(&c);
+    cr_assert_eq(mp_profiler_write_image(NULL, file), MP_PROF_E_INVALID_CONFIG);
+    cr_assert_eq(mp_profiler_write_image(p, NULL), MP_PROF_E_INVALID_CONFIG);
+    cr_assert_eq(mp_profiler_write_image(p, ""), MP_PROF_E_INVALID_CONFIG);
+    /* an unwritable place: an error, and nothing left behind */
+    char *nodir = path_in(dir, "missing/a.mpimg");
+    cr_assert_eq(mp_profiler_write_image(p, nodir), MP_PROF_E_IO);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    struct stat st;
+    cr_assert_eq(stat(file, &st), 0);
+    cr_assert_eq(mp_profiler_stop(p), MP_PROF_OK);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_E_INACTIVE);
+    /* a stopped owner cannot write a later session's state */
+    mp_profiler *q = test_start(&c);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_E_INACTIVE);
+    mp_profiler_free(q);
+    mp_profiler_free(p);
+    free(nodir);
+    free(file);
+    rm_rf(dir);
+}
+
+/* With a 1-byte interval every block of >= 40 bytes is sampled with weight
+ * 1, so the counts are exact. */
+Test(image, holds_the_state_and_does_not_consume_the_next_report, .timeout = 60)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "a.mpimg");
+    mp_prof_config c = test_config(1, 7);
+    mp_profiler *p = test_start(&c);
+    void *keep[100];
+    for (int i = 0; i < 100; i++)
+        keep[i] = site_live(64);
+    for (int i = 0; i < 50; i++)
+        site_freed(128);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    mp_prof_stats s = stats();
+    cr_assert_eq(s.samples_taken, 150);
+    cr_assert_eq(s.ring_records + s.overflow_records, 150, "the image consumed records");
+
+    mp_himg *img = load_ok(file);
+    cr_assert_eq(img->nlive, 100);
+    double objects, bytes;
+    mp_himg_live_totals(img, &objects, &bytes);
+    cr_assert_float_eq(objects, 100.0, 1e-9);
+    cr_assert_float_eq(bytes, 6400.0, 1e-9);
+    uint64_t records = 0;
+    double io = 0;
+    for (size_t i = 0; i < img->ninterval; i++) {
+        records += img->interval[i].records;
+        io += img->interval[i].objects;
+    }
+    cr_assert_eq(records, 150);
+    cr_assert_float_eq(io, 150.0, 1e-9);
+    cr_assert_eq(img->counters.samples_taken, 150);
+    cr_assert_eq(img->cfg.sample_interval_bytes, 1);
+    cr_assert_eq(img->cfg.seed, 7);
+    cr_assert_eq(img->meta[MP_HIMG_META_PID], (uint64_t)getpid());
+    for (size_t i = 0; i < img->nlive; i++)
+        cr_assert_eq(img->live[i].gen, img->meta[MP_HIMG_META_GENERATION]);
+    cr_assert_str_eq(img->version, mp_prof_version());
+    mp_himg_free(img);
+
+    /* The report after the image still has everything. */
+    tp_profile r;
+    test_report(p, &r);
+    cr_assert_eq(test_sum(&r, "alloc_objects", 1), 150);
+    cr_assert_eq(test_sum(&r, "inuse_objects", 0), 100);
+    tp_free(&r);
+    s = stats();
+    cr_assert_eq(s.samples_taken, s.samples_reported);
+    mp_profiler_free(p);
+    for (int i = 0; i < 100; i++)
+        tmi_dealloc(keep[i], 64, 8);
+    free(file);
+    rm_rf(dir);
+}
+
+/* The sample whose stack's innermost location has `address`, and whether
+ * it is an interval sample. */
+static const tp_sample *find_sample(const tp_profile *p, const tp_sample *like,
+                                    const tp_profile *from)
+{
+    const char *d = tp_label_str(from, like, "__delta__");
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const tp_sample *s = &p->samples[i];
+        if (s->nlocations != like->nlocations)
+            continue;
+        const char *e = tp_label_str(p, s, "__delta__");
+        if ((d == NULL) != (e == NULL))
+            continue;
+        bool same = true;
+        for (size_t k = 0; k < s->nlocations && same; k++) {
+            const tp_location *a = tp_location_by_id(p, s->location_ids[k]);
+            const tp_location *b = tp_location_by_id(from, like->location_ids[k]);
+            same = a != NULL && b != NULL && a->address == b->address &&
+                   a->mapping_id == b->mapping_id;
+        }
+        if (same)
+            return s;
+    }
+    return NULL;
+}
+
+Test(image, pprof_of_the_image_equals_the_report, .timeout = 120)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "a.mpimg");
+    mp_prof_config c = test_config(4096, 3);
+    mp_profiler *p = test_start(&c);
+    void *keep[300];
+    for (int i = 0; i < 300; i++)
+        keep[i] = site_live((size_t)(1000 + 37 * i));
+    for (int i = 0; i < 3000; i++)
+        site_freed(700);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    tp_profile live;
+    test_report(p, &live);
+
+    mp_himg *img = load_ok(file);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_himg_pprof_opts o = {.symbolize = -1};
+    cr_assert_eq(mp_himg_pprof(img, &o, &buf, &len), MP_PROF_OK);
+    tp_profile off;
+    cr_assert(tp_decode(buf, len, &off));
+    free(buf);
+    mp_himg_free(img);
+
+    cr_assert_eq(off.nsamples, live.nsamples);
+    cr_assert_gt(live.nsamples, 1);
+    cr_assert_eq(off.nmappings, live.nmappings);
+    for (size_t i = 0; i < live.nmappings; i++) {
+        const tp_mapping *a = &live.mappings[i], *b = &off.mappings[i];
+        cr_assert_eq(a->id, b->id);
+        cr_assert_eq(a->start, b->start);
+        cr_assert_eq(a->limit, b->limit);
+        cr_assert_eq(a->offset, b->offset);
+        cr_assert_str_eq(tp_str(&live, a->filename), tp_str(&off, b->filename));
+        cr_assert_str_eq(tp_str(&live, a->build_id), tp_str(&off, b->build_id));
+    }
+    for (size_t i = 0; i < live.nsamples; i++) {
+        const tp_sample *s = &live.samples[i];
+        const tp_sample *t = find_sample(&off, s, &live);
+        cr_assert_not_null(t, "live sample %zu has no twin in the image's profile", i);
+        for (size_t k = 0; k < s->nvalues; k++) {
+            int64_t d = s->values[k] - t->values[k];
+            /* interval sums may be added in another order: last-bit
+             * differences can move a rounding by one */
+            cr_assert_leq(d < 0 ? -d : d, k < 2 ? 1 : 0, "sample %zu value %zu: %lld vs %lld", i,
+                          k, (long long)s->values[k], (long long)t->values[k]);
+        }
+    }
+    cr_assert_eq(off.period, live.period);
+    tp_free(&live);
+    tp_free(&off);
+    mp_profiler_free(p);
+    for (int i = 0; i < 300; i++)
+        tmi_dealloc(keep[i], (size_t)(1000 + 37 * i), 8);
+    free(file);
+    rm_rf(dir);
+}
+
+/* ------------------------------------------- writing while threads churn */
+
+#define WORKERS 4
+#define SLOTS   (TEST_SANITIZED ? 512 : 2048)
+#define SIZE    4096
+
+static _Atomic int stop_workers;
+static _Atomic int workers_full;
+static _Atomic uint64_t worker_ops;
+
+void *worker_site(size_t size);
+__attribute__((noinline)) void *worker_site(size_t size)
+{
+    void *p = tmi_alloc(size, 16);
+    TEST_NO_TAIL(p);
+    return p;
+}
+
+/* Keeps SLOTS blocks of SIZE bytes live, replacing one at a time: the live
+ * total is SLOTS * SIZE at every instant (minus the one being replaced). */
+static void *worker(void *arg)
+{
+    uint64_t rng = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ULL + 1;
+    void **slot = calloc(SLOTS, sizeof *slot);
+    cr_assert_not_null(slot);
+    for (int i = 0; i < SLOTS; i++)
+        cr_assert_not_null(slot[i] = worker_site(SIZE));
+    atomic_fetch_add(&workers_full, 1);
+    while (!atomic_load(&stop_workers)) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t k = rng % SLOTS;
+        tmi_dealloc(slot[k], SIZE, 16);
+        slot[k] = worker_site(SIZE);
+        cr_assert_not_null(slot[k]);
+        atomic_fetch_add_explicit(&worker_ops, 1, memory_order_relaxed);
+    }
+    for (int i = 0; i < SLOTS; i++)
+        tmi_dealloc(slot[i], SIZE, 16);
+    free(slot);
+    return NULL;
+}
+
+Test(image, written_while_four_threads_allocate_and_free, .timeout = 300)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "t.mpimg");
+    const double interval = 16384;
+    mp_prof_config c = test_config((size_t)interval, 11);
+    c.ring_capacity = 64; /* handoffs to the overflow shards happen too */
+    mp_profiler *p = test_start(&c);
+    pthread_t th[WORKERS];
+    for (uintptr_t i = 0; i < WORKERS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, worker, (void *)(i + 1)), 0);
+    while (atomic_load(&workers_full) < WORKERS) /* every working set is full */
+        usleep(1000);
+
+    const double n = (double)WORKERS * SLOTS, pr = test_p(SIZE, interval);
+    const double sigma = test_sigma_objects(n, pr);
+    int images = TEST_SANITIZED ? 3 : 8;
+    uint64_t progressed = 0;
+    for (int k = 0; k < images; k++) {
+        usleep(20000);
+        uint64_t before = atomic_load(&worker_ops);
+        cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+        progressed += atomic_load(&worker_ops) - before;
+        mp_himg *img = load_ok(file);
+        double objects, bytes;
+        mp_himg_live_totals(img, &objects, &bytes);
+        cr_log_info("image %d: %zu samples, %.0f objects; %llu operations during the write", k,
+                    img->nlive, objects, (unsigned long long)(atomic_load(&worker_ops) - before));
+        /* WORKERS blocks may be between their free and their allocation */
+        cr_assert_lt(fabs(objects - n), TEST_SIGMAS * sigma + WORKERS,
+                     "image %d: %.0f live objects estimated, %.0f live (sigma %.1f)", k,
+                     objects, n, sigma);
+        cr_assert_float_eq(bytes, objects * SIZE, 1e-6 * bytes + 1);
+        for (size_t i = 0; i < img->nlive; i++)
+            cr_assert_eq(img->live[i].size, SIZE);
+        mp_himg_free(img);
+        /* and a report of the live process agrees within its estimate */
+        tp_profile r;
+        test_report(p, &r);
+        double rep = (double)test_sum(&r, "inuse_objects", 0);
+        cr_assert_lt(fabs(rep - n), TEST_SIGMAS * sigma + WORKERS, "report: %.0f", rep);
+        tp_free(&r);
+    }
+    cr_log_info("worker operations during %d image writes: %llu", images,
+                (unsigned long long)progressed);
+    mp_himg_timing tm;
+    mp_himg_last_timing(&tm);
+    cr_assert_gt(tm.live_samples, 0);
+    cr_assert_leq(tm.quiet_ns, tm.total_ns);
+    atomic_store(&stop_workers, 1);
+    for (int i = 0; i < WORKERS; i++)
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+    mp_profiler_free(p);
+    free(file);
+    rm_rf(dir);
+}
+
+/* ------------------------------------------------------------- refusals */
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    cr_assert_gt(n, 0);
+    rewind(f);
+    unsigned char *b = malloc((size_t)n);
+    cr_assert_not_null(b);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void spit(const char *path, const unsigned char *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static char *valid_image(const char *dir)
+{
+    observe();
+    char *file = path_in(dir, "good.mpimg");
+    mp_prof_config c = test_config(4096, 5);
+    mp_profiler *p = test_start(&c);
+    void *keep[50];
+    for (int i = 0; i < 50; i++)
+        keep[i] = site_live(8192);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    mp_profiler_free(p);
+    for (int i = 0; i < 50; i++)
+        tmi_dealloc(keep[i], 8192, 8);
+    return file;
+}
+
+Test(image, damaged_files_are_refused_with_the_image_packages_sentences, .timeout = 60)
+{
+    char *dir = scratch();
+    char *good = valid_image(dir);
+    mp_himg_free(load_ok(good));
+    size_t len;
+    unsigned char *b = slurp(good, &len);
+    char *bad = path_in(dir, "bad.mpimg");
+
+    b[len - 9] ^= 0x40; /* inside the object region or the blob */
+    spit(bad, b, len);
+    load_refused(bad, mp_img_strerror(MP_IMG_ERR_CHECKSUM));
+    b[len - 9] ^= 0x40;
+
+    spit(bad, b, len / 2);
+    load_refused(bad, mp_img_strerror(MP_IMG_ERR_CORRUPT));
+
+    uint64_t marker = UINT64_C(0x454C504D4F434E49); /* FORMAT.md: incomplete */
+    unsigned char *c = malloc(len);
+    memcpy(c, b, len);
+    memcpy(c + 16, &marker, 8);
+    spit(bad, c, len);
+    load_refused(bad, mp_img_strerror(MP_IMG_ERR_INCOMPLETE));
+
+    memcpy(c, b, len);
+    memcpy(c + 88, "riscv64\0\0\0\0\0\0\0\0\0", 16); /* the arch field */
+    spit(bad, c, len);
+    load_refused(bad, "arch");
+
+    spit(bad, (const unsigned char *)"not an image at all, just text\n", 31);
+    load_refused(bad, mp_img_strerror(MP_IMG_ERR_NOT_IMAGE));
+    memcpy(c, "GIF89a", 6);
+    spit(bad, c, len);
+    load_refused(bad, mp_img_strerror(MP_IMG_ERR_NOT_IMAGE));
+
+    char *none = path_in(dir, "absent.mpimg");
+    load_refused(none, mp_img_strerror(MP_IMG_ERR_IO));
+    free(none);
+    free(c);
+    free(b);
+    free(bad);
+    free(good);
+    rm_rf(dir);
+}
+
+/* An image of another program: same library, another type table. */
+Test(image, another_programs_image_is_refused_by_its_type_table, .timeout = 60)
+{
+    char *dir = scratch();
+    char *file = path_in(dir, "other.mpimg");
+    mp_img_registry *reg;
+    const mp_img_type *cons;
+    cr_assert_eq(mp_img_registry_new(0, &reg, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_type_register(reg, "cons", &(mp_img_type_options){.spelling = "ref ref"},
+                                      &cons, NULL),
+                 MP_IMG_OK);
+    mp_img_heap *h;
+    cr_assert_eq(mp_img_heap_new(reg, &h, NULL), MP_IMG_OK);
+    void *o = mp_img_alloc(h, cons, 2);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, o, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_write(h, file, NULL), MP_IMG_OK);
+    mp_img_heap_free(h);
+    mp_img_registry_free(reg);
+    load_refused(file, "type");
+    load_refused(file, mp_img_strerror(MP_IMG_ERR_MISMATCH));
+    free(file);
+    rm_rf(dir);
+}
+
+/* An image naming a library by dlsym is refused before the loader could
+ * dlopen it. */
+Test(image, dlsym_entries_are_refused_before_loading, .timeout = 60)
+{
+    char *dir = scratch();
+    char *file = path_in(dir, "dl.mpimg");
+    mp_img_registry *reg;
+    mp_himg_types T;
+    cr_assert_eq(mp_himg_registry_new(&reg, &T, NULL), MP_IMG_OK);
+    const mp_img_type *fn;
+    cr_assert_eq(mp_img_type_register(reg, "fn",
+                                      &(mp_img_type_options){.spelling = "foreign",
+                                                             .foreign = MP_IMG_FOREIGN_RESOLVE},
+                                      &fn, NULL),
+                 MP_IMG_OK);
+    mp_img_heap *h;
+    cr_assert_eq(mp_img_heap_new(reg, &h, NULL), MP_IMG_OK);
+    mp_img_word *o = mp_img_alloc(h, fn, 1);
+    o[0] = (mp_img_word)dlsym(RTLD_DEFAULT, "puts");
+    cr_assert_neq(o[0], 0);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, o, NULL), MP_IMG_OK);
+    mp_img_error e;
+    cr_assert_eq(mp_img_write(h, file, &e), MP_IMG_OK, "%s", e.detail);
+    mp_img_heap_free(h);
+    mp_img_registry_free(reg);
+    load_refused(file, "dlsym(");
+    free(file);
+    rm_rf(dir);
+}
+
+/* Well-formed images of the schema's registry that are not heap images. */
+static void write_heap(const char *file, void (*fill)(mp_img_heap *, const mp_himg_types *))
+{
+    mp_img_registry *reg;
+    mp_himg_types T;
+    cr_assert_eq(mp_himg_registry_new(&reg, &T, NULL), MP_IMG_OK);
+    mp_img_heap *h;
+    cr_assert_eq(mp_img_heap_new(reg, &h, NULL), MP_IMG_OK);
+    fill(h, &T);
+    mp_img_error e;
+    cr_assert_eq(mp_img_write(h, file, &e), MP_IMG_OK, "%s", e.detail);
+    mp_img_heap_free(h);
+    mp_img_registry_free(reg);
+}
+
+static mp_img_word *words_n(mp_img_heap *h, const mp_himg_types *T, size_t n)
+{
+    mp_img_word *w = mp_img_alloc(h, T->t[MP_HIMG_T_WORDS], 1 + n);
+    cr_assert_not_null(w);
+    return w;
+}
+
+static mp_img_word *refs_n(mp_img_heap *h, const mp_himg_types *T, size_t n)
+{
+    mp_img_word *w = mp_img_alloc(h, T->t[MP_HIMG_T_REFS], 1 + n);
+    cr_assert_not_null(w);
+    return w;
+}
+
+/* meta, version, config and counters of a plausible image with `nlive`
+ * samples on `nstacks` stacks; the caller adds the rest. */
+static void base_roots(mp_img_heap *h, const mp_himg_types *T, size_t nlive, size_t nstacks)
+{
+    mp_img_word *meta = words_n(h, T, MP_HIMG_META_COUNT);
+    meta[1 + MP_HIMG_META_SCHEMA] = MP_HIMG_SCHEMA;
+    meta[1 + MP_HIMG_META_NLIVE] = nlive;
+    meta[1 + MP_HIMG_META_NSTACKS] = nstacks;
+    mp_img_word *cfg = words_n(h, T, MP_HIMG_CFG_COUNT);
+    cfg[1 + MP_HIMG_CFG_INTERVAL] = 4096;
+    cfg[1 + MP_HIMG_CFG_MAX_DEPTH] = 64;
+    mp_img_word *ver = mp_img_alloc(h, T->t[MP_HIMG_T_STR], 2);
+    ver[0] = 5;
+    ver[1] = (mp_img_word) "0.1.0";
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_META, meta, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_CONFIG, cfg, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_COUNTERS, words_n(h, T, MP_HIMG_CTR_COUNT), NULL),
+                 MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_VERSION, ver, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_MAPPINGS, refs_n(h, T, 0), NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_INTERVAL, refs_n(h, T, 0), NULL), MP_IMG_OK);
+}
+
+static void fill_no_live(mp_img_heap *h, const mp_himg_types *T) { base_roots(h, T, 0, 0); }
+
+static void fill_frame_without_mapping(mp_img_heap *h, const mp_himg_types *T)
+{
+    base_roots(h, T, 1, 1);
+    mp_img_word *stack = mp_img_alloc(h, T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD + 1);
+    stack[MP_HIMG_STACK_HEAD] = (mp_img_word)&puts; /* code in libc: no mapping of the image */
+    mp_img_word *s = mp_img_alloc(h, T->t[MP_HIMG_T_SAMPLE], MP_HIMG_SAMPLE_UNITS);
+    s[0] = (mp_img_word)stack;
+    s[1] = 64;
+    double w = 1.0;
+    memcpy(&s[2], &w, sizeof w);
+    mp_img_word *live = refs_n(h, T, 1);
+    live[1] = (mp_img_word)s;
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+}
+
+static void fill_bad_weight(mp_img_heap *h, const mp_himg_types *T)
+{
+    base_roots(h, T, 1, 1);
+    mp_img_word *stack = mp_img_alloc(h, T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD);
+    mp_img_word *s = mp_img_alloc(h, T->t[MP_HIMG_T_SAMPLE], MP_HIMG_SAMPLE_UNITS);
+    s[0] = (mp_img_word)stack;
+    double w = -1.0;
+    memcpy(&s[2], &w, sizeof w);
+    mp_img_word *live = refs_n(h, T, 1);
+    live[1] = (mp_img_word)s;
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+}
+
+static void fill_sample_is_words(mp_img_heap *h, const mp_himg_types *T)
+{
+    base_roots(h, T, 1, 0);
+    mp_img_word *live = refs_n(h, T, 1);
+    live[1] = (mp_img_word)words_n(h, T, 4);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+}
+
+Test(image, files_of_the_schema_that_are_not_heap_images_are_refused, .timeout = 60)
+{
+    char *dir = scratch();
+    char *file = path_in(dir, "s.mpimg");
+    write_heap(file, fill_no_live);
+    load_refused(file, "no root 'mimprof.live'");
+    write_heap(file, fill_frame_without_mapping);
+    load_refused(file, "no mapping of the image holds");
+    write_heap(file, fill_bad_weight);
+    load_refused(file, "weight");
+    write_heap(file, fill_sample_is_words);
+    load_refused(file, "is not a sample");
+    free(file);
+    rm_rf(dir);
+}
