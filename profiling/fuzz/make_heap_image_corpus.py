@@ -12,8 +12,8 @@ import os
 import struct
 import sys
 
-STR, WORDS, REFS, MAPPING, STACK, SAMPLE, INTERVAL, ROOT = range(8)
-META, VERSION, CONFIG, COUNTERS, MAPPINGS, LIVE, INTERVALS = range(7)
+STR, WORDS, REFS, MAPPING, STACK, LIVE, INTERVAL, ROOT = range(8)
+META, VERSION, CONFIG, COUNTERS, MAPPINGS, LIVES, INTERVALS = range(7)
 
 
 def small(v):
@@ -63,12 +63,13 @@ def valid(frames=(0x2000, 0x2010), weight=1.0, schema=1, nstacks=1, seg=(0x1000,
     p += obj(MAPPING, [small(4), small(5), small(6), biased(0), small(3)])  # 7 mapping
     p += obj(REFS, [small(7)], n=1)                                       # 8 mappings
     p += obj(STACK, [zero(), zero()] + [biased(f) for f in frames], n=2 + len(frames))  # 9
-    p += obj(SAMPLE, [small(9), small(64), dbl(weight), small(1)])        # 10 sample
-    p += obj(INTERVAL, [small(9), dbl(1.0), dbl(64.0), small(1)])         # 11 interval
-    p += obj(REFS, [small(10)], n=1)                                      # 12 live
-    p += obj(REFS, [small(11)], n=1)                                      # 13 intervals
+    p += obj(WORDS, [small(64), dbl(weight), small(1)], n=3)              # 10 one sample
+    p += obj(LIVE, [small(9), small(10)])                                 # 11 its stack's samples
+    p += obj(INTERVAL, [small(9), dbl(1.0), dbl(64.0), small(1)])         # 12 interval
+    p += obj(REFS, [small(11)], n=1)                                      # 13 live
+    p += obj(REFS, [small(12)], n=1)                                      # 14 intervals
     p += root(META, 1) + root(VERSION, 0) + root(CONFIG, 2) + root(COUNTERS, 3)
-    p += root(MAPPINGS, 8) + root(LIVE, 12) + root(INTERVALS, 13)
+    p += root(MAPPINGS, 8) + root(LIVES, 13) + root(INTERVALS, 14)
     return bytes([1]) + p
 
 

@@ -100,6 +100,15 @@ static size_t *pmap_put(pmap *m, const void *p, size_t fresh, bool *added)
     return &m->v[j];
 }
 
+/* The value of a key that is present. */
+static size_t pmap_get(const pmap *m, const void *p)
+{
+    size_t j = pmix(p) & (m->cap - 1);
+    while (m->k[j] != p)
+        j = (j + 1) & (m->cap - 1);
+    return m->v[j];
+}
+
 static void pmap_free(pmap *m)
 {
     free(m->k);
@@ -261,26 +270,77 @@ static bool root(builder *b, const char *name, void *obj)
     return obj != NULL && mp_img_root_set(b->h, name, obj, NULL) == MP_IMG_OK;
 }
 
+/* The live samples grouped by stack, in the order the live table first
+ * meets each stack; within a stack in live-table order. */
+static mp_img_word *live_groups(builder *b, const snap *sn)
+{
+    pmap group_of = {0};
+    size_t *count = NULL, *fill = NULL, ngroups = 0, cap = 0;
+    mp_img_word **words = NULL, *list = NULL;
+    bool ok = true;
+    for (size_t i = 0; i < sn->nlive && ok; i++) {
+        bool added;
+        size_t *g = pmap_put(&group_of, sn->live[i].stack, ngroups, &added);
+        if (g == NULL) {
+            ok = false;
+            break;
+        }
+        if (added) {
+            if (ngroups == cap) {
+                cap = cap ? cap * 2 : 64;
+                size_t *c = realloc(count, cap * sizeof *c);
+                if (c == NULL) {
+                    ok = false;
+                    break;
+                }
+                count = c;
+            }
+            count[ngroups++] = 0;
+        }
+        count[*g]++;
+    }
+    if (ok)
+        ok = (list = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + ngroups)) != NULL &&
+             (words = calloc(ngroups ? ngroups : 1, sizeof *words)) != NULL &&
+             (fill = calloc(ngroups ? ngroups : 1, sizeof *fill)) != NULL;
+    for (size_t i = 0; i < sn->nlive && ok; i++) {
+        const mp_live_sample *l = &sn->live[i];
+        size_t g = pmap_get(&group_of, l->stack);
+        if (words[g] == NULL) {
+            mp_img_word *grp = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_LIVE], MP_HIMG_LIVE_UNITS);
+            words[g] = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_WORDS],
+                                    1 + MP_HIMG_SAMPLE_WORDS * count[g]);
+            if (grp == NULL || words[g] == NULL ||
+                (grp[0] = (mp_img_word)stack_object(b, l->stack)) == 0) {
+                ok = false;
+                break;
+            }
+            grp[1] = (mp_img_word)words[g];
+            list[1 + g] = (mp_img_word)grp;
+        }
+        mp_img_word *w = words[g] + 1 + MP_HIMG_SAMPLE_WORDS * fill[g]++;
+        w[0] = l->size;
+        w[1] = dbits(l->weight);
+        w[2] = l->gen;
+    }
+    pmap_free(&group_of);
+    free(count);
+    free(fill);
+    free(words);
+    return ok ? list : NULL;
+}
+
 /* Builds the image heap of a snapshot; false on out-of-memory. */
 static bool build(builder *b, const mp_profiler *p, const snap *sn)
 {
-    mp_img_word *live = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + sn->nlive);
+    mp_img_word *live = live_groups(b, sn);
     mp_img_word *ivls = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + sn->nivl);
     if (live == NULL || ivls == NULL)
         return false;
-    for (size_t i = 0; i < sn->nlive; i++) {
-        const mp_live_sample *l = &sn->live[i];
-        mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_SAMPLE], MP_HIMG_SAMPLE_UNITS);
-        if (o == NULL || (o[0] = (mp_img_word)stack_object(b, l->stack)) == 0)
-            return false;
-        o[1] = l->size;
-        o[2] = dbits(l->weight);
-        o[3] = l->gen;
-        live[1 + i] = (mp_img_word)o;
-    }
     for (size_t i = 0; i < sn->nivl; i++) {
         const ivl *e = &sn->ivl[i];
-        mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_SAMPLE_UNITS);
+        mp_img_word *o =
+            mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_INTERVAL_UNITS);
         if (o == NULL || (o[0] = (mp_img_word)stack_object(b, e->stack)) == 0)
             return false;
         o[1] = dbits(e->objects);
@@ -386,12 +446,13 @@ static mp_img_status build_and_write(mp_img_registry *reg, const mp_himg_types *
 /* --------------------------------------------------------------- timings */
 
 static struct {
-    _Atomic uint64_t quiet_ns, total_ns, write_ns, live;
+    _Atomic uint64_t quiet_ns, copy_ns, total_ns, write_ns, live;
 } g_timing;
 
 void mp_himg_last_timing(mp_himg_timing *out)
 {
     out->quiet_ns = atomic_load_explicit(&g_timing.quiet_ns, memory_order_relaxed);
+    out->stripe_copy_ns = atomic_load_explicit(&g_timing.copy_ns, memory_order_relaxed);
     out->total_ns = atomic_load_explicit(&g_timing.total_ns, memory_order_relaxed);
     out->write_ns = atomic_load_explicit(&g_timing.write_ns, memory_order_relaxed);
     out->live_samples = atomic_load_explicit(&g_timing.live, memory_order_relaxed);
@@ -454,8 +515,9 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
     uint64_t quiet = mp_now_nanos() - q0;
 
     /* 3. live */
+    uint64_t max_copy = 0;
     if (marked)
-        sn.nlive = mp_live_snap_collect(&sn.live);
+        sn.nlive = mp_live_snap_collect(&sn.live, &max_copy);
     if (!marked || (sn.live == NULL && sn.nlive != 0)) {
         st = MP_PROF_E_NOMEM;
         goto unlock;
@@ -476,6 +538,7 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
     st = from_img(ist);
     if (st == MP_PROF_OK) {
         atomic_store_explicit(&g_timing.quiet_ns, quiet, memory_order_relaxed);
+        atomic_store_explicit(&g_timing.copy_ns, max_copy, memory_order_relaxed);
         atomic_store_explicit(&g_timing.write_ns, write_ns, memory_order_relaxed);
         atomic_store_explicit(&g_timing.total_ns, mp_now_nanos() - t0, memory_order_relaxed);
         atomic_store_explicit(&g_timing.live, sn.nlive, memory_order_relaxed);

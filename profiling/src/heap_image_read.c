@@ -482,27 +482,50 @@ static bool read_samples(rd *r)
     size_t n;
     if (!root_refs(r, MP_HIMG_ROOT_LIVE, &v, &n))
         return false;
-    if (n != img->meta[MP_HIMG_META_NLIVE])
-        return fail(r->err, r->errlen, "%zu live samples, the image declares %llu", n,
-                    (unsigned long long)img->meta[MP_HIMG_META_NLIVE]),
-               false;
-    img->live = malloc((n ? n : 1) * sizeof *img->live);
-    if (img->live == NULL)
-        return fail(r->err, r->errlen, "out of memory"), false;
+    uint64_t want = img->meta[MP_HIMG_META_NLIVE];
+    size_t cap = 0;
     for (size_t i = 0; i < n; i++) {
-        const mp_img_word *s = (const mp_img_word *)v[i];
-        if (!is_a(r, s, MP_HIMG_T_SAMPLE) || mp_img_units(s) != MP_HIMG_SAMPLE_UNITS)
-            return fail(r->err, r->errlen, "live sample %zu is not a sample", i), false;
-        mp_himg_sample *o = &img->live[i];
-        if (!stack_index(r, (const void *)s[0], &o->stack))
+        const mp_img_word *g = (const mp_img_word *)v[i];
+        if (!is_a(r, g, MP_HIMG_T_LIVE) || mp_img_units(g) != MP_HIMG_LIVE_UNITS)
+            return fail(r->err, r->errlen, "live entry %zu is not a stack's samples", i), false;
+        uint32_t stack;
+        if (!stack_index(r, (const void *)g[0], &stack))
             return false;
-        o->size = s[1];
-        o->weight = dval(s[2]);
-        o->gen = s[3];
-        if (!isfinite(o->weight) || o->weight < 0)
-            return fail(r->err, r->errlen, "live sample %zu: weight %g", i, o->weight), false;
-        img->nlive = i + 1;
+        size_t nw;
+        const mp_img_word *w = words_of(r, (const void *)g[1], &nw);
+        if (w == NULL || nw == 0 || nw % MP_HIMG_SAMPLE_WORDS != 0)
+            return fail(r->err, r->errlen, "live entry %zu: samples are not size, weight, "
+                        "generation triples", i),
+                   false;
+        if (nw / MP_HIMG_SAMPLE_WORDS > want - img->nlive)
+            return fail(r->err, r->errlen, "more live samples than the %llu the image declares",
+                        (unsigned long long)want),
+                   false;
+        if (img->nlive + nw / MP_HIMG_SAMPLE_WORDS > cap) {
+            size_t nc = cap ? cap : 1024;
+            while (nc < img->nlive + nw / MP_HIMG_SAMPLE_WORDS)
+                nc *= 2;
+            mp_himg_sample *l = realloc(img->live, nc * sizeof *l);
+            if (l == NULL)
+                return fail(r->err, r->errlen, "out of memory"), false;
+            img->live = l;
+            cap = nc;
+        }
+        for (size_t k = 0; k < nw; k += MP_HIMG_SAMPLE_WORDS) {
+            mp_himg_sample *o = &img->live[img->nlive];
+            o->stack = stack;
+            o->size = w[k];
+            o->weight = dval(w[k + 1]);
+            o->gen = w[k + 2];
+            if (!isfinite(o->weight) || o->weight < 0)
+                return fail(r->err, r->errlen, "live entry %zu: weight %g", i, o->weight), false;
+            img->nlive++;
+        }
     }
+    if (img->nlive != want)
+        return fail(r->err, r->errlen, "%zu live samples, the image declares %llu", img->nlive,
+                    (unsigned long long)want),
+               false;
     if (!root_refs(r, MP_HIMG_ROOT_INTERVAL, &v, &n))
         return false;
     if (n != img->meta[MP_HIMG_META_NINTERVAL])
@@ -514,7 +537,7 @@ static bool read_samples(rd *r)
         return fail(r->err, r->errlen, "out of memory"), false;
     for (size_t i = 0; i < n; i++) {
         const mp_img_word *s = (const mp_img_word *)v[i];
-        if (!is_a(r, s, MP_HIMG_T_INTERVAL) || mp_img_units(s) != MP_HIMG_SAMPLE_UNITS)
+        if (!is_a(r, s, MP_HIMG_T_INTERVAL) || mp_img_units(s) != MP_HIMG_INTERVAL_UNITS)
             return fail(r->err, r->errlen, "interval entry %zu is not one", i), false;
         mp_himg_interval *o = &img->interval[i];
         if (!stack_index(r, (const void *)s[0], &o->stack))
@@ -593,8 +616,7 @@ static bool read_config(rd *r)
     free(v);
     /* Every sample refers to a stack; the count bounds the table. */
     uint64_t ns = img->meta[MP_HIMG_META_NSTACKS];
-    if (ns > img->meta[MP_HIMG_META_NLIVE] + img->meta[MP_HIMG_META_NINTERVAL] ||
-        ns > mp_img_heap_count(r->h))
+    if (ns > mp_img_heap_count(r->h))
         return fail(r->err, r->errlen, "the image declares %llu stacks for its samples",
                     (unsigned long long)ns),
                false;

@@ -13,7 +13,7 @@ static const struct {
     [MP_HIMG_T_REFS] = {"mimprof.refs", "*: word ref", MP_IMG_FOREIGN_NONE},
     [MP_HIMG_T_MAPPING] = {"mimprof.mapping", "ref ref ref word word", MP_IMG_FOREIGN_NONE},
     [MP_HIMG_T_STACK] = {"mimprof.stack", "*: word word ref foreign", MP_IMG_FOREIGN_CODE},
-    [MP_HIMG_T_SAMPLE] = {"mimprof.sample", "ref word word word", MP_IMG_FOREIGN_NONE},
+    [MP_HIMG_T_LIVE] = {"mimprof.live", "ref ref", MP_IMG_FOREIGN_NONE},
     [MP_HIMG_T_INTERVAL] = {"mimprof.interval", "ref word word word", MP_IMG_FOREIGN_NONE},
 };
 

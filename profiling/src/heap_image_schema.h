@@ -13,7 +13,7 @@
  * | 2 | `mimprof.refs`     | `*: word ref`              | count, objects |
  * | 3 | `mimprof.mapping`  | `ref ref ref word word`    | path (str), build-id (str, lower-case hex, "" if none), segments (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) |
  * | 4 | `mimprof.stack`    | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or nil), then one `code` foreign unit per frame, innermost first |
- * | 5 | `mimprof.sample`   | `ref word word word`       | a live sample: stack, requested size, weight (IEEE-754 double bits: objects it stands for), session generation |
+ * | 5 | `mimprof.live`     | `ref ref`                  | the live samples of one stack: stack, samples (words: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation, per sample, in live-table order) |
  * | 6 | `mimprof.interval` | `ref word word word`       | allocations since the last report, per stack: stack, objects (double bits), bytes (double bits), records |
  *
  * Frames are return addresses named `code(build-id, path, offset)` by the
@@ -26,6 +26,11 @@
  * build-id (address = bias + offset), so the pprof made from an image has
  * the locations and mappings the live process's report() gives.
  *
+ * Live samples are grouped by stack (one object and one words object per
+ * stack, not per sample): the writer's cost is per object, and a session
+ * holds far more samples than stacks. Within a stack the samples keep the
+ * live table's order, so the reader sums them in the order report() does.
+ *
  * Roots (each exactly once):
  *
  * | root               | object | contents |
@@ -35,7 +40,7 @@
  * | `mimprof.config`   | words  | MP_HIMG_CFG_* (the session's mp_prof_config) |
  * | `mimprof.counters` | words  | MP_HIMG_CTR_* (mp_prof_stats at the snapshot) |
  * | `mimprof.mappings` | refs   | mappings, in the order of the report side's cache (pprof mapping ids follow it) |
- * | `mimprof.live`     | refs   | samples, in live-table order |
+ * | `mimprof.live`     | refs   | live samples, one `mimprof.live` per stack (in the order the live table first meets the stacks) |
  * | `mimprof.interval` | refs   | intervals |
  *
  * A change to any of this changes MP_HIMG_SCHEMA (and, for the types, the
@@ -54,7 +59,7 @@ enum mp_himg_type_index {
     MP_HIMG_T_REFS,
     MP_HIMG_T_MAPPING,
     MP_HIMG_T_STACK,
-    MP_HIMG_T_SAMPLE,
+    MP_HIMG_T_LIVE,
     MP_HIMG_T_INTERVAL,
     MP_HIMG_T_COUNT
 };
@@ -79,7 +84,7 @@ enum {
     MP_HIMG_META_SNAPSHOT_NS,     /* wall clock (ns since the epoch) of the snapshot */
     MP_HIMG_META_INTERVAL_NS,     /* wall clock of the start of the interval (last report) */
     MP_HIMG_META_GENERATION,      /* the session's generation */
-    MP_HIMG_META_NLIVE,           /* samples in mimprof.live */
+    MP_HIMG_META_NLIVE,           /* samples in mimprof.live (over all its stacks) */
     MP_HIMG_META_NINTERVAL,       /* entries in mimprof.interval */
     MP_HIMG_META_NSTACKS,         /* distinct stacks */
     MP_HIMG_META_COUNT
@@ -136,7 +141,13 @@ enum {
 };
 
 /* Units of the fixed-shape types and the fixed units of a stack. */
-enum { MP_HIMG_MAPPING_UNITS = 5, MP_HIMG_SAMPLE_UNITS = 4, MP_HIMG_STACK_HEAD = 3 };
+enum {
+    MP_HIMG_MAPPING_UNITS = 5,
+    MP_HIMG_LIVE_UNITS = 2,
+    MP_HIMG_SAMPLE_WORDS = 3, /* words per live sample */
+    MP_HIMG_INTERVAL_UNITS = 4,
+    MP_HIMG_STACK_HEAD = 3
+};
 
 /* Bounds the reader enforces (the writer never exceeds them). */
 #define MP_HIMG_PATH_MAX     4096u /* bytes of a path */

@@ -92,9 +92,10 @@ typedef struct mp_live_sample {
  * caller holds g_rec.session and g_rec.rw exclusive (the instant); false
  * on out-of-memory. Collect: after releasing rw, once per begin, with
  * g_rec.session still held; returns the entries (malloc()ed, in stripe
- * and slot order, as mp_live_visit visits them) and their number. */
+ * and slot order, as mp_live_visit visits them) and their number, and the
+ * longest a stripe stayed locked for its copy. */
 bool mp_live_snap_begin(uint64_t gen);
-size_t mp_live_snap_collect(mp_live_sample **out);
+size_t mp_live_snap_collect(mp_live_sample **out, uint64_t *max_copy_ns);
 void mp_live_set_limit(size_t max_entries);
 uint64_t mp_live_count(void);
 

@@ -60,6 +60,7 @@ static _Atomic uint64_t g_limit = (uint64_t)1 << 20;
 static struct {
     mp_live_sample *v;
     uint64_t gen;
+    _Atomic uint64_t max_copy_ns; /* longest stripe copy of this snapshot */
 } g_snap;
 
 void mp_live_init(void)
@@ -164,6 +165,7 @@ static void erase(stripe *s, size_t i)
  * since then would have come through here first. */
 static void snap_copy(stripe *s)
 {
+    uint64_t t0 = mp_now_nanos();
     mp_live_sample *out = g_snap.v + s->snap_off;
     size_t n = 0;
     for (size_t i = 0; i < s->cap && n < s->snap_room; i++) {
@@ -173,6 +175,12 @@ static void snap_copy(stripe *s)
     }
     s->snap_n = n;
     s->snap_pending = false;
+    uint64_t dt = mp_now_nanos() - t0;
+    uint64_t m = atomic_load_explicit(&g_snap.max_copy_ns, memory_order_relaxed);
+    while (dt > m && !atomic_compare_exchange_weak_explicit(&g_snap.max_copy_ns, &m, dt,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed))
+        ;
 }
 
 bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen)
@@ -300,6 +308,7 @@ bool mp_live_snap_begin(uint64_t gen)
         return false;
     g_snap.v = v;
     g_snap.gen = gen;
+    atomic_store_explicit(&g_snap.max_copy_ns, 0, memory_order_relaxed);
     size_t off = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
@@ -314,7 +323,7 @@ bool mp_live_snap_begin(uint64_t gen)
     return true;
 }
 
-size_t mp_live_snap_collect(mp_live_sample **out)
+size_t mp_live_snap_collect(mp_live_sample **out, uint64_t *max_copy_ns)
 {
     size_t n = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
@@ -331,5 +340,6 @@ size_t mp_live_snap_collect(mp_live_sample **out)
     }
     *out = g_snap.v;
     g_snap.v = NULL;
+    *max_copy_ns = atomic_load_explicit(&g_snap.max_copy_ns, memory_order_relaxed);
     return n;
 }

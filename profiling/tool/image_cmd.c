@@ -57,6 +57,19 @@ typedef struct img_opts {
     bool cum;
 } img_opts;
 
+/* (mp_prof_strerror is the profiler core's, which this command does not link.) */
+static const char *status_text(mp_prof_status st)
+{
+    switch (st) {
+    case MP_PROF_E_NOMEM:
+        return "out of memory";
+    case MP_PROF_E_IO:
+        return "a file could not be read or written";
+    default:
+        return "internal error (a bug in mimprof-profiling)";
+    }
+}
+
 static void note(void *ctx, const char *line)
 {
     fprintf(stderr, "mimprof image: %s: %s\n", (const char *)ctx, line);
@@ -84,7 +97,7 @@ static int to_pprof(const char *path, const mp_himg *img, const img_opts *o, uin
     };
     mp_prof_status st = mp_himg_pprof(img, &po, buf, len);
     if (st != MP_PROF_OK) {
-        fprintf(stderr, "mimprof image: %s: %s\n", path, mp_prof_strerror(st));
+        fprintf(stderr, "mimprof image: %s: %s\n", path, status_text(st));
         return -1;
     }
     return 0;

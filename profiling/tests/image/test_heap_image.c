@@ -559,32 +559,35 @@ static void base_roots(mp_img_heap *h, const mp_himg_types *T, size_t nlive, siz
 
 static void fill_no_live(mp_img_heap *h, const mp_himg_types *T) { base_roots(h, T, 0, 0); }
 
+/* A live entry of one sample of `weight` on `stack`. */
+static mp_img_word *one_sample(mp_img_heap *h, const mp_himg_types *T, void *stack, double weight)
+{
+    mp_img_word *g = mp_img_alloc(h, T->t[MP_HIMG_T_LIVE], MP_HIMG_LIVE_UNITS);
+    mp_img_word *w = words_n(h, T, MP_HIMG_SAMPLE_WORDS);
+    w[1] = 64;
+    memcpy(&w[2], &weight, sizeof weight);
+    g[0] = (mp_img_word)stack;
+    g[1] = (mp_img_word)w;
+    mp_img_word *live = refs_n(h, T, 1);
+    live[1] = (mp_img_word)g;
+    return live;
+}
+
 static void fill_frame_without_mapping(mp_img_heap *h, const mp_himg_types *T)
 {
     base_roots(h, T, 1, 1);
     mp_img_word *stack = mp_img_alloc(h, T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD + 1);
     stack[MP_HIMG_STACK_HEAD] = (mp_img_word)&puts; /* code in libc: no mapping of the image */
-    mp_img_word *s = mp_img_alloc(h, T->t[MP_HIMG_T_SAMPLE], MP_HIMG_SAMPLE_UNITS);
-    s[0] = (mp_img_word)stack;
-    s[1] = 64;
-    double w = 1.0;
-    memcpy(&s[2], &w, sizeof w);
-    mp_img_word *live = refs_n(h, T, 1);
-    live[1] = (mp_img_word)s;
-    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, one_sample(h, T, stack, 1.0), NULL),
+                 MP_IMG_OK);
 }
 
 static void fill_bad_weight(mp_img_heap *h, const mp_himg_types *T)
 {
     base_roots(h, T, 1, 1);
     mp_img_word *stack = mp_img_alloc(h, T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD);
-    mp_img_word *s = mp_img_alloc(h, T->t[MP_HIMG_T_SAMPLE], MP_HIMG_SAMPLE_UNITS);
-    s[0] = (mp_img_word)stack;
-    double w = -1.0;
-    memcpy(&s[2], &w, sizeof w);
-    mp_img_word *live = refs_n(h, T, 1);
-    live[1] = (mp_img_word)s;
-    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, one_sample(h, T, stack, -1.0), NULL),
+                 MP_IMG_OK);
 }
 
 static void fill_sample_is_words(mp_img_heap *h, const mp_himg_types *T)
@@ -593,6 +596,14 @@ static void fill_sample_is_words(mp_img_heap *h, const mp_himg_types *T)
     mp_img_word *live = refs_n(h, T, 1);
     live[1] = (mp_img_word)words_n(h, T, 4);
     cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+}
+
+static void fill_too_many_samples(mp_img_heap *h, const mp_himg_types *T)
+{
+    base_roots(h, T, 0, 1);
+    mp_img_word *stack = mp_img_alloc(h, T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD);
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, one_sample(h, T, stack, 1.0), NULL),
+                 MP_IMG_OK);
 }
 
 Test(image, files_of_the_schema_that_are_not_heap_images_are_refused, .timeout = 60)
@@ -606,7 +617,9 @@ Test(image, files_of_the_schema_that_are_not_heap_images_are_refused, .timeout =
     write_heap(file, fill_bad_weight);
     load_refused(file, "weight");
     write_heap(file, fill_sample_is_words);
-    load_refused(file, "is not a sample");
+    load_refused(file, "is not a stack's samples");
+    write_heap(file, fill_too_many_samples);
+    load_refused(file, "more live samples than");
     free(file);
     rm_rf(dir);
 }
