@@ -15,6 +15,13 @@ MIMPROF = os.environ.get("MIMPROF", "mimprof")
 EXAMPLE = os.environ.get("MIMPROF_EXAMPLE", "")
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
+# Every profiled program in these tests samples from a fixed seed (the
+# preload reads MIMPROF_SEED; `mimprof run` passes it through), so each
+# estimate checked against a tolerance is the same on every run: a
+# statistical bound then can never fail at random. Tests that need other
+# seeds set their own.
+os.environ.setdefault("MIMPROF_SEED", "12345")
+
 
 def mimprof(*args, check=False, **kw):
     """Runs mimprof; returns CompletedProcess with text stdout/stderr."""
