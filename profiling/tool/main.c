@@ -26,6 +26,10 @@ int main(int argc, char **argv)
         return MPT_EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0) {
+        if (argc > 2 && strcmp(argv[2], "image") == 0) {
+            char *help[] = {argv[2], (char *)"--help", NULL};
+            return mpt_cmd_image(2, help);
+        }
         mpt_usage(stdout, argc > 2 ? argv[2] : NULL);
         return MPT_EXIT_OK;
     }
@@ -37,6 +41,8 @@ int main(int argc, char **argv)
         return mpt_cmd_flame(argc - 1, argv + 1);
     if (strcmp(cmd, "diff") == 0)
         return mpt_cmd_diff(argc - 1, argv + 1);
+    if (strcmp(cmd, "image") == 0)
+        return mpt_cmd_image(argc - 1, argv + 1);
     fprintf(stderr, "mimprof: unknown command '%s' (see mimprof --help)\n", cmd);
     return MPT_EXIT_USAGE;
 }

@@ -76,6 +76,10 @@ typedef struct run_opts {
     const char *pyro_tags[64];
     int pyro_ntags;
     bool pyro;              /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
+    /* Heap images (MIMPROF_IMAGE*, runtime/image_runtime.h) */
+    bool image_on_exit;
+    const char *image_every; /* as given, validated */
+    const char *image_dir;   /* NULL: the output directory */
 } run_opts;
 
 static volatile sig_atomic_t g_child = 0;
@@ -379,6 +383,30 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     return rc == 0 ? 0 : -1;
 }
 
+/* --image-*: MIMPROF_IMAGE (absolute, created), MIMPROF_IMAGE_EVERY and
+ * MIMPROF_IMAGE_ON_EXIT; without them the environment's MIMPROF_IMAGE, if
+ * any, passes through (SIGUSR2 images). */
+static int image_env(const run_opts *o)
+{
+    if (!o->image_on_exit && o->image_every == NULL && o->image_dir == NULL)
+        return 0;
+    const char *dir = o->image_dir != NULL ? o->image_dir : o->out_dir;
+    char abs[PATH_MAX];
+    if (mkdir_p(dir) != 0 || realpath(dir, abs) == NULL) {
+        fprintf(stderr, "mimprof run: cannot use image directory %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    int rc = setenv("MIMPROF_IMAGE", abs, 1);
+    if (o->image_every != NULL)
+        rc |= setenv("MIMPROF_IMAGE_EVERY", o->image_every, 1);
+    else
+        unsetenv("MIMPROF_IMAGE_EVERY");
+    rc |= setenv("MIMPROF_IMAGE_ON_EXIT", o->image_on_exit ? "1" : "0", 1);
+    if (rc != 0)
+        fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
+    return rc == 0 ? 0 : -1;
+}
+
 /* Counts the reports in dir newer than `since` and names the newest one
  * of `pid` (or of any process when none of pid's exists). */
 static void summarize(const char *dir, time_t since, pid_t pid, bool quiet)
@@ -440,7 +468,7 @@ static int run_command(run_opts *op, char **cmd);
 int mpt_cmd_run(int argc, char **argv)
 {
     enum { O_FF = 256, O_NFF, O_FE, O_NFE, O_SEED, O_DEPTH, O_PYRO, O_APP, O_TAG, O_TENANT,
-           O_BASIC, O_BEARER, O_PROTO };
+           O_BASIC, O_BEARER, O_PROTO, O_IMG_EXIT, O_IMG_EVERY, O_IMG_DIR };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
         {"allocator", required_argument, NULL, 'a'},
@@ -461,6 +489,9 @@ int mpt_cmd_run(int argc, char **argv)
         {"basic-auth", required_argument, NULL, O_BASIC},
         {"bearer-token", required_argument, NULL, O_BEARER},
         {"pyroscope-protocol", required_argument, NULL, O_PROTO},
+        {"image-on-exit", no_argument, NULL, O_IMG_EXIT},
+        {"image-every", required_argument, NULL, O_IMG_EVERY},
+        {"image-dir", required_argument, NULL, O_IMG_DIR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -568,6 +599,17 @@ int mpt_cmd_run(int argc, char **argv)
                 return EXIT_OWN_ERROR;
             o.pyro_protocol = optarg;
             break;
+        case O_IMG_EXIT: o.image_on_exit = true; break;
+        case O_IMG_EVERY: {
+            uint64_t ms;
+            if (!mpt_parse_duration_ms(optarg, &ms) || ms == 0) {
+                fprintf(stderr, "mimprof run: --image-every wants a duration like 1m or 500ms, not '%s'\n", optarg);
+                return EXIT_OWN_ERROR;
+            }
+            o.image_every = optarg;
+            break;
+        }
+        case O_IMG_DIR: o.image_dir = optarg; break;
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;
@@ -624,6 +666,8 @@ static int run_command(run_opts *op, char **cmd)
         fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
     }
+    if (image_env(&o) != 0)
+        return EXIT_OWN_ERROR;
 
     /* exec failures travel back through a close-on-exec pipe. */
     int pfd[2];

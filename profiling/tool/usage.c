@@ -14,6 +14,7 @@ static const char USAGE_MAIN[] =
     "  top FILE [options]               the top functions of a pprof file\n"
     "  flame FILE [options] -o OUT.svg  a self-contained SVG flame graph\n"
     "  diff BASE NEW [options]          what grew and shrank per function\n"
+    "  image pprof|top|diff|info ...    heap images (mp_profiler_write_image, run --image-*)\n"
     "\n"
     "  mimprof COMMAND --help           options of a command\n"
     "  mimprof --version\n";
@@ -38,6 +39,10 @@ static const char USAGE_RUN[] =
     "      --max-depth N         frames kept per stack (default 64)\n"
     "      --seed N              fixed sampling seed (reproducible runs)\n"
     "  -q, --quiet               no summary line on stderr\n"
+    "      --image-on-exit       also save a heap image at exit (DIR/heap.<pid>.<seq>.mpimg)\n"
+    "      --image-every DURATION  ... and one every DURATION (e.g. 1m)\n"
+    "      --image-dir DIR       where heap images go (default: the output directory);\n"
+    "                            with any of these, SIGUSR2 also saves one (MIMPROF_IMAGE)\n"
     "\n"
     "Pyroscope (reports are uploaded while CMD runs; no files unless -o is given):\n"
     "      --pyroscope URL       server, e.g. http://localhost:4040 (PYROSCOPE_SERVER_ADDRESS)\n"

@@ -15,6 +15,8 @@ int mpt_cmd_top(int argc, char **argv);
 int mpt_cmd_flame(int argc, char **argv);
 int mpt_cmd_diff(int argc, char **argv);
 int mpt_cmd_run(int argc, char **argv);
+/* `image pprof|top|diff|info` (image_cmd.c): heap images. */
+int mpt_cmd_image(int argc, char **argv);
 
 /* Prints the usage of a subcommand ("top", "flame", "diff", "run") or of
  * the command (NULL). */

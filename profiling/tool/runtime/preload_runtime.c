@@ -38,6 +38,7 @@
 
 #include "../pyro_api.h"
 #include "../units.h"
+#include "image_runtime.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -526,6 +527,7 @@ static void *reporter_main(void *arg)
 
 void mp_preload_runtime_request(void)
 {
+    mp_image_rt_request(); /* MIMPROF_IMAGE: a heap image too (image_runtime.h) */
     atomic_store(&rt.report_req, true);
     sem_post(&rt.wake);
 }
@@ -743,6 +745,7 @@ static int start_locked(void)
     atomic_store(&rt.report_req, false);
     atomic_store(&rt.fatal_sig, 0);
     rt.started = true;
+    mp_image_rt_start(rt.prof);
     rt.have_reporter = pthread_create(&rt.reporter, NULL, reporter_main, NULL) == 0;
     if (!rt.have_reporter)
         say("mimprof: no reporter thread in pid %ld: only the final report will be written\n",
@@ -766,6 +769,7 @@ static void after_fork_child(void)
     atomic_store(&rt.reports_done, 0);
     if (rt.pyro_on)
         pyro_after_fork();
+    mp_image_rt_after_fork();
     if (rt.follow_fork)
         start_locked();
 }
@@ -879,6 +883,8 @@ int mp_preload_runtime_start(void)
         }
     }
     rt.follow_fork = env_flag("MIMPROF_FOLLOW_FORK", true);
+    if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
+        goto out;
     /* Files: MIMPROF_OUTPUT, default ./mimprof-out/; when uploading, only
      * when MIMPROF_OUTPUT asks for them. */
     const char *output = getenv("MIMPROF_OUTPUT");
@@ -905,7 +911,8 @@ int mp_preload_runtime_start(void)
             "MIMPROF_FOLLOW_EXEC", "MIMPROF_QUIET", "MIMPROF_PYROSCOPE_LIB",
             "MIMPROF_PYROSCOPE_SUMMARY", "MIMPROF_PYROSCOPE_PROTOCOL",
             "MIMPROF_PYROSCOPE_SPOOL_DIR", "MIMPROF_PYROSCOPE_CA_PATH",
-            "MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "MIMPROF_PYROSCOPE_LOG_LEVEL", NULL};
+            "MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "MIMPROF_PYROSCOPE_LOG_LEVEL", "MIMPROF_IMAGE",
+            "MIMPROF_IMAGE_EVERY", "MIMPROF_IMAGE_ON_EXIT", NULL};
         drop_self_from_ld_preload();
         for (int i = 0; vars[i] != NULL; i++)
             unsetenv(vars[i]);
@@ -945,6 +952,7 @@ void mp_preload_runtime_stop(void)
         pthread_join(rt.reporter, NULL);
         rt.have_reporter = false;
     }
+    mp_image_rt_stop(true); /* the exit image first: it still holds the interval */
     report_once();
     pyro_finish();
     rt.started = false;

@@ -1,0 +1,223 @@
+/* Heap images in the preload runtime (image_runtime.h). */
+#define _GNU_SOURCE
+#include "image_runtime.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../units.h"
+
+static struct {
+    bool on;            /* MIMPROF_IMAGE is set */
+    bool quiet;
+    char dir[4096];     /* absolute */
+    uint64_t every_ms;  /* 0: none periodic */
+    bool on_exit;
+    mp_profiler *prof;  /* the running session, while the thread runs */
+    pid_t pid;
+    unsigned seq;
+    pthread_t th;
+    bool have_th;
+    sem_t wake;
+    atomic_bool stop;
+    atomic_bool req;
+} im;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+    if (im.quiet)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        ssize_t w = write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+        (void)w;
+    }
+}
+
+static int mkdir_p(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    struct stat st;
+    if ((mkdir(buf, 0755) != 0 && errno != EEXIST) || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return -1;
+    return 0;
+}
+
+int mp_image_rt_configure(bool quiet)
+{
+    im.quiet = quiet;
+    const char *dir = getenv("MIMPROF_IMAGE");
+    const char *every = getenv("MIMPROF_IMAGE_EVERY");
+    const char *at_exit = getenv("MIMPROF_IMAGE_ON_EXIT");
+    bool want_every = every != NULL && every[0] != '\0';
+    bool want_exit = at_exit != NULL && at_exit[0] != '\0' && strcmp(at_exit, "0") != 0;
+    if (dir == NULL || dir[0] == '\0') {
+        if (want_every || want_exit) {
+            say("mimprof: MIMPROF_IMAGE_EVERY and MIMPROF_IMAGE_ON_EXIT need MIMPROF_IMAGE=DIR; "
+                "profiling disabled\n");
+            return -1;
+        }
+        return 0;
+    }
+    if (want_every && (!mpt_parse_duration_ms(every, &im.every_ms) || im.every_ms == 0)) {
+        say("mimprof: MIMPROF_IMAGE_EVERY=%s is not a duration (e.g. 10s, 500ms); profiling "
+            "disabled\n", every);
+        return -1;
+    }
+    char cwd[4096];
+    int n = dir[0] == '/' ? snprintf(im.dir, sizeof im.dir, "%s", dir)
+            : getcwd(cwd, sizeof cwd) != NULL
+                ? snprintf(im.dir, sizeof im.dir, "%s/%s", cwd, dir)
+                : -1;
+    if (n < 0 || (size_t)n >= sizeof im.dir || mkdir_p(im.dir) != 0) {
+        say("mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n", dir);
+        return -1;
+    }
+    im.on_exit = want_exit;
+    im.on = true;
+    return 0;
+}
+
+bool mp_image_rt_enabled(void) { return im.on; }
+
+/* First seq not used by an image of this pid (an exec'd program keeps it). */
+static unsigned first_free_seq(void)
+{
+    DIR *d = opendir(im.dir);
+    if (d == NULL)
+        return 0;
+    unsigned next = 0;
+    char prefix[64];
+    int plen = snprintf(prefix, sizeof prefix, "heap.%ld.", (long)im.pid);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        unsigned long s = strtoul(e->d_name + plen, &end, 10);
+        if (strcmp(end, ".mpimg") == 0 && s + 1 > next)
+            next = (unsigned)(s + 1);
+    }
+    closedir(d);
+    return next;
+}
+
+static void image_once(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/heap.%ld.%u.mpimg", im.dir, (long)im.pid, im.seq++);
+    mp_prof_status st = mp_profiler_write_image(im.prof, path);
+    if (st != MP_PROF_OK)
+        say("mimprof: heap image %s not written: %s\n", path, mp_prof_strerror(st));
+}
+
+static void *image_main(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    struct timespec next;
+    clock_gettime(CLOCK_REALTIME, &next);
+    for (;;) {
+        int r;
+        if (im.every_ms > 0) {
+            next.tv_sec += (time_t)(im.every_ms / 1000);
+            next.tv_nsec += (long)(im.every_ms % 1000) * 1000000L;
+            if (next.tv_nsec >= 1000000000L) {
+                next.tv_sec++;
+                next.tv_nsec -= 1000000000L;
+            }
+            while ((r = sem_timedwait(&im.wake, &next)) != 0 && errno == EINTR)
+                ;
+        } else {
+            while ((r = sem_wait(&im.wake)) != 0 && errno == EINTR)
+                ;
+        }
+        if (atomic_load(&im.stop))
+            break;
+        if (r == 0 && !atomic_exchange(&im.req, false))
+            continue; /* a stale post */
+        if (r != 0) {
+            /* after a stall (suspended process) from now, without catching up */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            if (now.tv_sec > next.tv_sec)
+                next = now;
+        }
+        image_once();
+    }
+    return NULL;
+}
+
+void mp_image_rt_start(mp_profiler *prof)
+{
+    if (!im.on)
+        return;
+    im.prof = prof;
+    im.pid = getpid();
+    im.seq = first_free_seq();
+    atomic_store(&im.stop, false);
+    atomic_store(&im.req, false);
+    sem_init(&im.wake, 0, 0);
+    im.have_th = pthread_create(&im.th, NULL, image_main, NULL) == 0;
+    if (!im.have_th)
+        say("mimprof: no image thread in pid %ld: images only at exit\n", (long)im.pid);
+}
+
+void mp_image_rt_request(void)
+{
+    if (!im.on || !im.have_th)
+        return;
+    atomic_store(&im.req, true);
+    sem_post(&im.wake);
+}
+
+void mp_image_rt_after_fork(void)
+{
+    im.have_th = false;
+    im.prof = NULL;
+}
+
+void mp_image_rt_stop(bool at_exit)
+{
+    if (!im.on || im.prof == NULL || im.pid != getpid())
+        return;
+    if (im.have_th) {
+        atomic_store(&im.stop, true);
+        sem_post(&im.wake);
+        pthread_join(im.th, NULL);
+        im.have_th = false;
+    }
+    if (at_exit && im.on_exit)
+        image_once();
+    im.prof = NULL;
+}
