@@ -4,9 +4,7 @@
  * Phases, all under g_rec.session (so no report, stop or fork runs
  * meanwhile, and every depot stack stays valid):
  *
- *   1. mappings  refresh the report side's mappings (dl_iterate_phdr takes
- *                the loader lock: before the quiet point, never under rw);
- *   2. quiet     g_rec.rw exclusive, the same hold start and stop take: no
+ *   1. quiet     g_rec.rw exclusive, the same hold start and stop take: no
  *                sampling hit and no free of a sampled block is inside the
  *                recorder, so the rings, the shards, the live table and
  *                the counters agree with each other. Read (not consumed:
@@ -15,9 +13,13 @@
  *                live table for a snapshot (mp_live_snap_begin). This is
  *                the only time allocating threads can wait on the image,
  *                and it costs what a drain of the rings costs;
- *   3. live      collect the live snapshot: each stripe is copied as it
+ *   2. live      collect the live snapshot: each stripe is copied as it
  *                was at the quiet point, by the first hit or free that
  *                touches it or by this thread, one stripe lock at a time;
+ *   3. mappings  refresh the report side's mappings (dl_iterate_phdr takes
+ *                the loader lock: never under rw), after the quiet point,
+ *                so that they hold every module a snapshot frame was
+ *                captured in;
  *   4. build     an image heap: stacks (frames as `code` foreign units),
  *                samples, interval sums, mappings, config, counters;
  *   5. write     mp_img_write(): temporary file, fsync, rename. Outside
@@ -494,16 +496,13 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
         st = MP_PROF_E_INACTIVE;
         goto unlock;
     }
-    /* 1. mappings */
     if ((p->cache == NULL && (p->cache = mp_report_cache_new()) == NULL) ||
         mp_himg_registry_new(&reg, &T, NULL) != MP_IMG_OK) {
         st = MP_PROF_E_NOMEM;
         goto unlock;
     }
-    mp_report_cache_refresh(p->cache); /* a failed refresh keeps the last list */
-    mp_maps *maps = mp_report_cache_maps(p->cache);
 
-    /* 2. quiet */
+    /* 1. quiet */
     sn.interval_start_wall = p->interval_start_wall;
     uint64_t q0 = mp_now_nanos();
     mp_rw_wrlock(&g_rec.rw);
@@ -514,7 +513,7 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
     mp_rw_wrunlock(&g_rec.rw);
     uint64_t quiet = mp_now_nanos() - q0;
 
-    /* 3. live */
+    /* 2. live */
     uint64_t max_copy = 0;
     if (marked)
         sn.nlive = mp_live_snap_collect(&sn.live, &max_copy);
@@ -523,7 +522,13 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
         goto unlock;
     }
 
-    /* 4, 5. build and write; a module unloaded since step 1 makes the
+    /* 3. mappings, after the quiet point (dl_iterate_phdr takes the
+     * loader lock: never under rw), so that every module a snapshot frame
+     * was captured in, and that is still loaded, is in them. */
+    mp_report_cache_refresh(p->cache); /* a failed refresh keeps the last list */
+    mp_maps *maps = mp_report_cache_maps(p->cache);
+
+    /* 4, 5. build and write; a module unloaded since step 3 makes the
      * image library refuse a frame we named: refresh and build again once,
      * then with every frame raw (still correct, only less portable). */
     uint64_t write_ns = 0;

@@ -262,6 +262,85 @@ Test(image, pprof_of_the_image_equals_the_report, .timeout = 120)
     rm_rf(dir);
 }
 
+/* Frames the image cannot name by code: in a module without a build-id,
+ * and in a module unloaded before the image was written. They travel as
+ * raw addresses and come back with the same locations and mappings. */
+static void *alloc_cb(size_t size) { return tmi_alloc(size, 8); }
+
+typedef void *(*dl_alloc_fn)(void *(*)(size_t), size_t);
+
+static dl_alloc_fn dl_alloc_of(void *h)
+{
+    void *sym = dlsym(h, "himg_dl_alloc");
+    dl_alloc_fn f;
+    cr_assert_not_null(sym, "%s", dlerror());
+    memcpy(&f, &sym, sizeof f); /* object to function pointer, as POSIX allows */
+    return f;
+}
+
+Test(image, frames_without_build_id_or_unloaded_stay_addresses, .timeout = 120)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "raw.mpimg");
+    void *noid = dlopen(HIMG_DL_NOID, RTLD_NOW);
+    void *withid = dlopen(HIMG_DL, RTLD_NOW);
+    cr_assert_not_null(noid, "%s", dlerror());
+    cr_assert_not_null(withid, "%s", dlerror());
+    dl_alloc_fn f_noid = dl_alloc_of(noid), f_id = dl_alloc_of(withid);
+    mp_prof_config c = test_config(1, 9);
+    mp_profiler *p = test_start(&c);
+    void *a = f_noid(alloc_cb, 4096), *b = f_id(alloc_cb, 8192);
+    /* a report sees the module loaded; then it goes away */
+    tp_profile first;
+    test_report(p, &first);
+    tp_free(&first);
+    cr_assert_eq(dlclose(withid), 0);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    tp_profile live;
+    test_report(p, &live);
+
+    mp_himg *img = load_ok(file);
+    uint32_t raw = 0;
+    for (size_t i = 0; i < img->nstacks; i++)
+        raw += img->stacks[i].depth - img->stacks[i].named;
+    cr_assert_geq(raw, 2, "frames in both modules are raw");
+    /* the unloaded module is kept as a mapping (not loaded, with its
+     * build-id), and the module without one has an empty build-id */
+    bool unloaded = false, noid_seen = false;
+    for (size_t i = 0; i < img->nmaps; i++) {
+        const mp_himg_mapping *m = &img->maps[i];
+        if (strstr(m->path, "libhimg-dl.so") != NULL)
+            unloaded = !(m->flags & MP_HIMG_MAP_LOADED) && m->build_id[0] != '\0';
+        if (strstr(m->path, "libhimg-dl-noid.so") != NULL)
+            noid_seen = (m->flags & MP_HIMG_MAP_LOADED) && m->build_id[0] == '\0';
+    }
+    cr_assert(unloaded, "the unloaded module's mapping");
+    cr_assert(noid_seen, "the build-id-less module's mapping");
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_himg_pprof_opts o = {.symbolize = MP_PROF_SYMBOLIZE_NONE};
+    cr_assert_eq(mp_himg_pprof(img, &o, &buf, &len), MP_PROF_OK);
+    tp_profile off;
+    cr_assert(tp_decode(buf, len, &off));
+    free(buf);
+    mp_himg_free(img);
+    for (size_t i = 0; i < live.nsamples; i++) {
+        const tp_sample *t = find_sample(&off, &live.samples[i], &live);
+        cr_assert_not_null(t, "live sample %zu has no twin", i);
+        if (tp_label_str(&live, &live.samples[i], "__delta__") == NULL)
+            cr_assert_eq(t->values[3], live.samples[i].values[3]);
+    }
+    tp_free(&live);
+    tp_free(&off);
+    mp_profiler_free(p);
+    tmi_dealloc(a, 4096, 8);
+    tmi_dealloc(b, 8192, 8);
+    dlclose(noid);
+    free(file);
+    rm_rf(dir);
+}
+
 /* ------------------------------------------- writing while threads churn */
 
 #define WORKERS 4
