@@ -17,8 +17,9 @@ kept on disk and not used):
 
 --control runs the baseline on both sides; it must be accepted before a
 comparison of different builds is trusted (pass its output directory to the
-comparison with --control-summary and the summary records whether it holds
-for the same baseline files).
+comparison with --control-summary, repeatable, and the summary records
+whether every compared case was accepted in a control of the same baseline
+files under the same metric).
 
 Records, in a fresh output directory (an existing non-empty one is
 refused): manifest.json (machine, argv, SHA-256 of every file involved: the
@@ -446,24 +447,44 @@ def table(summary):
     return "\n".join(lines) + "\n"
 
 
-def check_control(control_dir, baseline_hashes):
-    path = os.path.join(control_dir, "summary.json")
-    try:
-        with open(path) as f:
-            ctl = json.load(f)
-    except (OSError, ValueError) as e:
-        return {"dir": control_dir, "trusted": False, "reason": f"cannot read {path}: {e}"}
-    if ctl.get("mode") != "control":
-        return {"dir": control_dir, "trusted": False, "reason": "not a --control run"}
-    theirs = ctl["sides"]["baseline"]["files"]
-    if {os.path.realpath(k): v for k, v in theirs.items()} != \
-            {os.path.realpath(k): v for k, v in baseline_hashes.items()}:
-        return {"dir": control_dir, "trusted": False,
-                "reason": "the control ran different baseline files (SHA-256 differ)"}
-    if not ctl.get("all_accepted"):
-        return {"dir": control_dir, "trusted": False, "reason": "the control has rejected cases"}
-    return {"dir": control_dir, "trusted": True,
-            "reason": f"control {control_dir} accepted on the same baseline files"}
+def check_control(control_dirs, baseline_hashes, cases, metric):
+    """Whether earlier --control runs vouch for this comparison: every case
+    compared here must have been accepted, under the same metric (the
+    control's records are judged again when its own metric differs), in a
+    control of the very same baseline files. Several control directories
+    may share the work (a full control plus --case reruns)."""
+    vouched, notes = {}, []
+    for control_dir in control_dirs:
+        path = os.path.join(control_dir, "summary.json")
+        try:
+            with open(path) as f:
+                ctl = json.load(f)
+        except (OSError, ValueError) as e:
+            notes.append(f"cannot read {path}: {e}")
+            continue
+        if ctl.get("mode") != "control":
+            notes.append(f"{control_dir} is not a --control run")
+            continue
+        theirs = ctl["sides"]["baseline"]["files"]
+        if {os.path.realpath(k): v for k, v in theirs.items()} != \
+                {os.path.realpath(k): v for k, v in baseline_hashes.items()}:
+            notes.append(f"{control_dir} ran different baseline files (SHA-256 differ)")
+            continue
+        if ctl.get("metric", "throughput") != metric:
+            ctl = rejudge(control_dir, metric)
+        for c in ctl["cases"]:
+            if c["verdict"] == "accepted":
+                vouched.setdefault(c["case"], control_dir)
+    missing = [c for c in cases if c not in vouched]
+    if missing:
+        reason = f"no accepted {metric} control for: {', '.join(missing)}"
+        if notes:
+            reason += " (" + "; ".join(notes) + ")"
+    else:
+        reason = (f"every case accepted in a {metric} control of the same baseline files "
+                  f"({', '.join(sorted(set(vouched[c] for c in cases)))})")
+    return {"dirs": list(control_dirs), "trusted": not missing, "reason": reason,
+            "per_case": {c: vouched.get(c) for c in cases}}
 
 
 # -------------------------------------------------------------- comparing
@@ -493,8 +514,8 @@ def compare(args, baseline, candidate, outdir, log=print):
         "cases": [],
     }
     if args.control_summary:
-        summary["control"] = check_control(os.path.abspath(args.control_summary),
-                                           hashes_before["baseline"])
+        summary["control"] = check_control([os.path.abspath(d) for d in args.control_summary],
+                                           hashes_before["baseline"], args.case, args.metric)
     write_json(os.path.join(outdir, "manifest.json"),
                {k: summary[k] for k in ("tool", "format", "mode", "started", "argv", "machine",
                                         "gates", "metric", "order", "sides")})
@@ -617,8 +638,9 @@ def build_parser():
     p.add_argument("--candidate-env", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--control", action="store_true",
                    help="run the baseline (with its preload and env) on both sides")
-    p.add_argument("--control-summary", metavar="DIR",
-                   help="output directory of an earlier --control run of the same baseline")
+    p.add_argument("--control-summary", metavar="DIR", action="append",
+                   help="output directory of an earlier --control run of the same baseline "
+                        "(repeatable: a full control plus --case reruns)")
     p.add_argument("--case", action="append", metavar="NAME",
                    help="run only this case (repeatable); default: every case")
     p.add_argument("--window", type=float, metavar="SECONDS",

@@ -234,6 +234,18 @@ class ControlTest(Fixture):
         self.assertTrue(any(r.startswith("control change +6.00%")
                             for r in s["cases"][0]["reasons"]), s["cases"][0]["reasons"])
 
+    def test_control_must_cover_every_compared_case(self):
+        spec = {"alloc-1m-1w": [line(100)] * 8, "live-1m": [line(100), line(80)] * 4}
+        a = self.fake("base", spec)
+        b = self.fake("cand", spec)
+        ctl = os.path.join(self.tmp, "ctl")
+        subprocess.run([sys.executable, DRIVER, "--quiet", "-o", ctl, a, "--control",
+                        "--case", "alloc-1m-1w", "--case", "live-1m"], capture_output=True)
+        proc, s, _ = self.drive(a, b, "--case", "live-1m", "--drift-gate", "1000",
+                                "--control-summary", ctl)
+        self.assertFalse(s["control"]["trusted"])
+        self.assertIn("live-1m", s["control"]["reason"])
+
     def test_control_takes_one_executable(self):
         exe = self.fake("same", {})
         proc, s, _ = self.drive(exe, exe, "--control")
@@ -249,6 +261,7 @@ class ControlTest(Fixture):
         proc, s, _ = self.drive(a, b, "--case", "alloc-1m-1w", "--control-summary", ctl)
         self.assertTrue(s["control"]["trusted"], s["control"])
         self.assertIn("control: trusted", proc.stdout)
+        self.assertEqual(s["control"]["per_case"], {"alloc-1m-1w": ctl})
         # a control of another baseline does not count
         with open(b, "a") as f:
             f.write("# other build\n")
