@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,7 +93,14 @@ typedef struct churn {
     uint64_t rng;
     uint64_t ops, ops_during;
     uint64_t max_during, max_outside;
+    uint64_t over_during[3], over_outside[3]; /* pairs longer than 0.1, 0.5, 1 ms */
+    /* pairs longer than 0.5 ms during writes, by what the thread did
+     * meanwhile (getrusage deltas): waited (a voluntary switch: a lock or
+     * a page), was preempted only (involuntary switches), or neither */
+    uint64_t slow_waited, slow_preempted, slow_other;
 } churn;
+
+static const uint64_t OVER_NS[3] = {100000, 500000, 1000000};
 
 static _Atomic int g_stop;
 static _Atomic int g_writing;
@@ -105,9 +113,14 @@ __attribute__((noinline)) void *churn_site(size_t size)
     return p;
 }
 
+static void usage_now(struct rusage *u) { getrusage(RUSAGE_THREAD, u); }
+
 static void *churn_main(void *arg)
 {
     churn *c = arg;
+    struct rusage last;
+    usage_now(&last);
+    unsigned since = 0;
     while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
         c->rng ^= c->rng << 13;
         c->rng ^= c->rng >> 7;
@@ -122,6 +135,23 @@ static void *churn_main(void *arg)
         bi_dealloc(p, size, 8);
         uint64_t dt = now_ns() - t0;
         during |= atomic_load_explicit(&g_writing, memory_order_relaxed);
+        for (int k = 0; k < 3; k++)
+            if (dt > OVER_NS[k])
+                (during ? c->over_during : c->over_outside)[k]++;
+        if (dt > 500000 || ++since == 1024) {
+            struct rusage u;
+            usage_now(&u);
+            if (dt > 500000 && during) {
+                if (u.ru_nvcsw > last.ru_nvcsw)
+                    c->slow_waited++;
+                else if (u.ru_nivcsw > last.ru_nivcsw)
+                    c->slow_preempted++;
+                else
+                    c->slow_other++;
+            }
+            last = u;
+            since = 0;
+        }
         if (during) {
             c->ops_during++;
             if (dt > c->max_during)
@@ -211,10 +241,18 @@ int main(int argc, char **argv)
     usleep(50000);
     atomic_store(&g_stop, 1);
     uint64_t max_during = 0, max_outside = 0, ops = 0, ops_during = 0;
+    uint64_t over_d[3] = {0}, over_o[3] = {0}, waited = 0, preempted = 0, other = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(cs[i].th, NULL);
         ops += cs[i].ops;
         ops_during += cs[i].ops_during;
+        waited += cs[i].slow_waited;
+        preempted += cs[i].slow_preempted;
+        other += cs[i].slow_other;
+        for (int k = 0; k < 3; k++) {
+            over_d[k] += cs[i].over_during[k];
+            over_o[k] += cs[i].over_outside[k];
+        }
         if (cs[i].max_during > max_during)
             max_during = cs[i].max_during;
         if (cs[i].max_outside > max_outside)
@@ -248,6 +286,17 @@ int main(int argc, char **argv)
                "during a write %.3f ms, outside any write %.3f ms\n",
                threads, (unsigned long long)ops, (unsigned long long)ops_during,
                (double)max_during / 1e6, (double)max_outside / 1e6);
+    if (threads > 0)
+        printf("  pairs longer than 0.1 / 0.5 / 1 ms: during writes %llu / %llu / %llu, "
+               "outside %llu / %llu / %llu\n",
+               (unsigned long long)over_d[0], (unsigned long long)over_d[1],
+               (unsigned long long)over_d[2], (unsigned long long)over_o[0],
+               (unsigned long long)over_o[1], (unsigned long long)over_o[2]);
+    if (threads > 0)
+        printf("  pairs longer than 0.5 ms during writes: %llu waited (voluntary switch), %llu "
+               "preempted only, %llu neither\n",
+               (unsigned long long)waited, (unsigned long long)preempted,
+               (unsigned long long)other);
     mp_profiler_free(prof);
     return 0;
 }
