@@ -240,6 +240,8 @@ int main(int argc, char **argv)
     }
     usleep(50000);
     atomic_store(&g_stop, 1);
+    mp_prof_stats end;
+    mp_prof_diagnostics(&end);
     uint64_t max_during = 0, max_outside = 0, ops = 0, ops_during = 0;
     uint64_t over_d[3] = {0}, over_o[3] = {0}, waited = 0, preempted = 0, other = 0;
     for (int i = 0; i < threads; i++) {
@@ -292,6 +294,10 @@ int main(int argc, char **argv)
                (unsigned long long)over_d[0], (unsigned long long)over_d[1],
                (unsigned long long)over_d[2], (unsigned long long)over_o[0],
                (unsigned long long)over_o[1], (unsigned long long)over_o[2]);
+    if (threads > 0)
+        printf("  sampling hits in the churn: %llu (%.0f%% of its allocations)\n",
+               (unsigned long long)(end.samples_taken - st.samples_taken),
+               ops ? 100.0 * (double)(end.samples_taken - st.samples_taken) / (double)ops : 0.0);
     if (threads > 0)
         printf("  pairs longer than 0.5 ms during writes: %llu waited (voluntary switch), %llu "
                "preempted only, %llu neither\n",
