@@ -593,13 +593,16 @@ def rejudge(outdir, metric):
     return summary
 
 
-def combine(dirs):
+def combine(dirs, metric="throughput"):
     """Table of the latest accepted comparison per case over several output
-    directories of the same two sides (e.g. a full run plus --case reruns)."""
+    directories of the same two sides (e.g. a full run plus --case reruns),
+    every one judged under `metric`."""
     merged, sides = {}, None
     for d in dirs:
         with open(os.path.join(d, "summary.json")) as f:
             s = json.load(f)
+        if s.get("metric", "throughput") != metric:
+            s = rejudge(d, metric)
         key = {k: s["sides"][k]["files"] for k in ("baseline", "candidate")}
         if sides is None:
             sides = key
@@ -676,7 +679,7 @@ def main(argv=None):
     args.record_argv = [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:])
     try:
         if args.combine:
-            sys.stdout.write(combine(args.combine))
+            sys.stdout.write(f"metric: {args.metric}\n" + combine(args.combine, args.metric))
             return 0
         if args.rejudge:
             summary = rejudge(args.rejudge, args.metric)
