@@ -9,12 +9,15 @@
  *   session.c   the process recorder: start / report / stop, fork,
  *               diagnostics
  *   aggregate.c per-stack sums for one report
+ *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
+ *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
+ *               reading heap images back, offline pprof (heap_image.h)
  *
  * Lock order (outermost first); a thread never takes an earlier lock while
  * holding a later one:
- *   g_rec.session   (start, stop, report, fork prepare)
+ *   g_rec.session   (start, stop, report, heap image, fork prepare)
  *   g_rec.rw        (shared: sampling hits, thread exit; exclusive:
- *                    start, stop, fork prepare)
+ *                    start, stop, a heap image's quiet point, fork prepare)
  *   registry lock -> one ring lock -> one shard lock
  *   one depot stripe | one live stripe (never nested with each other)
  * Frees of sampled blocks (mp_prof_hook_forget*) hold g_rec.rw shared
