@@ -108,21 +108,22 @@ def sha256_file(path):
 
 
 def loaded_objects(exe, preload):
-    """Shared objects the dynamic loader resolves for exe with preload (ldd).
+    """Shared objects the dynamic loader resolves for exe and for each
+    preload object (ldd on each file separately: ldd is a shell script, and
+    an LD_PRELOAD in its environment would load the profiler into the shell).
     Empty for a program that is not a dynamic ELF executable (scripts)."""
     env = scrubbed_environ()
-    if preload:
-        env["LD_PRELOAD"] = ":".join(preload)
-    try:
-        out = subprocess.run(["ldd", exe], env=env, capture_output=True, text=True,
-                             timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
     paths = []
-    for line in out.splitlines():
-        m = re.search(r"=>\s+(/\S+)\s+\(0x", line) or re.match(r"\s*(/\S+)\s+\(0x", line)
-        if m and os.path.isfile(m.group(1)):
-            paths.append(os.path.realpath(m.group(1)))
+    for target in [exe] + list(preload):
+        try:
+            out = subprocess.run(["ldd", target], env=env, capture_output=True, text=True,
+                                 timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            m = re.search(r"=>\s+(/\S+)\s+\(0x", line) or re.match(r"\s*(/\S+)\s+\(0x", line)
+            if m and os.path.isfile(m.group(1)):
+                paths.append(os.path.realpath(m.group(1)))
     return paths
 
 

@@ -397,6 +397,27 @@ class UnitTest(unittest.TestCase):
                              "samples": 0, "interval": "512k", "pc_lo": "0x10"})
         self.assertIsNone(abba.parse_result_line("nothing here\n"))
 
+    def test_ldd_never_runs_with_the_preload(self):
+        # ldd is a shell script: an LD_PRELOAD in its environment would load
+        # the profiler into the shell (which then writes reports of its own).
+        seen = []
+        real_run = abba.subprocess.run
+
+        def spy(argv, **kw):
+            seen.append((argv, dict(kw.get("env") or {})))
+            return real_run(argv, **kw)
+        abba.subprocess.run = spy
+        try:
+            os.environ["LD_PRELOAD_TEST_MARK"] = "1"
+            abba.loaded_objects(sys.executable, ["/nonexistent/libx.so"])
+        finally:
+            abba.subprocess.run = real_run
+            del os.environ["LD_PRELOAD_TEST_MARK"]
+        self.assertEqual([a for a, _ in seen],
+                         [["ldd", sys.executable], ["ldd", "/nonexistent/libx.so"]])
+        for _, env in seen:
+            self.assertFalse([k for k in env if k.startswith("LD_PRELOAD")], env.keys())
+
     def test_drift(self):
         self.assertAlmostEqual(abba.drift_pct(105, 95), 10.0)
         self.assertAlmostEqual(abba.drift_pct(95, 105), 10.0)
