@@ -213,7 +213,8 @@ static void accumulate_sse2(uint64_t *acc, const unsigned char *in, const unsign
     for (size_t s = 0; s < n; s++, in += STRIPE, sec += 8)
         for (int i = 0; i < 4; i++) {
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + 16 * i));
-            __m128i k = _mm_xor_si128(v, _mm_loadu_si128((const __m128i *)(const void *)(sec + 16 * i)));
+            __m128i k =
+                _mm_xor_si128(v, _mm_loadu_si128((const __m128i *)(const void *)(sec + 16 * i)));
             __m128i prod = _mm_mul_epu32(k, _mm_shuffle_epi32(k, _MM_SHUFFLE(0, 3, 0, 1)));
             __m128i swap = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2));
             a[i] = _mm_add_epi64(prod, _mm_add_epi64(a[i], swap));
@@ -235,8 +236,10 @@ __attribute__((target("avx2"))) static void accumulate_avx2(uint64_t *acc, const
             _mm256_xor_si256(v1, _mm256_loadu_si256((const __m256i *)(const void *)(sec + 32)));
         __m256i p0 = _mm256_mul_epu32(k0, _mm256_shuffle_epi32(k0, _MM_SHUFFLE(0, 3, 0, 1)));
         __m256i p1 = _mm256_mul_epu32(k1, _mm256_shuffle_epi32(k1, _MM_SHUFFLE(0, 3, 0, 1)));
-        a0 = _mm256_add_epi64(p0, _mm256_add_epi64(a0, _mm256_shuffle_epi32(v0, _MM_SHUFFLE(1, 0, 3, 2))));
-        a1 = _mm256_add_epi64(p1, _mm256_add_epi64(a1, _mm256_shuffle_epi32(v1, _MM_SHUFFLE(1, 0, 3, 2))));
+        a0 = _mm256_add_epi64(
+            p0, _mm256_add_epi64(a0, _mm256_shuffle_epi32(v0, _MM_SHUFFLE(1, 0, 3, 2))));
+        a1 = _mm256_add_epi64(
+            p1, _mm256_add_epi64(a1, _mm256_shuffle_epi32(v1, _MM_SHUFFLE(1, 0, 3, 2))));
     }
     _mm256_storeu_si256((__m256i *)(void *)acc, a0);
     _mm256_storeu_si256((__m256i *)(void *)(acc + 4), a1);

@@ -164,7 +164,8 @@ static void hash_to(struct pass *ps, size_t upto)
 
 static mp_img_status bad_checksum(mp_img_error *err)
 {
-    return img_fail(err, MP_IMG_ERR_CHECKSUM, "header field 'checksum' does not match the contents");
+    return img_fail(err, MP_IMG_ERR_CHECKSUM,
+                    "header field 'checksum' does not match the contents");
 }
 
 /* The first reference of the region that names no object's unit 0 (the

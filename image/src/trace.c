@@ -115,8 +115,8 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
         uint64_t end = at + units;
         if (end > IMG_MAX_REGION_WORDS)
             return img_fail(err, MP_IMG_ERR_LIMIT,
-                            "object %zu: the reachable objects need more than %llu words", tr->n + 1,
-                            (unsigned long long)IMG_MAX_REGION_WORDS);
+                            "object %zu: the reachable objects need more than %llu words",
+                            tr->n + 1, (unsigned long long)IMG_MAX_REGION_WORDS);
         if (pt->shape_class == IMG_SHAPE_CUSTOM) {
             if (img_grow((void **)&tr->shapes, &tr->cap_shapes, 2 * (tr->n_shapes + 1),
                          sizeof *tr->shapes))

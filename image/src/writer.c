@@ -199,10 +199,10 @@ static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_t
  * the records are written out (the region itself is never built in
  * memory: put_region streams it from the records). */
 struct layout {
-    uint32_t *off;    /* off[x]: word offset of index x's unit 0; off[0] = 0 */
-    uint32_t *pos;    /* pos[i]: word of the records where index i + 1 starts */
+    uint32_t *off;     /* off[x]: word offset of index x's unit 0; off[0] = 0 */
+    uint32_t *pos;     /* pos[i]: word of the records where index i + 1 starts */
     uint32_t *by_type; /* indices - 1, in region order */
-    uint64_t *shapes; /* (described, mask) per per-object-shape object */
+    uint64_t *shapes;  /* (described, mask) per per-object-shape object */
     struct img_block off_block, pos_block, by_type_block;
 };
 
@@ -320,7 +320,8 @@ static void put_region(struct img_sink *sk, const mp_img_heap *h, const struct i
                 img_sink_word(sk, rec[u] ? L->off[rec[u]] : 0);
         } else {
             for (uint32_t u = 0; u < units; u++)
-                img_sink_word(sk, img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]] : rec[u]);
+                img_sink_word(sk,
+                              img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]] : rec[u]);
         }
     }
     free(shape_at);

@@ -155,8 +155,9 @@ static uint64_t header_word(uint32_t units, uint16_t type, uint16_t flags)
 Test(corrupt, reference_out_of_range)
 {
     structural(UNIT(1), 15, "reference to word 15 of a 15-word region");
-    structural(UNIT(1), 2, "object 1 unit 0: reference to word 2 of the region, which is not an "
-                           "object");
+    structural(UNIT(1), 2,
+               "object 1 unit 0: reference to word 2 of the region, which is not an "
+               "object");
     structural(UNIT(7), 12, "object 3 unit 1: reference to word 12 of the region, which is not");
 }
 Test(corrupt, slot0_count_contradicts_extent) { structural(UNIT(6), 5, "slot-0 count 5"); }
@@ -212,7 +213,7 @@ Test(corrupt, bad_tables)
 {
     structural(roots_at, 5, "root table: entry 0 names word 5, which is not an object");
     structural(roots_at, 99, "root table");
-    structural(sizeof hd + 8 + 8, 99, "type table"); /* shape class of type 0 */
+    structural(sizeof hd + 8 + 8, 99, "type table");            /* shape class of type 0 */
     structural(roots_at - hd.foreign_size, 9, "foreign table"); /* kind */
 }
 

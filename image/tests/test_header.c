@@ -99,7 +99,10 @@ static void m_digest(unsigned char *p) { hdr(p)->type_digest ^= 1; }
 static void m_incomplete(unsigned char *p) { hdr(p)->incomplete = IMG_INCOMPLETE; }
 static void m_checksum(unsigned char *p) { hdr(p)->checksum ^= 0x100; }
 static void m_head_checksum(unsigned char *p) { hdr(p)->head_checksum ^= 0x100; }
-static void m_foreign_table(unsigned char *p) { p[sizeof(struct img_header) + hdr(p)->types_size] ^= 1; }
+static void m_foreign_table(unsigned char *p)
+{
+    p[sizeof(struct img_header) + hdr(p)->types_size] ^= 1;
+}
 static void m_reserved(unsigned char *p) { hdr(p)->reserved[1] = 1; }
 static void m_objects(unsigned char *p) { hdr(p)->n_objects += 1; }
 static void m_blob(unsigned char *p) { hdr(p)->n_bytes -= 8; }

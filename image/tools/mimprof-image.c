@@ -159,8 +159,7 @@ static void print_roots(const struct img_view *v)
             uint64_t i = object_at(v, v->roots[r].index, &t);
             printf(" -> object %llu ('%.*s')\n", (unsigned long long)i, (int)v->types[t].name_len,
                    v->types[t].name);
-        }
-        else
+        } else
             puts(" -> nil");
     }
 }

@@ -45,10 +45,10 @@ struct session {
     char data[SESSION_BYTES - sizeof(struct session *) - sizeof(unsigned)];
 };
 
-static struct session *sessions;      /* the leak: only ever grows */
+static struct session *sessions; /* the leak: only ever grows */
 static char *cache[CACHE_SLOTS];
 static size_t cache_next;
-static volatile unsigned long sink;   /* keeps the work from being optimised away */
+static volatile unsigned long sink; /* keeps the work from being optimised away */
 
 NOINLINE char *load_config(void)
 {
@@ -160,7 +160,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--checkpoints") == 0)
             checkpoints = arg_value(argc, argv, &i);
         else {
-            fprintf(stderr, "usage: mimprof-example [--rounds N] [--sleep-us U] [--checkpoints K]\n");
+            fprintf(stderr,
+                    "usage: mimprof-example [--rounds N] [--sleep-us U] [--checkpoints K]\n");
             return 2;
         }
     }

@@ -33,8 +33,8 @@
  *
  * FUZZ_HEAP_IMAGE_VERBOSE=1 prints each input's verdict (corpus upkeep:
  * `fuzz-heap_image -runs=0 corpus/heap_image`). */
-#include <stddef.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,10 +125,9 @@ static uint64_t value(prog *g, int *tag)
 }
 
 enum { POOL = 256 };
-static const char *const ROOTS[7] = {MP_HIMG_ROOT_META,     MP_HIMG_ROOT_VERSION,
-                                     MP_HIMG_ROOT_CONFIG,   MP_HIMG_ROOT_COUNTERS,
-                                     MP_HIMG_ROOT_MAPPINGS, MP_HIMG_ROOT_LIVE,
-                                     MP_HIMG_ROOT_INTERVAL};
+static const char *const ROOTS[7] = {
+    MP_HIMG_ROOT_META,     MP_HIMG_ROOT_VERSION, MP_HIMG_ROOT_CONFIG,  MP_HIMG_ROOT_COUNTERS,
+    MP_HIMG_ROOT_MAPPINGS, MP_HIMG_ROOT_LIVE,    MP_HIMG_ROOT_INTERVAL};
 
 static void structured(const uint8_t *data, size_t size)
 {

@@ -209,9 +209,8 @@ static bool named_by_code(builder *b, uintptr_t pc)
     if (b->obj_ok[r->obj] == 0) {
         mp_img_code c;
         char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
-        bool ok = mp_img_code_lookup(NULL, pc, &c) && c.address == pc &&
-                  c.build_id_len > 0 && c.build_id_len <= MP_ELF_BUILD_ID_MAX &&
-                  c.offset == pc - o->base;
+        bool ok = mp_img_code_lookup(NULL, pc, &c) && c.address == pc && c.build_id_len > 0 &&
+                  c.build_id_len <= MP_ELF_BUILD_ID_MAX && c.offset == pc - o->base;
         if (ok) {
             mp_elf_hex(c.build_id, c.build_id_len, hex);
             ok = strcmp(hex, o->build_id) == 0;
@@ -310,8 +309,8 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
         size_t g = pmap_get(&group_of, l->stack);
         if (words[g] == NULL) {
             mp_img_word *grp = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_LIVE], MP_HIMG_LIVE_UNITS);
-            words[g] = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_WORDS],
-                                    1 + MP_HIMG_SAMPLE_WORDS * count[g]);
+            words[g] =
+                mp_img_alloc(b->h, b->T->t[MP_HIMG_T_WORDS], 1 + MP_HIMG_SAMPLE_WORDS * count[g]);
             if (grp == NULL || words[g] == NULL ||
                 (grp[0] = (mp_img_word)stack_object(b, l->stack)) == 0) {
                 ok = false;
@@ -341,8 +340,7 @@ static bool build(builder *b, const mp_profiler *p, const snap *sn)
         return false;
     for (size_t i = 0; i < sn->nivl; i++) {
         const ivl *e = &sn->ivl[i];
-        mp_img_word *o =
-            mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_INTERVAL_UNITS);
+        mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_INTERVAL_UNITS);
         if (o == NULL || (o[0] = (mp_img_word)stack_object(b, e->stack)) == 0)
             return false;
         o[1] = dbits(e->objects);

@@ -37,8 +37,8 @@ typedef struct mp_himg_mapping {
 typedef struct mp_himg_stack {
     uint32_t depth;
     bool truncated;
-    uint32_t named;  /* frames that were code units (the rest were raw) */
-    uintptr_t *pcs;  /* return addresses in the writing process, innermost first */
+    uint32_t named; /* frames that were code units (the rest were raw) */
+    uintptr_t *pcs; /* return addresses in the writing process, innermost first */
 } mp_himg_stack;
 
 typedef struct mp_himg_sample {
@@ -57,7 +57,7 @@ typedef struct mp_himg_interval {
 /* An image's contents, checked. */
 typedef struct mp_himg {
     uint64_t meta[MP_HIMG_META_COUNT];
-    char version[64];        /* writer's mimprof-profiling version */
+    char version[64]; /* writer's mimprof-profiling version */
     mp_prof_config cfg;
     mp_prof_stats counters;
     mp_himg_mapping *maps;
@@ -80,8 +80,8 @@ int mp_himg_load_memory(const void *data, size_t len, mp_himg **out, char *err, 
 
 /* Checks a loaded heap of the schema's registry (`types`) and copies it
  * out. The heap stays the caller's. */
-int mp_himg_from_heap(const mp_img_heap *heap, const mp_himg_types *types, mp_himg **out,
-                      char *err, size_t errlen);
+int mp_himg_from_heap(const mp_img_heap *heap, const mp_himg_types *types, mp_himg **out, char *err,
+                      size_t errlen);
 
 void mp_himg_free(mp_himg *img);
 
@@ -91,11 +91,11 @@ void mp_himg_live_totals(const mp_himg *img, double *objects, double *bytes);
 
 /* Where the symbols of a mapping are read from offline. */
 typedef enum mp_himg_where {
-    MP_HIMG_FOUND = 0,    /* a file with the mapping's build-id */
-    MP_HIMG_NO_FILE,      /* the mapping names no file ([vdso], anonymous) */
-    MP_HIMG_NO_BUILD_ID,  /* the mapping has no build-id: nothing can be checked */
-    MP_HIMG_MISSING,      /* no candidate file exists */
-    MP_HIMG_MISMATCH      /* files exist, none with the mapping's build-id */
+    MP_HIMG_FOUND = 0,   /* a file with the mapping's build-id */
+    MP_HIMG_NO_FILE,     /* the mapping names no file ([vdso], anonymous) */
+    MP_HIMG_NO_BUILD_ID, /* the mapping has no build-id: nothing can be checked */
+    MP_HIMG_MISSING,     /* no candidate file exists */
+    MP_HIMG_MISMATCH     /* files exist, none with the mapping's build-id */
 } mp_himg_where;
 
 /* Finds the file to symbolize mapping `m` from: under `binary_path` (may be

@@ -29,7 +29,7 @@
 typedef struct cand_info {
     bool exists;
     char build_id[2 * MP_ELF_BUILD_ID_MAX + 1]; /* "" when the file has none */
-    bool symtab;                                 /* it has a .symtab with functions */
+    bool symtab;                                /* it has a .symtab with functions */
 } cand_info;
 
 static void inspect(const char *path, cand_info *ci)

@@ -38,14 +38,14 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 /* ------------------------------------------------- the foreign table, raw */
 
-#define H_SIZE        208u
-#define H_VERSION     2u
-#define H_BYTE_ORDER  UINT64_C(0x0102030405060708)
-#define H_N_FOREIGN   120u
-#define H_TYPES_SIZE  152u
-#define H_FOREIGN_SZ  160u
-#define F_DLSYM       1u
-#define F_CODE        3u
+#define H_SIZE       208u
+#define H_VERSION    2u
+#define H_BYTE_ORDER UINT64_C(0x0102030405060708)
+#define H_N_FOREIGN  120u
+#define H_TYPES_SIZE 152u
+#define H_FOREIGN_SZ 160u
+#define F_DLSYM      1u
+#define F_CODE       3u
 
 static uint64_t rd64(const unsigned char *p)
 {
@@ -92,7 +92,8 @@ static int only_code(const unsigned char *p, size_t len, char *err, size_t errle
     for (uint64_t k = 0; k < n; k++) {
         if (fsize - off < 8)
             return fail(err, errlen, "foreign table: entry %llu runs past the table",
-                        (unsigned long long)k + 1) - 1;
+                        (unsigned long long)k + 1) -
+                   1;
         uint64_t kind = rd64(f + off);
         off += 8;
         uint64_t la, lb;
@@ -101,14 +102,16 @@ static int only_code(const unsigned char *p, size_t len, char *err, size_t errle
             if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b) ||
                 fsize - off < 8)
                 return fail(err, errlen, "foreign table: code entry %llu runs past the table",
-                            (unsigned long long)k + 1) - 1;
+                            (unsigned long long)k + 1) -
+                       1;
             off += 8;
             continue;
         }
         if (kind == F_DLSYM) {
             if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b))
                 return fail(err, errlen, "foreign table: dlsym entry %llu runs past the table",
-                            (unsigned long long)k + 1) - 1;
+                            (unsigned long long)k + 1) -
+                       1;
             if (la == 0) {
                 a = (const unsigned char *)"<main program>";
                 la = strlen((const char *)a);
@@ -125,7 +128,8 @@ static int only_code(const unsigned char *p, size_t len, char *err, size_t errle
     }
     if (off != fsize)
         return fail(err, errlen, "foreign table: %llu bytes after its %llu entries",
-                    (unsigned long long)(fsize - off), (unsigned long long)n) - 1;
+                    (unsigned long long)(fsize - off), (unsigned long long)n) -
+               1;
     return 0;
 }
 
@@ -362,8 +366,7 @@ static bool code_pc(rd *r, uintptr_t value, uintptr_t *pc)
         mp_img_code c;
         if (!mp_img_code_lookup(r->h, value, &c) || c.build_id_len == 0 ||
             c.build_id_len > MP_HIMG_BUILD_ID_HEX / 2)
-            return fail(r->err, r->errlen, "a frame is not a code location with a build-id"),
-                   false;
+            return fail(r->err, r->errlen, "a frame is not a code location with a build-id"), false;
         char hex[MP_HIMG_BUILD_ID_HEX + 1];
         mp_elf_hex(c.build_id, c.build_id_len, hex);
         uint32_t found = UINT32_MAX;
@@ -380,8 +383,8 @@ static bool code_pc(rd *r, uintptr_t value, uintptr_t *pc)
         }
         if (found == UINT32_MAX)
             return fail(r->err, r->errlen,
-                        "a frame names code(%s, +0x%llx), which no mapping of the image holds",
-                        hex, (unsigned long long)c.offset),
+                        "a frame names code(%s, +0x%llx), which no mapping of the image holds", hex,
+                        (unsigned long long)c.offset),
                    false;
         r->cv[j] = value;
         r->cmap[j] = found;
@@ -494,8 +497,10 @@ static bool read_samples(rd *r)
         size_t nw;
         const mp_img_word *w = words_of(r, (const void *)g[1], &nw);
         if (w == NULL || nw == 0 || nw % MP_HIMG_SAMPLE_WORDS != 0)
-            return fail(r->err, r->errlen, "live entry %zu: samples are not size, weight, "
-                        "generation triples", i),
+            return fail(r->err, r->errlen,
+                        "live entry %zu: samples are not size, weight, "
+                        "generation triples",
+                        i),
                    false;
         if (nw / MP_HIMG_SAMPLE_WORDS > want - img->nlive)
             return fail(r->err, r->errlen, "more live samples than the %llu the image declares",
@@ -626,8 +631,8 @@ static bool read_config(rd *r)
     return true;
 }
 
-int mp_himg_from_heap(const mp_img_heap *heap, const mp_himg_types *types, mp_himg **out,
-                      char *err, size_t errlen)
+int mp_himg_from_heap(const mp_img_heap *heap, const mp_himg_types *types, mp_himg **out, char *err,
+                      size_t errlen)
 {
     rd r = {.h = heap, .T = types, .err = err, .errlen = errlen};
     r.img = calloc(1, sizeof *r.img);

@@ -8,13 +8,17 @@
  *
  * | # | type               | shape                      | units |
  * |---|--------------------|----------------------------|-------|
- * | 0 | `mimprof.str`      | `word bytes`               | length, bytes (not NUL-terminated in the image) |
- * | 1 | `mimprof.words`    | `*: word`                  | count, values |
- * | 2 | `mimprof.refs`     | `*: word ref`              | count, objects |
- * | 3 | `mimprof.mapping`  | `ref ref ref word word`    | path (str), build-id (str, lower-case hex, "" if none), segments (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) |
- * | 4 | `mimprof.stack`    | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or nil), then one `code` foreign unit per frame, innermost first |
- * | 5 | `mimprof.live`     | `ref ref`                  | the live samples of one stack: stack, samples (words: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation, per sample, in live-table order) |
- * | 6 | `mimprof.interval` | `ref word word word`       | allocations since the last report, per stack: stack, objects (double bits), bytes (double bits), records |
+ * | 0 | `mimprof.str`      | `word bytes`               | length, bytes (not NUL-terminated in the
+ * image) | | 1 | `mimprof.words`    | `*: word`                  | count, values | | 2 |
+ * `mimprof.refs`     | `*: word ref`              | count, objects | | 3 | `mimprof.mapping`  |
+ * `ref ref ref word word`    | path (str), build-id (str, lower-case hex, "" if none), segments
+ * (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) | | 4 |
+ * `mimprof.stack`    | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or
+ * nil), then one `code` foreign unit per frame, innermost first | | 5 | `mimprof.live`     | `ref
+ * ref`                  | the live samples of one stack: stack, samples (words: requested size,
+ * weight as IEEE-754 double bits (the objects it stands for), session generation, per sample, in
+ * live-table order) | | 6 | `mimprof.interval` | `ref word word word`       | allocations since the
+ * last report, per stack: stack, objects (double bits), bytes (double bits), records |
  *
  * Frames are return addresses named `code(build-id, path, offset)` by the
  * image library (offset = address - load bias of the module). A frame in
@@ -39,9 +43,9 @@
  * | `mimprof.version`  | str    | the writer's mimprof-profiling version |
  * | `mimprof.config`   | words  | MP_HIMG_CFG_* (the session's mp_prof_config) |
  * | `mimprof.counters` | words  | MP_HIMG_CTR_* (mp_prof_stats at the snapshot) |
- * | `mimprof.mappings` | refs   | mappings, in the order of the report side's cache (pprof mapping ids follow it) |
- * | `mimprof.live`     | refs   | live samples, one `mimprof.live` per stack (in the order the live table first meets the stacks) |
- * | `mimprof.interval` | refs   | intervals |
+ * | `mimprof.mappings` | refs   | mappings, in the order of the report side's cache (pprof mapping
+ * ids follow it) | | `mimprof.live`     | refs   | live samples, one `mimprof.live` per stack (in
+ * the order the live table first meets the stacks) | | `mimprof.interval` | refs   | intervals |
  *
  * A change to any of this changes MP_HIMG_SCHEMA (and, for the types, the
  * image's type digest, which makes older readers refuse it by name).
@@ -79,14 +83,14 @@ typedef struct mp_himg_types {
 
 /* mimprof.meta words. */
 enum {
-    MP_HIMG_META_SCHEMA = 0,      /* MP_HIMG_SCHEMA */
-    MP_HIMG_META_PID,             /* the writing process */
-    MP_HIMG_META_SNAPSHOT_NS,     /* wall clock (ns since the epoch) of the snapshot */
-    MP_HIMG_META_INTERVAL_NS,     /* wall clock of the start of the interval (last report) */
-    MP_HIMG_META_GENERATION,      /* the session's generation */
-    MP_HIMG_META_NLIVE,           /* samples in mimprof.live (over all its stacks) */
-    MP_HIMG_META_NINTERVAL,       /* entries in mimprof.interval */
-    MP_HIMG_META_NSTACKS,         /* distinct stacks */
+    MP_HIMG_META_SCHEMA = 0,  /* MP_HIMG_SCHEMA */
+    MP_HIMG_META_PID,         /* the writing process */
+    MP_HIMG_META_SNAPSHOT_NS, /* wall clock (ns since the epoch) of the snapshot */
+    MP_HIMG_META_INTERVAL_NS, /* wall clock of the start of the interval (last report) */
+    MP_HIMG_META_GENERATION,  /* the session's generation */
+    MP_HIMG_META_NLIVE,       /* samples in mimprof.live (over all its stacks) */
+    MP_HIMG_META_NINTERVAL,   /* entries in mimprof.interval */
+    MP_HIMG_META_NSTACKS,     /* distinct stacks */
     MP_HIMG_META_COUNT
 };
 
@@ -128,9 +132,9 @@ enum {
 
 /* mimprof.mapping flags. */
 enum {
-    MP_HIMG_MAP_MAIN = 1,     /* the main program */
-    MP_HIMG_MAP_FILE = 2,     /* path names a file (not "[vdso]") */
-    MP_HIMG_MAP_LOADED = 4,   /* loaded at the snapshot (else retained after dlclose) */
+    MP_HIMG_MAP_MAIN = 1,   /* the main program */
+    MP_HIMG_MAP_FILE = 2,   /* path names a file (not "[vdso]") */
+    MP_HIMG_MAP_LOADED = 4, /* loaded at the snapshot (else retained after dlclose) */
     MP_HIMG_MAP_FLAGS = 7
 };
 
@@ -157,7 +161,6 @@ enum {
 
 /* A new registry (metadata width 0) with the schema's types registered,
  * and the types by index in `types`. Free with mp_img_registry_free(). */
-mp_img_status mp_himg_registry_new(mp_img_registry **out, mp_himg_types *types,
-                                   mp_img_error *err);
+mp_img_status mp_himg_registry_new(mp_img_registry **out, mp_himg_types *types, mp_img_error *err);
 
 #endif

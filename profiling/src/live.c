@@ -47,9 +47,9 @@ typedef struct stripe {
     /* Heap-image snapshot: while set, the stripe has not been copied yet
      * (see mp_live_snap_begin). Under the stripe lock. */
     bool snap_pending;
-    size_t snap_off;   /* this stripe's first slot in g_snap.v */
-    size_t snap_room;  /* slots reserved for it (its count at the instant) */
-    size_t snap_n;     /* slots it filled */
+    size_t snap_off;  /* this stripe's first slot in g_snap.v */
+    size_t snap_room; /* slots reserved for it (its count at the instant) */
+    size_t snap_n;    /* slots it filled */
 } stripe;
 
 static stripe g_stripes[STRIPES];
@@ -177,9 +177,8 @@ static void snap_copy(stripe *s)
     s->snap_pending = false;
     uint64_t dt = mp_now_nanos() - t0;
     uint64_t m = atomic_load_explicit(&g_snap.max_copy_ns, memory_order_relaxed);
-    while (dt > m && !atomic_compare_exchange_weak_explicit(&g_snap.max_copy_ns, &m, dt,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed))
+    while (dt > m && !atomic_compare_exchange_weak_explicit(
+                         &g_snap.max_copy_ns, &m, dt, memory_order_relaxed, memory_order_relaxed))
         ;
 }
 

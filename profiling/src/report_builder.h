@@ -25,9 +25,9 @@ enum {
 };
 
 typedef struct mp_report_options {
-    uint64_t period;          /* the sampling interval in bytes (period type space/bytes) */
-    int64_t time_nanos;       /* wall-clock start of the reported interval */
-    int64_t duration_nanos;   /* length of the reported interval */
+    uint64_t period;             /* the sampling interval in bytes (period type space/bytes) */
+    int64_t time_nanos;          /* wall-clock start of the reported interval */
+    int64_t duration_nanos;      /* length of the reported interval */
     mp_prof_symbolize symbolize; /* none | functions | lines */
 } mp_report_options;
 

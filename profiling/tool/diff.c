@@ -142,7 +142,8 @@ int mpt_diff_print(FILE *out, const mpt_profile *base, const mpt_profile *cur, c
         grew++;
     /* Shrank: from the end (largest decrease first). */
     size_t first_shrunk = grew;
-    while (first_shrunk < k && (by_cum ? dcum(&rows[first_shrunk]) : dflat(&rows[first_shrunk])) == 0)
+    while (first_shrunk < k &&
+           (by_cum ? dcum(&rows[first_shrunk]) : dflat(&rows[first_shrunk])) == 0)
         first_shrunk++;
     size_t nshrunk = k - first_shrunk;
     for (size_t x = 0; x < nshrunk / 2; x++) {

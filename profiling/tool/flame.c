@@ -27,7 +27,7 @@
 enum { PAD = 10, FRAME_H = 16, HEADER_H = 44, FOOTER_H = 30 };
 
 typedef struct fnode {
-    uint32_t name;   /* interned id; UINT32_MAX = the root "all" */
+    uint32_t name; /* interned id; UINT32_MAX = the root "all" */
     uint32_t parent;
     int64_t value;
 } fnode;
@@ -178,12 +178,23 @@ static void xml_put(FILE *out, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '&': fputs("&amp;", out); break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '"': fputs("&quot;", out); break;
-        case '\'': fputs("&#39;", out); break;
-        default: fputc(*s, out);
+        case '&':
+            fputs("&amp;", out);
+            break;
+        case '<':
+            fputs("&lt;", out);
+            break;
+        case '>':
+            fputs("&gt;", out);
+            break;
+        case '"':
+            fputs("&quot;", out);
+            break;
+        case '\'':
+            fputs("&#39;", out);
+            break;
+        default:
+            fputc(*s, out);
         }
     }
 }
@@ -209,7 +220,7 @@ static void colour(const char *name, int rgb[3])
 
 typedef struct frame_out {
     FILE *out;
-    double scale;  /* px per value unit */
+    double scale; /* px per value unit */
     int64_t total;
     const char *unit;
     unsigned height;
@@ -233,7 +244,9 @@ static void emit_frame(const frame_out *fo, const char *name, bool merged, int64
     fputs("<title>", out);
     xml_put(out, shown);
     fprintf(out, " (%s, %.2f%%)</title>", vbuf, 100.0 * (double)value / (double)fo->total);
-    fprintf(out, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" rx=\"2\" fill=\"rgb(%d,%d,%d)\"/>",
+    fprintf(out,
+            "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" rx=\"2\" "
+            "fill=\"rgb(%d,%d,%d)\"/>",
             x, y, w, FRAME_H - 1, rgb[0], rgb[1], rgb[2]);
     /* Text: about 7 px per character at 12 px Verdana. */
     long fit = (long)((w - 6.0) / 7.0);
@@ -294,8 +307,10 @@ static const char FLAME_JS[] =
     "if(t){t.setAttribute('x',(px+3).toFixed(2));fit(t,fname(g),pw);}}\n"
     "function all(){return frames.querySelectorAll('g.f');}\n"
     "function zoom(z){var zx=num(z,'data-x'),zw=num(z,'data-w'),zd=num(z,'data-d'),e=1e-9;\n"
-    " zoomed=z;all().forEach(function(g){var x=num(g,'data-x'),w=num(g,'data-w'),d=num(g,'data-d');\n"
-    "  if(d<zd&&x<=zx+e&&x+w>=zx+zw-e){g.style.display='';g.classList.add('parent');place(g,0,1);}\n"
+    " zoomed=z;all().forEach(function(g){var "
+    "x=num(g,'data-x'),w=num(g,'data-w'),d=num(g,'data-d');\n"
+    "  "
+    "if(d<zd&&x<=zx+e&&x+w>=zx+zw-e){g.style.display='';g.classList.add('parent');place(g,0,1);}\n"
     "  else if(d>=zd&&x>=zx-e&&x+w<=zx+zw+e){g.style.display='';g.classList.remove('parent');"
     "place(g,(x-zx)/zw,w/zw);}\n"
     "  else g.style.display='none';});\n"
@@ -333,7 +348,7 @@ int mpt_flame_write(FILE *out, const mpt_profile *p, size_t type, const mpt_flam
     /* Pass 1: the drawn depth; pass 2: output. Both walk the same visible
      * tree with an explicit stack (stacks may be deep). */
     typedef struct item {
-        uint32_t node;  /* UINT32_MAX: a merged group */
+        uint32_t node; /* UINT32_MAX: a merged group */
         uint32_t depth;
         int64_t x;
         int64_t value;
@@ -354,9 +369,10 @@ int mpt_flame_write(FILE *out, const mpt_profile *p, size_t type, const mpt_flam
             fo.height = height;
             char tname[96];
             mpt_display_name(p->type_name[type], tname, sizeof tname, 60);
-            fprintf(out, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-                         "<svg version=\"1.1\" width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
-                         "xmlns=\"http://www.w3.org/2000/svg\">\n",
+            fprintf(out,
+                    "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+                    "<svg version=\"1.1\" width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
+                    "xmlns=\"http://www.w3.org/2000/svg\">\n",
                     width, height, width, height);
             fprintf(out, "<style>\n%s</style>\n<script><![CDATA[\n%s]]></script>\n", FLAME_CSS,
                     FLAME_JS);
@@ -372,21 +388,27 @@ int mpt_flame_write(FILE *out, const mpt_profile *p, size_t type, const mpt_flam
             }
             char tot[32];
             mpt_format_value(tot, sizeof tot, (double)total, p->type_unit[type]);
-            fprintf(out, "</text>\n<text x=\"%d\" y=\"40\" style=\"font-size:11px;fill:#555\">total %s"
-                         "; click a frame to zoom, Ctrl-F or the box to search</text>\n",
+            fprintf(out,
+                    "</text>\n<text x=\"%d\" y=\"40\" style=\"font-size:11px;fill:#555\">total %s"
+                    "; click a frame to zoom, Ctrl-F or the box to search</text>\n",
                     PAD, tot);
-            fprintf(out, "<text id=\"unzoom\" class=\"button hide\" x=\"%d\" y=\"24\">Reset zoom</text>\n", PAD);
-            fprintf(out, "<foreignObject x=\"%u\" y=\"8\" width=\"280\" height=\"26\">"
-                         "<input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"search\" type=\"search\" "
-                         "placeholder=\"search (regex)\"/></foreignObject>\n",
+            fprintf(
+                out,
+                "<text id=\"unzoom\" class=\"button hide\" x=\"%d\" y=\"24\">Reset zoom</text>\n",
+                PAD);
+            fprintf(out,
+                    "<foreignObject x=\"%u\" y=\"8\" width=\"280\" height=\"26\">"
+                    "<input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"search\" type=\"search\" "
+                    "placeholder=\"search (regex)\"/></foreignObject>\n",
                     width - 290);
             fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n", PAD, height - 10);
-            fprintf(out, "<text id=\"matched\" x=\"%u\" y=\"%u\" style=\"text-anchor:end\"> </text>\n",
+            fprintf(out,
+                    "<text id=\"matched\" x=\"%u\" y=\"%u\" style=\"text-anchor:end\"> </text>\n",
                     width - PAD, height - 10);
             fputs("<g id=\"frames\">\n", out);
             if (total <= 0) {
-                fprintf(out, "<text x=\"%d\" y=\"%u\">no positive values of this type</text>\n", PAD,
-                        height - FOOTER_H - 4);
+                fprintf(out, "<text x=\"%d\" y=\"%u\">no positive values of this type</text>\n",
+                        PAD, height - FOOTER_H - 4);
                 break;
             }
         }
@@ -402,8 +424,8 @@ int mpt_flame_write(FILE *out, const mpt_profile *p, size_t type, const mpt_flam
                 snprintf(label, sizeof label, "[%u frames merged]", it.count);
                 emit_frame(&fo, label, true, it.x, it.value, it.depth);
             } else {
-                emit_frame(&fo, it.node == 0 ? "all" : p->names[t.nodes[it.node].name], false,
-                           it.x, it.value, it.depth);
+                emit_frame(&fo, it.node == 0 ? "all" : p->names[t.nodes[it.node].name], false, it.x,
+                           it.value, it.depth);
             }
             if (it.node == UINT32_MAX)
                 continue;

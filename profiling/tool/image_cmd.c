@@ -29,13 +29,15 @@ static const char USAGE_IMAGE[] =
     "MIMPROF_IMAGE=DIR, read here without the process.\n"
     "\n"
     "commands:\n"
-    "  pprof FILE -o OUT     the profile report() gave at the snapshot (OUT.gz: gzipped; - = stdout)\n"
+    "  pprof FILE -o OUT     the profile report() gave at the snapshot (OUT.gz: gzipped; - = "
+    "stdout)\n"
     "  top FILE              the top functions (as mimprof top)\n"
     "  diff BASE NEW         what grew and shrank between two images (as mimprof diff)\n"
     "  info FILE             when, who, configuration, counters, totals, mappings\n"
     "\n"
     "options:\n"
-    "      --binary-path DIR  also look for the mappings' files in DIR: DIR/.build-id/xx/yyyy.debug,\n"
+    "      --binary-path DIR  also look for the mappings' files in DIR: "
+    "DIR/.build-id/xx/yyyy.debug,\n"
     "                         DIR/.build-id/xx/yyyy, DIR/<path>, DIR/<basename>\n"
     "  -s, --symbolize MODE   none | functions | lines (default: the image's session setting)\n"
     "  -o, --output OUT       (pprof) output file\n"
@@ -230,7 +232,9 @@ static const char *when(uint64_t ns, char *buf, size_t n)
 
 static const char *mode_name(int m)
 {
-    return m == MP_PROF_SYMBOLIZE_NONE ? "none" : m == MP_PROF_SYMBOLIZE_LINES ? "lines" : "functions";
+    return m == MP_PROF_SYMBOLIZE_NONE    ? "none"
+           : m == MP_PROF_SYMBOLIZE_LINES ? "lines"
+                                          : "functions";
 }
 
 static int cmd_info(const char *file, const img_opts *o)
@@ -279,19 +283,18 @@ static int cmd_info(const char *file, const img_opts *o)
            "stacks", img->nstacks, (unsigned long long)frames, (unsigned long long)named,
            (unsigned long long)(frames - named));
     const mp_prof_stats *s = &img->counters;
-    printf("%-12s taken %llu, reported %llu, waiting %llu, discarded %llu, dropped %llu "
-           "(registration %llu, teardown %llu, overflow %llu), live-table drops %llu, "
-           "threads %llu\n",
-           "counters", (unsigned long long)s->samples_taken,
-           (unsigned long long)s->samples_reported,
-           (unsigned long long)(s->ring_records + s->overflow_records),
-           (unsigned long long)s->records_discarded,
-           (unsigned long long)(s->dropped_registration + s->dropped_teardown +
-                                s->dropped_overflow_full),
-           (unsigned long long)s->dropped_registration, (unsigned long long)s->dropped_teardown,
-           (unsigned long long)s->dropped_overflow_full,
-           (unsigned long long)s->dropped_live_table_full,
-           (unsigned long long)s->registered_threads);
+    printf(
+        "%-12s taken %llu, reported %llu, waiting %llu, discarded %llu, dropped %llu "
+        "(registration %llu, teardown %llu, overflow %llu), live-table drops %llu, "
+        "threads %llu\n",
+        "counters", (unsigned long long)s->samples_taken, (unsigned long long)s->samples_reported,
+        (unsigned long long)(s->ring_records + s->overflow_records),
+        (unsigned long long)s->records_discarded,
+        (unsigned long long)(s->dropped_registration + s->dropped_teardown +
+                             s->dropped_overflow_full),
+        (unsigned long long)s->dropped_registration, (unsigned long long)s->dropped_teardown,
+        (unsigned long long)s->dropped_overflow_full,
+        (unsigned long long)s->dropped_live_table_full, (unsigned long long)s->registered_threads);
     printf("mappings (%zu)\n", img->nmaps);
     for (size_t i = 0; i < img->nmaps; i++) {
         const mp_himg_mapping *mp = &img->maps[i];
@@ -359,8 +362,10 @@ int mpt_cmd_image(int argc, char **argv)
             else if (strcmp(optarg, "lines") == 0)
                 o.symbolize = MP_PROF_SYMBOLIZE_LINES;
             else {
-                fprintf(stderr, "mimprof image: --symbolize wants none, functions or lines, "
-                                "not '%s'\n", optarg);
+                fprintf(stderr,
+                        "mimprof image: --symbolize wants none, functions or lines, "
+                        "not '%s'\n",
+                        optarg);
                 return MPT_EXIT_USAGE;
             }
             break;

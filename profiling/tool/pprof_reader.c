@@ -280,10 +280,7 @@ static const char *str_at(decoder *d, int64_t i, const char *what)
     return s != NULL ? s : "";
 }
 
-static char *dup_or_null(const char *s)
-{
-    return strdup(s != NULL ? s : "");
-}
+static char *dup_or_null(const char *s) { return strdup(s != NULL ? s : ""); }
 
 static const char *base_name(const char *path)
 {
@@ -299,9 +296,9 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
     int rc = -1;
     interner in = {0};
     idmap fmap = {0}, mmap_ = {0}, lmap = {0};
-    size_t *loc_off = NULL;   /* frames of each location: loc_frames[loc_off[i] .. loc_off[i+1]) */
+    size_t *loc_off = NULL; /* frames of each location: loc_frames[loc_off[i] .. loc_off[i+1]) */
     uint32_t *loc_frames = NULL;
-    int64_t *fname = NULL;    /* interned name id per function, -1 = unnamed */
+    int64_t *fname = NULL; /* interned name id per function, -1 = unnamed */
 
     /* Sample types. */
     p->ntypes = pb->n_sample_type;
@@ -467,7 +464,8 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
         }
         for (size_t j = 0; j < sm->n_label; j++) {
             const Perftools__Profiles__Label *lb = sm->label[j];
-            if (str_at(d, lb->key, "a label key") == NULL || str_at(d, lb->str, "a label") == NULL ||
+            if (str_at(d, lb->key, "a label key") == NULL ||
+                str_at(d, lb->str, "a label") == NULL ||
                 str_at(d, lb->num_unit, "a label unit") == NULL)
                 goto out;
         }
@@ -513,8 +511,8 @@ out:
     return rc;
 }
 
-int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim,
-                      mpt_profile **out, char *err, size_t errlen)
+int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim, mpt_profile **out,
+                      char *err, size_t errlen)
 {
     mpt_limits dl;
     if (lim == NULL) {
@@ -572,7 +570,8 @@ int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out,
     for (;;) {
         if (len == cap) {
             if (cap > lim->max_inflated) {
-                fail(err, errlen, "%s: larger than the limit of %zu bytes", path, lim->max_inflated);
+                fail(err, errlen, "%s: larger than the limit of %zu bytes", path,
+                     lim->max_inflated);
                 goto done;
             }
             uint8_t *nb = realloc(buf, cap * 2);

@@ -25,20 +25,20 @@ typedef struct mpt_limits {
 
 typedef struct mpt_profile {
     size_t ntypes;
-    char **type_name;      /* sample type names, e.g. "inuse_space" */
-    char **type_unit;      /* their units, e.g. "bytes" */
-    size_t default_type;   /* default_sample_type if set, else the last type */
+    char **type_name;    /* sample type names, e.g. "inuse_space" */
+    char **type_unit;    /* their units, e.g. "bytes" */
+    size_t default_type; /* default_sample_type if set, else the last type */
 
     size_t nnames;
-    char **names;          /* interned frame names (distinct strings) */
+    char **names; /* interned frame names (distinct strings) */
 
     size_t nsamples;
-    size_t *stack_off;     /* nsamples + 1 offsets into frames[] */
-    uint32_t *frames;      /* frame name ids, leaf (innermost) first */
-    int64_t *values;       /* nsamples * ntypes, row-major */
+    size_t *stack_off; /* nsamples + 1 offsets into frames[] */
+    uint32_t *frames;  /* frame name ids, leaf (innermost) first */
+    int64_t *values;   /* nsamples * ntypes, row-major */
 
     int64_t period;
-    char *period_type;     /* may be "" */
+    char *period_type; /* may be "" */
     char *period_unit;
     int64_t time_nanos;
     int64_t duration_nanos;
@@ -49,12 +49,12 @@ void mpt_limits_init(mpt_limits *lim);
 
 /* Parses `len` bytes (gzip or raw pprof). On failure returns -1 and
  * writes a one-line reason into err. `lim` may be NULL (defaults). */
-int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim,
-                      mpt_profile **out, char *err, size_t errlen);
+int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim, mpt_profile **out,
+                      char *err, size_t errlen);
 
 /* Reads and parses a file ("-" is standard input). */
-int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out,
-                     char *err, size_t errlen);
+int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out, char *err,
+                     size_t errlen);
 
 void mpt_profile_free(mpt_profile *p);
 

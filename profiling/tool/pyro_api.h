@@ -22,7 +22,7 @@
 #endif
 
 /* The file name of the library (its soname) and of its development link. */
-#define MPT_PYRO_SONAME "libmimprof-pyroscope.so.0"
+#define MPT_PYRO_SONAME  "libmimprof-pyroscope.so.0"
 #define MPT_PYRO_DEVNAME "libmimprof-pyroscope.so"
 
 #if MPT_HAVE_PYROSCOPE
@@ -30,8 +30,8 @@
 
 /* One pointer per function used, typed from the header's prototypes. */
 typedef struct mpt_pyro_api {
-    void *lib;  /* dlopen() handle; NULL when not loaded */
-    void *dep;  /* the sibling libmimprof-profiling, when loaded for it */
+    void *lib; /* dlopen() handle; NULL when not loaded */
+    void *dep; /* the sibling libmimprof-profiling, when loaded for it */
     __typeof__(mp_pyro_strerror) *strerror;
     __typeof__(mp_pyro_config_new) *config_new;
     __typeof__(mp_pyro_config_free) *config_free;

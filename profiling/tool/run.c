@@ -51,16 +51,16 @@
 enum { EXIT_CANNOT_RUN = 127, EXIT_OWN_ERROR = 125 };
 
 typedef struct run_opts {
-    uint64_t interval;      /* 0: the preload's default */
-    const char *allocator;  /* mimalloc | jemalloc */
-    const char *every;      /* as given, validated */
+    uint64_t interval;     /* 0: the preload's default */
+    const char *allocator; /* mimalloc | jemalloc */
+    const char *every;     /* as given, validated */
     uint64_t every_ms;
     const char *out_dir;
-    const char *symbolize;  /* none | functions | lines */
+    const char *symbolize; /* none | functions | lines */
     const char *seed;
     const char *max_depth;
-    int follow_fork;        /* -1: default (yes) */
-    int follow_exec;        /* -1: default (no) */
+    int follow_fork; /* -1: default (yes) */
+    int follow_exec; /* -1: default (no) */
     bool quiet;
     bool every_given;
     bool out_given;
@@ -69,13 +69,13 @@ typedef struct run_opts {
     const char *pyro_app;
     const char *pyro_tenant;
     const char *pyro_protocol;
-    char *pyro_basic;       /* USER[:PASS] in basic_buf (the argv copy is blanked) */
-    char *pyro_bearer;      /* in bearer_buf, likewise */
+    char *pyro_basic;  /* USER[:PASS] in basic_buf (the argv copy is blanked) */
+    char *pyro_bearer; /* in bearer_buf, likewise */
     char basic_buf[4096];
     char bearer_buf[4096];
     const char *pyro_tags[64];
     int pyro_ntags;
-    bool pyro;              /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
+    bool pyro; /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
     /* Heap images (MIMPROF_IMAGE*, runtime/image_runtime.h) */
     bool image_on_exit;
     const char *image_every; /* as given, validated */
@@ -158,10 +158,7 @@ static int find_preload(const char *alloc, char *out, size_t outlen, char *looke
 
 /* Hides a secret given on the command line from ps (/proc/PID/cmdline
  * shows this process's argv memory) once it has been copied. */
-static void blank(char *s)
-{
-    memset(s, 'x', strlen(s));
-}
+static void blank(char *s) { memset(s, 'x', strlen(s)); }
 
 #if MPT_HAVE_PYROSCOPE
 /* Loads libmimprof-pyroscope: $MIMPROF_PYROSCOPE_LIB alone when set; else
@@ -230,8 +227,9 @@ static int setup_pyroscope(run_opts *o, const char *preload)
     /* Uploading was asked for by the flag, or by the environment alone. */
     const char *who = o->pyro_url != NULL ? "--pyroscope" : "PYROSCOPE_SERVER_ADDRESS";
     if (find_pyroscope(preload, &api, looked, sizeof looked, err, sizeof err) != 0) {
-        fprintf(stderr, "mimprof run: %s needs libmimprof-pyroscope (looked in: %s%s%s; "
-                        "set MIMPROF_PYROSCOPE_LIB, or build the workspace with -Dpyroscope=enabled)\n",
+        fprintf(stderr,
+                "mimprof run: %s needs libmimprof-pyroscope (looked in: %s%s%s; "
+                "set MIMPROF_PYROSCOPE_LIB, or build the workspace with -Dpyroscope=enabled)\n",
                 who, looked, err[0] ? "; " : "", err);
         return -1;
     }
@@ -244,8 +242,10 @@ static int setup_pyroscope(run_opts *o, const char *preload)
             *colon = '\0';
         basic_pass = colon != NULL ? colon + 1 : getenv("PYROSCOPE_BASIC_AUTH_PASSWORD");
         if (basic_pass == NULL || basic_pass[0] == '\0') {
-            fprintf(stderr, "mimprof run: --basic-auth %s has no password (USER:PASS, or USER and "
-                            "PYROSCOPE_BASIC_AUTH_PASSWORD)\n", o->pyro_basic);
+            fprintf(stderr,
+                    "mimprof run: --basic-auth %s has no password (USER:PASS, or USER and "
+                    "PYROSCOPE_BASIC_AUTH_PASSWORD)\n",
+                    o->pyro_basic);
             mpt_pyro_close(&api);
             return -1;
         }
@@ -300,8 +300,10 @@ static int setup_pyroscope(run_opts *o, const char *preload)
     if (st != MP_PYRO_OK) {
         const char *why = cfg != NULL ? api.config_error(cfg) : "";
         const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
-        if (st == MP_PYRO_E_NOT_CONFIGURED && o->pyro_app == NULL && (app == NULL || app[0] == '\0'))
-            fprintf(stderr, "mimprof run: %s needs --app NAME (or PYROSCOPE_APPLICATION_NAME)\n", who);
+        if (st == MP_PYRO_E_NOT_CONFIGURED && o->pyro_app == NULL &&
+            (app == NULL || app[0] == '\0'))
+            fprintf(stderr, "mimprof run: %s needs --app NAME (or PYROSCOPE_APPLICATION_NAME)\n",
+                    who);
         else
             fprintf(stderr, "mimprof run: %s%s%s\n", what != NULL ? what : "",
                     what != NULL ? ": " : "", why != NULL && why[0] ? why : api.strerror(st));
@@ -467,8 +469,24 @@ static int run_command(run_opts *op, char **cmd);
 
 int mpt_cmd_run(int argc, char **argv)
 {
-    enum { O_FF = 256, O_NFF, O_FE, O_NFE, O_SEED, O_DEPTH, O_PYRO, O_APP, O_TAG, O_TENANT,
-           O_BASIC, O_BEARER, O_PROTO, O_IMG_EXIT, O_IMG_EVERY, O_IMG_DIR };
+    enum {
+        O_FF = 256,
+        O_NFF,
+        O_FE,
+        O_NFE,
+        O_SEED,
+        O_DEPTH,
+        O_PYRO,
+        O_APP,
+        O_TAG,
+        O_TENANT,
+        O_BASIC,
+        O_BEARER,
+        O_PROTO,
+        O_IMG_EXIT,
+        O_IMG_EVERY,
+        O_IMG_DIR
+    };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
         {"allocator", required_argument, NULL, 'a'},
@@ -501,8 +519,12 @@ int mpt_cmd_run(int argc, char **argv)
     /* --symbolize functions by default: DWARF line tables (`lines`) cost a
      * one-off ~0.2-1 s per process where separate debug info is installed
      * (BENCHMARKS.md), and the views only need function names. */
-    run_opts o = {.allocator = "mimalloc", .every = "10s", .every_ms = 10000,
-                  .out_dir = "mimprof-out", .symbolize = "functions", .follow_fork = -1,
+    run_opts o = {.allocator = "mimalloc",
+                  .every = "10s",
+                  .every_ms = 10000,
+                  .out_dir = "mimprof-out",
+                  .symbolize = "functions",
+                  .follow_fork = -1,
                   .follow_exec = -1};
     int c;
     optind = 1;
@@ -513,7 +535,10 @@ int mpt_cmd_run(int argc, char **argv)
         case 'i':
             if (!mpt_parse_size(optarg, &o.interval) || o.interval == 0 ||
                 o.interval > ((uint64_t)1 << 40)) {
-                fprintf(stderr, "mimprof run: --interval wants a size like 512k or 1m (1 B..1 TiB), not '%s'\n", optarg);
+                fprintf(
+                    stderr,
+                    "mimprof run: --interval wants a size like 512k or 1m (1 B..1 TiB), not '%s'\n",
+                    optarg);
                 return EXIT_OWN_ERROR;
             }
             break;
@@ -524,7 +549,9 @@ int mpt_cmd_run(int argc, char **argv)
             break;
         case 'e':
             if (!mpt_parse_duration_ms(optarg, &o.every_ms)) {
-                fprintf(stderr, "mimprof run: --every wants a duration like 10s, 500ms or 0, not '%s'\n", optarg);
+                fprintf(stderr,
+                        "mimprof run: --every wants a duration like 10s, 500ms or 0, not '%s'\n",
+                        optarg);
                 return EXIT_OWN_ERROR;
             }
             o.every = optarg;
@@ -539,10 +566,18 @@ int mpt_cmd_run(int argc, char **argv)
                 return EXIT_OWN_ERROR;
             o.symbolize = optarg;
             break;
-        case O_FF: o.follow_fork = 1; break;
-        case O_NFF: o.follow_fork = 0; break;
-        case O_FE: o.follow_exec = 1; break;
-        case O_NFE: o.follow_exec = 0; break;
+        case O_FF:
+            o.follow_fork = 1;
+            break;
+        case O_NFF:
+            o.follow_fork = 0;
+            break;
+        case O_FE:
+            o.follow_exec = 1;
+            break;
+        case O_NFE:
+            o.follow_exec = 0;
+            break;
         case O_SEED: {
             char *end;
             errno = 0;
@@ -567,17 +602,24 @@ int mpt_cmd_run(int argc, char **argv)
         case 'q':
             o.quiet = true;
             break;
-        case O_PYRO: o.pyro_url = optarg; break;
-        case O_APP: o.pyro_app = optarg; break;
+        case O_PYRO:
+            o.pyro_url = optarg;
+            break;
+        case O_APP:
+            o.pyro_app = optarg;
+            break;
         case O_TAG:
             if (o.pyro_ntags == (int)(sizeof o.pyro_tags / sizeof o.pyro_tags[0])) {
-                fprintf(stderr, "mimprof run: too many --tag options (Pyroscope keeps at most %d tags)\n",
+                fprintf(stderr,
+                        "mimprof run: too many --tag options (Pyroscope keeps at most %d tags)\n",
                         (int)(sizeof o.pyro_tags / sizeof o.pyro_tags[0]));
                 return EXIT_OWN_ERROR;
             }
             o.pyro_tags[o.pyro_ntags++] = optarg;
             break;
-        case O_TENANT: o.pyro_tenant = optarg; break;
+        case O_TENANT:
+            o.pyro_tenant = optarg;
+            break;
         case O_BASIC:
         case O_BEARER: {
             char *buf = c == O_BASIC ? o.basic_buf : o.bearer_buf;
@@ -599,17 +641,23 @@ int mpt_cmd_run(int argc, char **argv)
                 return EXIT_OWN_ERROR;
             o.pyro_protocol = optarg;
             break;
-        case O_IMG_EXIT: o.image_on_exit = true; break;
+        case O_IMG_EXIT:
+            o.image_on_exit = true;
+            break;
         case O_IMG_EVERY: {
             uint64_t ms;
             if (!mpt_parse_duration_ms(optarg, &ms) || ms == 0) {
-                fprintf(stderr, "mimprof run: --image-every wants a duration like 1m or 500ms, not '%s'\n", optarg);
+                fprintf(stderr,
+                        "mimprof run: --image-every wants a duration like 1m or 500ms, not '%s'\n",
+                        optarg);
                 return EXIT_OWN_ERROR;
             }
             o.image_every = optarg;
             break;
         }
-        case O_IMG_DIR: o.image_dir = optarg; break;
+        case O_IMG_DIR:
+            o.image_dir = optarg;
+            break;
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;
@@ -623,7 +671,8 @@ int mpt_cmd_run(int argc, char **argv)
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "mimprof run: no command to run (mimprof run [options] -- CMD [ARGS...])\n");
+        fprintf(stderr,
+                "mimprof run: no command to run (mimprof run [options] -- CMD [ARGS...])\n");
         return EXIT_OWN_ERROR;
     }
 
@@ -635,8 +684,9 @@ static int run_command(run_opts *op, char **cmd)
     run_opts o = *op; /* (its secrets stay in *op's buffers) */
     char preload[PATH_MAX], looked[4096];
     if (find_preload(o.allocator, preload, sizeof preload, looked, sizeof looked) != 0) {
-        fprintf(stderr, "mimprof run: cannot find libmimprof-preload-%s.so (looked in: %s; "
-                        "set MIMPROF_PRELOAD_DIR, or build with the %s provider)\n",
+        fprintf(stderr,
+                "mimprof run: cannot find libmimprof-preload-%s.so (looked in: %s; "
+                "set MIMPROF_PRELOAD_DIR, or build with the %s provider)\n",
                 o.allocator, looked, o.allocator);
         return EXIT_OWN_ERROR;
     }
@@ -644,8 +694,9 @@ static int run_command(run_opts *op, char **cmd)
     o.pyro = o.pyro_url != NULL || (server != NULL && server[0] != '\0');
     if (!o.pyro && (o.pyro_app != NULL || o.pyro_ntags > 0 || o.pyro_tenant != NULL ||
                     o.pyro_basic != NULL || o.pyro_bearer != NULL || o.pyro_protocol != NULL)) {
-        fprintf(stderr, "mimprof run: --app, --tag, --tenant, --basic-auth, --bearer-token and "
-                        "--pyroscope-protocol need --pyroscope URL (or PYROSCOPE_SERVER_ADDRESS)\n");
+        fprintf(stderr,
+                "mimprof run: --app, --tag, --tenant, --basic-auth, --bearer-token and "
+                "--pyroscope-protocol need --pyroscope URL (or PYROSCOPE_SERVER_ADDRESS)\n");
         return EXIT_OWN_ERROR;
     }
     if (o.pyro_basic != NULL && o.pyro_bearer != NULL) {

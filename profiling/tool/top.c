@@ -62,8 +62,8 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
     mpt_format_value(tot, sizeof tot, (double)total, unit);
     fprintf(out, "Type: %s (%s)\n", mpt_display_name(p->type_name[t], tn, sizeof tn, 60),
             mpt_display_name(unit, un, sizeof un, 40));
-    fprintf(out, "Total: %s in %zu samples; showing top %zu of %zu functions%s\n", tot,
-            p->nsamples, shown, nrows, cum_order ? ", by cum" : "");
+    fprintf(out, "Total: %s in %zu samples; showing top %zu of %zu functions%s\n", tot, p->nsamples,
+            shown, nrows, cum_order ? ", by cum" : "");
     fprintf(out, "%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
     int64_t sum = 0;
     for (size_t i = 0; i < shown; i++) {

@@ -39,11 +39,24 @@ bool mpt_parse_size(const char *s, uint64_t *out)
     unsigned shift = 0;
     if (*s != '\0') {
         switch (*s) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        case 'b': case 'B': shift = 0; break;
-        default: return false;
+        case 'k':
+        case 'K':
+            shift = 10;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            break;
+        case 'b':
+        case 'B':
+            shift = 0;
+            break;
+        default:
+            return false;
         }
         if (*s != 'b' && *s != 'B')
             s++;

@@ -37,9 +37,9 @@ int mpt_diff_print(FILE *out, const mpt_profile *base, const mpt_profile *cur, c
                    size_t n, bool by_cum, char *err, size_t errlen);
 
 typedef struct mpt_flame_opts {
-    const char *title;   /* NULL: "Flame graph: <type>" */
-    unsigned width;      /* image width in px; default 1200 */
-    double min_width;    /* siblings narrower than this (px) merge; default 1.0 */
+    const char *title; /* NULL: "Flame graph: <type>" */
+    unsigned width;    /* image width in px; default 1200 */
+    double min_width;  /* siblings narrower than this (px) merge; default 1.0 */
 } mpt_flame_opts;
 
 void mpt_flame_opts_init(mpt_flame_opts *o);

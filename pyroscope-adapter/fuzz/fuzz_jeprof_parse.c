@@ -30,13 +30,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mp_jeprof_unbias(s->objs, s->bytes, d.period, &o, &b);
         if (!(o >= 0) || !(b >= 0) || isnan(o) || isnan(b))
             abort();
-        if (s->objs && s->bytes && (o < (double)s->objs * 0.999999 || b < (double)s->bytes * 0.999999))
+        if (s->objs && s->bytes &&
+            (o < (double)s->objs * 0.999999 || b < (double)s->bytes * 0.999999))
             abort(); /* unbiasing never shrinks */
     }
-    mp_pyro_mapping map = {.start = 0x1000, .limit = 0x7fffffffffff, .offset = 0, .file = "fuzz",
-                           .build_id = "00", .object = 1};
-    mp_pyro_heap_options opt = {.maps = &map, .nmaps = 1, .skip_object = (size % 2) ? 1 : -1,
-                                .symbolize = false, .time_nanos = 1, .duration_nanos = 1};
+    mp_pyro_mapping map = {.start = 0x1000,
+                           .limit = 0x7fffffffffff,
+                           .offset = 0,
+                           .file = "fuzz",
+                           .build_id = "00",
+                           .object = 1};
+    mp_pyro_heap_options opt = {.maps = &map,
+                                .nmaps = 1,
+                                .skip_object = (size % 2) ? 1 : -1,
+                                .symbolize = false,
+                                .time_nanos = 1,
+                                .duration_nanos = 1};
     uint8_t *out;
     size_t len;
     if (mp_pyro_heap_pprof(&d, &opt, &out, &len) == MP_PYRO_OK) {
@@ -45,7 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         for (size_t i = 0; i < p->n_sample; i++)
             for (size_t k = 0; k < p->sample[i]->n_location_id; k++)
-                if (p->sample[i]->location_id[k] == 0 || p->sample[i]->location_id[k] > p->n_location)
+                if (p->sample[i]->location_id[k] == 0 ||
+                    p->sample[i]->location_id[k] > p->n_location)
                     abort();
         perftools__profiles__profile__free_unpacked(p, NULL);
         free(out);

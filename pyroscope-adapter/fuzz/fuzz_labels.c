@@ -80,7 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *name = mp_pyro_buf_cstr(&b);
         char *papp, *keys[64], *vals[64];
         size_t n;
-        if (!name || !server_parse(name, &papp, keys, vals, &n) || strcmp(papp, app) != 0 || n != s.ntags)
+        if (!name || !server_parse(name, &papp, keys, vals, &n) || strcmp(papp, app) != 0 ||
+            n != s.ntags)
             abort();
         for (size_t i = 0; i < n; i++)
             if (strcmp(keys[i], s.tags[i].name) != 0 || strcmp(vals[i], s.tags[i].value) != 0)

@@ -163,8 +163,10 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a)
     pthread_mutex_unlock(&a->mu);
     if (a->backend)
         atomic_store(&a->backend->in_use, false);
-    mp_pyro_log(a->cfg, MP_PYRO_LOG_INFO, "stopped: %llu uploaded, %llu spooled, %llu left at the "
-                "deadline", (unsigned long long)a->st.uploaded, (unsigned long long)a->st.spooled,
+    mp_pyro_log(a->cfg, MP_PYRO_LOG_INFO,
+                "stopped: %llu uploaded, %llu spooled, %llu left at the "
+                "deadline",
+                (unsigned long long)a->st.uploaded, (unsigned long long)a->st.spooled,
                 (unsigned long long)a->disposed_at_stop);
     pthread_mutex_unlock(&a->stop_mu);
     return a->stop_status;
@@ -196,8 +198,9 @@ mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size
         pthread_mutex_unlock(&a->mu);
         return s;
     }
-    mp_pyro_agent_enqueue(a, (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = from_nanos,
-                              .until_ns = until_nanos});
+    mp_pyro_agent_enqueue(
+        a,
+        (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = from_nanos, .until_ns = until_nanos});
     return MP_PYRO_OK;
 }
 

@@ -29,10 +29,10 @@
 #include "queue.h"
 
 typedef enum dispose_reason {
-    DISPOSE_OVERFLOW,   /* queue full */
-    DISPOSE_EXHAUSTED,  /* retry budget spent */
-    DISPOSE_KEEP,       /* not retryable, profile fine */
-    DISPOSE_DEADLINE    /* stop deadline */
+    DISPOSE_OVERFLOW,  /* queue full */
+    DISPOSE_EXHAUSTED, /* retry budget spent */
+    DISPOSE_KEEP,      /* not retryable, profile fine */
+    DISPOSE_DEADLINE   /* stop deadline */
 } dispose_reason;
 
 struct mp_pyro_agent {
@@ -41,11 +41,11 @@ struct mp_pyro_agent {
     char spy[64];
     mp_pyro_http *http;
     mp_pyro_spool *spool;
-    mp_pyro_rng rng;            /* uploader thread only */
+    mp_pyro_rng rng; /* uploader thread only */
 
     pthread_mutex_t mu;
-    pthread_cond_t rep_cv;      /* CLOCK_REALTIME: report boundaries */
-    pthread_cond_t up_cv;       /* CLOCK_MONOTONIC: retries, deadline */
+    pthread_cond_t rep_cv; /* CLOCK_REALTIME: report boundaries */
+    pthread_cond_t up_cv;  /* CLOCK_MONOTONIC: retries, deadline */
     pthread_t reporter, uploader;
     pthread_mutex_t stop_mu;
 
@@ -56,9 +56,9 @@ struct mp_pyro_agent {
     bool reporter_done;
     bool uploader_done;
     bool stopped;
-    int64_t last_boundary_ns;   /* reporter: `from` of the next window */
-    int64_t flush_deadline_ns;  /* monotonic, set by stop */
-    int64_t spool_retry_at_ns;  /* monotonic: spool resend backoff */
+    int64_t last_boundary_ns;  /* reporter: `from` of the next window */
+    int64_t flush_deadline_ns; /* monotonic, set by stop */
+    int64_t spool_retry_at_ns; /* monotonic: spool resend backoff */
     uint32_t spool_attempts;
     uint64_t disposed_at_stop;
     mp_pyro_stats st;
@@ -66,7 +66,7 @@ struct mp_pyro_agent {
     char last_error[MP_PYRO_ERRLEN];
     mp_pyro_status stop_status;
 
-    _Atomic int64_t abort_at;   /* deadline for a request in flight */
+    _Atomic int64_t abort_at; /* deadline for a request in flight */
 };
 
 static inline struct timespec mp_pyro_ts_of(int64_t ns)

@@ -5,7 +5,8 @@
 
 #include "backend_int.h"
 
-mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state, mp_pyro_backend **out)
+mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state,
+                                   mp_pyro_backend **out)
 {
     if (!ops || !out || !ops->name || !ops->start || !ops->report || !ops->release || !ops->stop ||
         !ops->destroy)
@@ -33,10 +34,7 @@ const char *mp_pyro_backend_name(const mp_pyro_backend *b)
     return b ? b->ops->name(b->state) : "";
 }
 
-const char *mp_pyro_backend_error(const mp_pyro_backend *b)
-{
-    return b ? b->error : "";
-}
+const char *mp_pyro_backend_error(const mp_pyro_backend *b) { return b ? b->error : ""; }
 
 mp_pyro_status mp_pyro_backend_fail(mp_pyro_backend *b, mp_pyro_status s, const char *fmt, ...)
 {

@@ -12,7 +12,7 @@
 struct mp_pyro_backend {
     const mp_pyro_backend_ops *ops;
     void *state;
-    atomic_bool in_use;     /* claimed by an agent */
+    atomic_bool in_use; /* claimed by an agent */
     char error[MP_PYRO_ERRLEN];
 };
 

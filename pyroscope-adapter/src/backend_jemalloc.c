@@ -28,7 +28,8 @@ void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt)
     }
 }
 
-mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt, mp_pyro_backend **out)
+mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
+                                            mp_pyro_backend **out)
 {
     (void)opt;
     if (out)
@@ -70,7 +71,10 @@ static mp_pyro_status je_start(void *st)
 {
     je_state *j = st;
     if (!j->mallctl_given) {
-        union { void *p; mp_pyro_mallctl_fn f; } u = {.p = dlsym(RTLD_DEFAULT, "mallctl")};
+        union {
+            void *p;
+            mp_pyro_mallctl_fn f;
+        } u = {.p = dlsym(RTLD_DEFAULT, "mallctl")};
         j->mallctl = u.f;
     }
     if (!j->mallctl)
@@ -83,7 +87,8 @@ static mp_pyro_status je_start(void *st)
     if (rc != 0)
         return mp_pyro_backend_fail(j->self, MP_PYRO_E_UNSUPPORTED,
                                     "jemalloc has no heap profiler (built without --enable-prof): "
-                                    "opt.prof: %s", strerror(rc));
+                                    "opt.prof: %s",
+                                    strerror(rc));
     if (!prof)
         return mp_pyro_backend_fail(j->self, MP_PYRO_E_UNSUPPORTED,
                                     "jemalloc runs without profiling: start the program with "
@@ -152,7 +157,10 @@ static mp_pyro_status je_dump(je_state *j, char **text, size_t *len)
  * backtrace); -1 when that is the executable itself (static jemalloc). */
 static int jemalloc_object(je_state *j, const mp_pyro_mapping *m, size_t n)
 {
-    union { mp_pyro_mallctl_fn f; void *p; } u = {.f = j->mallctl};
+    union {
+        mp_pyro_mallctl_fn f;
+        void *p;
+    } u = {.f = j->mallctl};
     const mp_pyro_mapping *hit = mp_pyro_mapping_find(m, n, (uint64_t)(uintptr_t)u.p);
     return hit && hit->object != 0 ? (int)hit->object : -1;
 }
@@ -179,9 +187,13 @@ static mp_pyro_status je_report(void *st, const mp_pyro_window *w, mp_pyro_profi
         return MP_PYRO_E_NOMEM;
     }
     mp_pyro_heap_options o = {
-        .maps = maps, .nmaps = nmaps, .skip_object = jemalloc_object(j, maps, nmaps),
-        .symbolize = j->symbolize, .time_nanos = w->from_nanos,
-        .duration_nanos = w->until_nanos - w->from_nanos, .comment = j->comment,
+        .maps = maps,
+        .nmaps = nmaps,
+        .skip_object = jemalloc_object(j, maps, nmaps),
+        .symbolize = j->symbolize,
+        .time_nanos = w->from_nanos,
+        .duration_nanos = w->until_nanos - w->from_nanos,
+        .comment = j->comment,
     };
     s = mp_pyro_heap_pprof(&d, &o, &out->pprof, &out->len);
     mp_pyro_mappings_free(maps, nmaps);
@@ -212,11 +224,16 @@ static void je_destroy(void *st)
 }
 
 static const mp_pyro_backend_ops je_ops = {
-    .name = je_name, .start = je_start, .report = je_report, .release = je_release,
-    .stop = je_stop, .destroy = je_destroy,
+    .name = je_name,
+    .start = je_start,
+    .report = je_report,
+    .release = je_release,
+    .stop = je_stop,
+    .destroy = je_destroy,
 };
 
-mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt, mp_pyro_backend **out)
+mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
+                                            mp_pyro_backend **out)
 {
     if (!out)
         return MP_PYRO_E_INVALID_ARGUMENT;

@@ -28,10 +28,14 @@ static mp_pyro_status map_status(mimprof_state *m, mp_prof_status s, const char 
         return MP_PYRO_OK;
     mp_pyro_backend_fail(m->self, MP_PYRO_E_BACKEND, "%s: %s", what, mp_prof_strerror(s));
     switch (s) {
-    case MP_PROF_E_NOMEM: return MP_PYRO_E_NOMEM;
-    case MP_PROF_E_INACTIVE: return MP_PYRO_E_STATE;
-    case MP_PROF_E_UNSUPPORTED: return MP_PYRO_E_UNSUPPORTED;
-    default: return MP_PYRO_E_BACKEND;
+    case MP_PROF_E_NOMEM:
+        return MP_PYRO_E_NOMEM;
+    case MP_PROF_E_INACTIVE:
+        return MP_PYRO_E_STATE;
+    case MP_PROF_E_UNSUPPORTED:
+        return MP_PYRO_E_UNSUPPORTED;
+    default:
+        return MP_PYRO_E_BACKEND;
     }
 }
 
@@ -94,8 +98,12 @@ static void m_destroy(void *st)
 }
 
 static const mp_pyro_backend_ops mimprof_ops = {
-    .name = m_name, .start = m_start, .report = m_report, .release = m_release,
-    .stop = m_stop, .destroy = m_destroy,
+    .name = m_name,
+    .start = m_start,
+    .report = m_report,
+    .release = m_release,
+    .stop = m_stop,
+    .destroy = m_destroy,
 };
 
 static mp_pyro_status make(mimprof_state *m, mp_pyro_backend **out)

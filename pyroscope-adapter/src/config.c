@@ -38,8 +38,10 @@ mp_pyro_status mp_pyro_config_new(mp_pyro_config **out)
     c->request_timeout_ms = 10000;
     c->queue_capacity = 16;
     c->flush_deadline_ms = 5000;
-    c->retry = (mp_pyro_retry_policy){.max_attempts = 8, .initial_backoff_ms = 1000,
-                                      .max_backoff_ms = 30000, .budget_ms = 120000};
+    c->retry = (mp_pyro_retry_policy){.max_attempts = 8,
+                                      .initial_backoff_ms = 1000,
+                                      .max_backoff_ms = 30000,
+                                      .budget_ms = 120000};
     c->log_level = MP_PYRO_LOG_WARN;
     *out = c;
     return MP_PYRO_OK;
@@ -84,7 +86,11 @@ mp_pyro_status mp_pyro_config_copy(const mp_pyro_config *src, mp_pyro_config **o
     memset(&c->series, 0, sizeof c->series);
     c->nheaders = 0;
     bool bad = mp_pyro_series_copy(&src->series, &c->series) != MP_PYRO_OK;
-#define DUP(f) do { if (src->f && !(c->f = strdup(src->f))) bad = true; } while (0)
+#define DUP(f)                                                                                     \
+    do {                                                                                           \
+        if (src->f && !(c->f = strdup(src->f)))                                                    \
+            bad = true;                                                                            \
+    } while (0)
     DUP(server);
     DUP(basic_user);
     DUP(basic_password);
@@ -117,7 +123,8 @@ mp_pyro_status mp_pyro_config_set_server(mp_pyro_config *cfg, const char *url)
     if (!cfg)
         return MP_PYRO_E_INVALID_ARGUMENT;
     char *base, *user, *password;
-    mp_pyro_status st = mp_pyro_url_parse(url, &base, &user, &password, cfg->error, sizeof cfg->error);
+    mp_pyro_status st =
+        mp_pyro_url_parse(url, &base, &user, &password, cfg->error, sizeof cfg->error);
     if (st != MP_PYRO_OK)
         return st;
     free(cfg->server);
@@ -154,8 +161,8 @@ mp_pyro_status mp_pyro_config_add_tag(mp_pyro_config *cfg, const char *name, con
 {
     if (!cfg)
         return MP_PYRO_E_INVALID_ARGUMENT;
-    mp_pyro_status st = mp_pyro_series_add_tag(&cfg->series, name, value, cfg->error,
-                                               sizeof cfg->error);
+    mp_pyro_status st =
+        mp_pyro_series_add_tag(&cfg->series, name, value, cfg->error, sizeof cfg->error);
     return st == MP_PYRO_OK ? ok(cfg) : st;
 }
 
@@ -167,7 +174,8 @@ mp_pyro_status mp_pyro_config_add_tags(mp_pyro_config *cfg, const char *list)
     return st == MP_PYRO_OK ? ok(cfg) : st;
 }
 
-mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user, const char *password)
+mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user,
+                                             const char *password)
 {
     if (!cfg)
         return MP_PYRO_E_INVALID_ARGUMENT;
@@ -254,18 +262,19 @@ mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg, mp_pyro_protocol
     if (!cfg)
         return MP_PYRO_E_INVALID_ARGUMENT;
     if (protocol != MP_PYRO_PROTOCOL_INGEST && protocol != MP_PYRO_PROTOCOL_PUSH)
-        return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG, "unknown protocol %d", (int)protocol);
+        return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG, "unknown protocol %d",
+                                   (int)protocol);
     cfg->protocol = protocol;
     return ok(cfg);
 }
 
-static mp_pyro_status range(mp_pyro_config *cfg, const char *what, uint64_t v, uint64_t lo, uint64_t hi)
+static mp_pyro_status range(mp_pyro_config *cfg, const char *what, uint64_t v, uint64_t lo,
+                            uint64_t hi)
 {
     if (v < lo || v > hi)
-        return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
-                                   "%s is %llu; it must be within %llu..%llu", what,
-                                   (unsigned long long)v, (unsigned long long)lo,
-                                   (unsigned long long)hi);
+        return mp_pyro_config_fail(
+            cfg, MP_PYRO_E_INVALID_CONFIG, "%s is %llu; it must be within %llu..%llu", what,
+            (unsigned long long)v, (unsigned long long)lo, (unsigned long long)hi);
     return MP_PYRO_OK;
 }
 
@@ -279,7 +288,8 @@ mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config *cfg, uint32
     return st == MP_PYRO_OK ? ok(cfg) : st;
 }
 
-mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms, uint32_t request_ms)
+mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms,
+                                              uint32_t request_ms)
 {
     if (!cfg)
         return MP_PYRO_E_INVALID_ARGUMENT;

@@ -26,11 +26,11 @@ typedef struct mp_pyro_series {
 } mp_pyro_series;
 
 struct mp_pyro_config {
-    char *server;          /* base URL, no userinfo, no trailing '/' */
+    char *server; /* base URL, no userinfo, no trailing '/' */
     mp_pyro_series series;
     char *basic_user;
     char *basic_password;
-    bool basic_explicit;   /* set by mp_pyro_config_set_basic_auth, not from the URL */
+    bool basic_explicit; /* set by mp_pyro_config_set_basic_auth, not from the URL */
     char *bearer;
     char *tenant;
     mp_pyro_kv headers[MP_PYRO_MAX_HEADERS];

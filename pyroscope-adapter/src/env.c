@@ -41,14 +41,15 @@ static uint64_t parse_duration_ms(const char *s)
     return ms >= 1 && ms < 1e12 ? (uint64_t)(ms + 0.5) : 0;
 }
 
-#define CHECK(var, call)                                                                   \
-    do {                                                                                   \
-        mp_pyro_status st_ = (call);                                                       \
-        if (st_ != MP_PYRO_OK) {                                                           \
-            char why_[MP_PYRO_ERRLEN];                                                     \
-            snprintf(why_, sizeof why_, "%s", cfg->error);                                 \
-            return mp_pyro_config_fail(cfg, st_, "%s: %s", var, why_[0] ? why_ : mp_pyro_strerror(st_)); \
-        }                                                                                  \
+#define CHECK(var, call)                                                                           \
+    do {                                                                                           \
+        mp_pyro_status st_ = (call);                                                               \
+        if (st_ != MP_PYRO_OK) {                                                                   \
+            char why_[MP_PYRO_ERRLEN];                                                             \
+            snprintf(why_, sizeof why_, "%s", cfg->error);                                         \
+            return mp_pyro_config_fail(cfg, st_, "%s: %s", var,                                    \
+                                       why_[0] ? why_ : mp_pyro_strerror(st_));                    \
+        }                                                                                          \
     } while (0)
 
 mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
@@ -80,8 +81,10 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
         if (ms == 0 || ms > UINT32_MAX)
             return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
                                        "PYROSCOPE_UPLOAD_INTERVAL: '%.64s' is not a duration "
-                                       "(10s, 500ms, 1m)", v);
-        CHECK("PYROSCOPE_UPLOAD_INTERVAL", mp_pyro_config_set_upload_interval_ms(cfg, (uint32_t)ms));
+                                       "(10s, 500ms, 1m)",
+                                       v);
+        CHECK("PYROSCOPE_UPLOAD_INTERVAL",
+              mp_pyro_config_set_upload_interval_ms(cfg, (uint32_t)ms));
     }
     if ((v = env("MIMPROF_PYROSCOPE_PROTOCOL"))) {
         if (strcmp(v, "ingest") == 0)
@@ -91,7 +94,8 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
         else
             return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
                                        "MIMPROF_PYROSCOPE_PROTOCOL: '%.64s' is neither 'ingest' "
-                                       "nor 'push'", v);
+                                       "nor 'push'",
+                                       v);
     }
     if ((v = env("MIMPROF_PYROSCOPE_SPOOL_DIR")))
         CHECK("MIMPROF_PYROSCOPE_SPOOL_DIR", mp_pyro_config_set_spool(cfg, v, 0, 0));
@@ -100,9 +104,11 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
     if ((v = env("MIMPROF_PYROSCOPE_FLUSH_DEADLINE"))) {
         uint64_t ms = strcmp(v, "0") == 0 ? 0 : parse_duration_ms(v);
         if ((ms == 0 && strcmp(v, "0") != 0) || ms > UINT32_MAX)
-            return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
-                                       "MIMPROF_PYROSCOPE_FLUSH_DEADLINE: '%.64s' is not a duration", v);
-        CHECK("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", mp_pyro_config_set_flush_deadline_ms(cfg, (uint32_t)ms));
+            return mp_pyro_config_fail(
+                cfg, MP_PYRO_E_INVALID_CONFIG,
+                "MIMPROF_PYROSCOPE_FLUSH_DEADLINE: '%.64s' is not a duration", v);
+        CHECK("MIMPROF_PYROSCOPE_FLUSH_DEADLINE",
+              mp_pyro_config_set_flush_deadline_ms(cfg, (uint32_t)ms));
     }
     if ((v = env("MIMPROF_PYROSCOPE_LOG_LEVEL"))) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -111,9 +117,11 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
             if (strcmp(v, names[i]) == 0)
                 level = i;
         if (level < 0)
-            return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
-                                       "MIMPROF_PYROSCOPE_LOG_LEVEL: '%.64s' is not error, warn, info "
-                                       "or debug", v);
+            return mp_pyro_config_fail(
+                cfg, MP_PYRO_E_INVALID_CONFIG,
+                "MIMPROF_PYROSCOPE_LOG_LEVEL: '%.64s' is not error, warn, info "
+                "or debug",
+                v);
         cfg->log_level = (mp_pyro_log_level)level;
     }
     cfg->error[0] = '\0';
@@ -144,18 +152,29 @@ mp_pyro_status mp_pyro_config_export_env(const mp_pyro_config *cfg)
     mp_pyro_status st = MP_PYRO_OK;
     /* The URL is exported without userinfo; credentials travel in the
      * dedicated variables. */
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_SERVER_ADDRESS", cfg->server);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_APPLICATION_NAME", cfg->series.app);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_BASIC_AUTH_USER", cfg->basic_user);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_BASIC_AUTH_PASSWORD", cfg->basic_user ? cfg->basic_password : NULL);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_AUTH_TOKEN", cfg->bearer);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_TENANT_ID", cfg->tenant);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_TAGS", tag_str);
-    if (st == MP_PYRO_OK) st = put("PYROSCOPE_UPLOAD_INTERVAL", interval);
     if (st == MP_PYRO_OK)
-        st = put("MIMPROF_PYROSCOPE_PROTOCOL", cfg->protocol == MP_PYRO_PROTOCOL_PUSH ? "push" : "ingest");
-    if (st == MP_PYRO_OK) st = put("MIMPROF_PYROSCOPE_SPOOL_DIR", cfg->spool_dir);
-    if (st == MP_PYRO_OK) st = put("MIMPROF_PYROSCOPE_CA_PATH", cfg->ca_path);
+        st = put("PYROSCOPE_SERVER_ADDRESS", cfg->server);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_APPLICATION_NAME", cfg->series.app);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_BASIC_AUTH_USER", cfg->basic_user);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_BASIC_AUTH_PASSWORD", cfg->basic_user ? cfg->basic_password : NULL);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_AUTH_TOKEN", cfg->bearer);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_TENANT_ID", cfg->tenant);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_TAGS", tag_str);
+    if (st == MP_PYRO_OK)
+        st = put("PYROSCOPE_UPLOAD_INTERVAL", interval);
+    if (st == MP_PYRO_OK)
+        st = put("MIMPROF_PYROSCOPE_PROTOCOL",
+                 cfg->protocol == MP_PYRO_PROTOCOL_PUSH ? "push" : "ingest");
+    if (st == MP_PYRO_OK)
+        st = put("MIMPROF_PYROSCOPE_SPOOL_DIR", cfg->spool_dir);
+    if (st == MP_PYRO_OK)
+        st = put("MIMPROF_PYROSCOPE_CA_PATH", cfg->ca_path);
     char deadline[32];
     snprintf(deadline, sizeof deadline, "%ums", (unsigned)cfg->flush_deadline_ms);
     if (st == MP_PYRO_OK)

@@ -34,10 +34,7 @@ struct mp_pyro_http {
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc = CURLE_OK;
 
-static void global_init(void)
-{
-    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+static void global_init(void) { global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 mp_pyro_status mp_pyro_http_new(mp_pyro_http **out)
 {
@@ -167,7 +164,8 @@ static struct curl_slist *add(struct curl_slist *l, int *oom, const char *fmt, .
     return nl;
 }
 
-static struct curl_slist *build_headers(const mp_pyro_config *cfg, const mp_pyro_request *req, int *oom)
+static struct curl_slist *build_headers(const mp_pyro_config *cfg, const mp_pyro_request *req,
+                                        int *oom)
 {
     struct curl_slist *l = NULL;
     l = add(l, oom, "Content-Type: %s", req->content_type);
@@ -177,7 +175,8 @@ static struct curl_slist *build_headers(const mp_pyro_config *cfg, const mp_pyro
         l = add(l, oom, "Authorization: Bearer %s", cfg->bearer);
     } else if (cfg->basic_user) {
         mp_pyro_buf cred = {0}, b64 = {0};
-        mp_pyro_buf_printf(&cred, "%s:%s", cfg->basic_user, cfg->basic_password ? cfg->basic_password : "");
+        mp_pyro_buf_printf(&cred, "%s:%s", cfg->basic_user,
+                           cfg->basic_password ? cfg->basic_password : "");
         mp_pyro_buf_put_base64(&b64, cred.data, cred.len);
         const char *enc = mp_pyro_buf_cstr(&b64);
         if (cred.oom || !enc)
@@ -286,8 +285,8 @@ void mp_pyro_http_send(mp_pyro_http *h, const mp_pyro_config *cfg, const mp_pyro
     if (aborted) {
         res->status = MP_PYRO_E_TIMEOUT;
         res->curl_code = CURLE_ABORTED_BY_CALLBACK;
-        mp_pyro_fmt(res->message, sizeof res->message,
-                    "POST %s abandoned at the flush deadline", where);
+        mp_pyro_fmt(res->message, sizeof res->message, "POST %s abandoned at the flush deadline",
+                    where);
         return;
     }
     res->curl_code = (int)rc;
@@ -317,12 +316,13 @@ void mp_pyro_http_send(mp_pyro_http *h, const mp_pyro_config *cfg, const mp_pyro
         res->status = MP_PYRO_E_HTTP_REJECTED;
         mp_pyro_fmt(res->message, sizeof res->message,
                     "POST %s: HTTP %ld redirect to %s not followed (credentials are never sent "
-                    "to another URL); configure the final server URL", where, code, locs);
+                    "to another URL); configure the final server URL",
+                    where, code, locs);
         return;
     }
-    res->status = code == 429 ? MP_PYRO_E_HTTP_RATE_LIMITED
-                : code >= 500 ? MP_PYRO_E_HTTP_SERVER
-                              : MP_PYRO_E_HTTP_REJECTED;
+    res->status = code == 429   ? MP_PYRO_E_HTTP_RATE_LIMITED
+                  : code >= 500 ? MP_PYRO_E_HTTP_SERVER
+                                : MP_PYRO_E_HTTP_REJECTED;
     mp_pyro_fmt(res->message, sizeof res->message, "POST %s: HTTP %ld: %s", where, code,
                 smsg[0] ? smsg : "(no message)");
 }

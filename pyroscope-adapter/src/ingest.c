@@ -58,7 +58,8 @@ mp_pyro_status mp_pyro_ingest_request(const mp_pyro_config *cfg, const mp_pyro_s
     make_boundary(rng, gz, gz_len, boundary);
     mp_pyro_buf *b = &req->body;
     mp_pyro_buf_printf(b, "--%s\r\n", boundary);
-    mp_pyro_buf_puts(b, "Content-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n");
+    mp_pyro_buf_puts(
+        b, "Content-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n");
     mp_pyro_buf_puts(b, "Content-Type: application/octet-stream\r\n\r\n");
     mp_pyro_buf_put(b, gz, gz_len);
     mp_pyro_buf_printf(b, "\r\n--%s--\r\n", boundary);

@@ -197,7 +197,8 @@ int mp_jeprof_parse(const char *buf, size_t len, mp_jeprof_dump *out, char *err,
     if (state == HEADER || state == TOTAL)
         return fail(out, &st, &fr, err, errlen, lineno, "truncated dump (no totals line)");
     if (state == NEED_TOTAL)
-        return fail(out, &st, &fr, err, errlen, lineno, "truncated dump (backtrace without counts)");
+        return fail(out, &st, &fr, err, errlen, lineno,
+                    "truncated dump (backtrace without counts)");
     out->stacks = st.data;
     out->nstacks = st.len;
     out->frames = fr.data;
@@ -212,7 +213,8 @@ void mp_jeprof_dump_free(mp_jeprof_dump *d)
     memset(d, 0, sizeof *d);
 }
 
-void mp_jeprof_unbias(uint64_t objs, uint64_t bytes, uint64_t period, double *u_objs, double *u_bytes)
+void mp_jeprof_unbias(uint64_t objs, uint64_t bytes, uint64_t period, double *u_objs,
+                      double *u_bytes)
 {
     if (objs == 0 || bytes == 0 || period == 0) {
         *u_objs = *u_bytes = 0;

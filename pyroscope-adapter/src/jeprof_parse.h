@@ -11,14 +11,14 @@
 #define MP_JEPROF_MAX_DEPTH 1024
 
 typedef struct mp_jeprof_stack {
-    size_t frame_off;     /* first frame in mp_jeprof_dump.frames */
-    size_t depth;         /* frames, innermost first, as jemalloc wrote them */
-    uint64_t objs, bytes;              /* "t*:" current (as written) */
-    uint64_t accum_objs, accum_bytes;  /* "[a: b]" (prof_accum only) */
+    size_t frame_off;                 /* first frame in mp_jeprof_dump.frames */
+    size_t depth;                     /* frames, innermost first, as jemalloc wrote them */
+    uint64_t objs, bytes;             /* "t*:" current (as written) */
+    uint64_t accum_objs, accum_bytes; /* "[a: b]" (prof_accum only) */
 } mp_jeprof_stack;
 
 typedef struct mp_jeprof_dump {
-    uint64_t period;      /* heap_v2/<period> = 2^lg_prof_sample */
+    uint64_t period; /* heap_v2/<period> = 2^lg_prof_sample */
     uint64_t total_objs, total_bytes, total_accum_objs, total_accum_bytes;
     mp_jeprof_stack *stacks;
     size_t nstacks;
@@ -38,6 +38,7 @@ void mp_jeprof_dump_free(mp_jeprof_dump *d);
  * yields its internal per-allocation unbiased estimate (prof_unbias);
  * older versions write raw sampled counts, for which it is jeprof's
  * classic average-size estimate. Zero in, zero out. */
-void mp_jeprof_unbias(uint64_t objs, uint64_t bytes, uint64_t period, double *u_objs, double *u_bytes);
+void mp_jeprof_unbias(uint64_t objs, uint64_t bytes, uint64_t period, double *u_objs,
+                      double *u_bytes);
 
 #endif

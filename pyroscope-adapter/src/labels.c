@@ -67,7 +67,8 @@ mp_pyro_status mp_pyro_check_app_name(const char *s, char *err, size_t errlen)
         if (!is_alnum(c) && c != '_' && c != '.' && c != '-' && c != '/') {
             mp_pyro_fmt(err, errlen,
                         "application name '%.64s': character %zu (0x%02x) is not one of "
-                        "[A-Za-z0-9_.-/]", s, i, c);
+                        "[A-Za-z0-9_.-/]",
+                        s, i, c);
             return MP_PYRO_E_INVALID_NAME;
         }
     }
@@ -89,14 +90,18 @@ mp_pyro_status mp_pyro_check_label_name(const char *s, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (!is_alnum(c) && c != '_' && c != '.') {
-            mp_pyro_fmt(err, errlen, "label name '%.64s': character %zu (0x%02x) is not one of "
-                        "[A-Za-z0-9_.]", s, i, c);
+            mp_pyro_fmt(err, errlen,
+                        "label name '%.64s': character %zu (0x%02x) is not one of "
+                        "[A-Za-z0-9_.]",
+                        s, i, c);
             return MP_PYRO_E_INVALID_LABEL;
         }
     }
     if (n >= 2 && s[0] == '_' && s[1] == '_') {
-        mp_pyro_fmt(err, errlen, "label name '%.64s' starts with '__', which the server reserves "
-                    "(and drops)", s);
+        mp_pyro_fmt(err, errlen,
+                    "label name '%.64s' starts with '__', which the server reserves "
+                    "(and drops)",
+                    s);
         return MP_PYRO_E_INVALID_LABEL;
     }
     if (strcmp(s, "service_name") == 0) {
@@ -126,19 +131,23 @@ mp_pyro_status mp_pyro_check_label_value(const char *name, const char *v, char *
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)v[i];
         if (c == ',' || c == '}') {
-            mp_pyro_fmt(err, errlen, "label '%.64s': value '%.64s' contains '%c', which ends a "
-                        "value in Pyroscope's name syntax", name, v, c);
+            mp_pyro_fmt(err, errlen,
+                        "label '%.64s': value '%.64s' contains '%c', which ends a "
+                        "value in Pyroscope's name syntax",
+                        name, v, c);
             return MP_PYRO_E_INVALID_LABEL;
         }
         if (c < 0x20 || c == 0x7F) {
-            mp_pyro_fmt(err, errlen, "label '%.64s': value contains control character 0x%02x",
-                        name, c);
+            mp_pyro_fmt(err, errlen, "label '%.64s': value contains control character 0x%02x", name,
+                        c);
             return MP_PYRO_E_INVALID_LABEL;
         }
     }
     if (v[0] == ' ' || v[n - 1] == ' ') {
-        mp_pyro_fmt(err, errlen, "label '%.64s': value '%.64s' has leading or trailing blanks "
-                    "(the server trims them)", name, v);
+        mp_pyro_fmt(err, errlen,
+                    "label '%.64s': value '%.64s' has leading or trailing blanks "
+                    "(the server trims them)",
+                    name, v);
         return MP_PYRO_E_INVALID_LABEL;
     }
     return MP_PYRO_OK;
@@ -158,8 +167,10 @@ mp_pyro_status mp_pyro_check_tenant(const char *s, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (!is_alnum(c) && !strchr("!-_.*'()", c)) {
-            mp_pyro_fmt(err, errlen, "tenant id '%.64s': character 0x%02x is not one of "
-                        "[A-Za-z0-9!-_.*'()]", s, c);
+            mp_pyro_fmt(err, errlen,
+                        "tenant id '%.64s': character 0x%02x is not one of "
+                        "[A-Za-z0-9!-_.*'()]",
+                        s, c);
             return MP_PYRO_E_INVALID_CONFIG;
         }
     }
@@ -168,9 +179,9 @@ mp_pyro_status mp_pyro_check_tenant(const char *s, char *err, size_t errlen)
 
 mp_pyro_status mp_pyro_check_header(const char *name, const char *value, char *err, size_t errlen)
 {
-    static const char *const reserved[] = {"authorization", "x-scope-orgid", "content-type",
-                                           "content-length", "host", "content-encoding",
-                                           "transfer-encoding", "expect", "connection"};
+    static const char *const reserved[] = {"authorization",     "x-scope-orgid", "content-type",
+                                           "content-length",    "host",          "content-encoding",
+                                           "transfer-encoding", "expect",        "connection"};
     if (!name || !*name || !value) {
         mp_pyro_fmt(err, errlen, "header name and value are required");
         return MP_PYRO_E_INVALID_CONFIG;
@@ -183,8 +194,10 @@ mp_pyro_status mp_pyro_check_header(const char *name, const char *value, char *e
     }
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
         if (strcasecmp(name, reserved[i]) == 0) {
-            mp_pyro_fmt(err, errlen, "header '%s' is set by the library; use the dedicated "
-                        "setting", name);
+            mp_pyro_fmt(err, errlen,
+                        "header '%s' is set by the library; use the dedicated "
+                        "setting",
+                        name);
             return MP_PYRO_E_INVALID_CONFIG;
         }
     }
@@ -213,8 +226,10 @@ mp_pyro_status mp_pyro_series_add_tag(mp_pyro_series *s, const char *name, const
         return MP_PYRO_E_INVALID_LABEL;
     }
     if (s->ntags >= MP_PYRO_MAX_TAGS) {
-        mp_pyro_fmt(err, errlen, "more than %d tags: Pyroscope accepts 30 label names per "
-                    "series and adds 4 of its own", MP_PYRO_MAX_TAGS);
+        mp_pyro_fmt(err, errlen,
+                    "more than %d tags: Pyroscope accepts 30 label names per "
+                    "series and adds 4 of its own",
+                    MP_PYRO_MAX_TAGS);
         return MP_PYRO_E_TOO_MANY_LABELS;
     }
     char *k = strdup(name), *v = strdup(value);
@@ -240,7 +255,8 @@ static char *trim(char *p)
     return p;
 }
 
-mp_pyro_status mp_pyro_series_add_tags(mp_pyro_series *s, const char *list, char *err, size_t errlen)
+mp_pyro_status mp_pyro_series_add_tags(mp_pyro_series *s, const char *list, char *err,
+                                       size_t errlen)
 {
     if (!list)
         return MP_PYRO_OK;

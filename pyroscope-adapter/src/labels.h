@@ -9,7 +9,7 @@
 
 #include "config_int.h"
 
-#define MP_PYRO_MAX_NAME_LEN 1024  /* label name, and our bound on the application name */
+#define MP_PYRO_MAX_NAME_LEN  1024 /* label name, and our bound on the application name */
 #define MP_PYRO_MAX_VALUE_LEN 2048 /* label value */
 
 bool mp_pyro_utf8_valid(const char *s, size_t n);
@@ -25,7 +25,8 @@ mp_pyro_status mp_pyro_check_header(const char *name, const char *value, char *e
 mp_pyro_status mp_pyro_series_add_tag(mp_pyro_series *s, const char *name, const char *value,
                                       char *err, size_t errlen);
 /* Adds `k=v,k2=v2` (blanks around items ignored); all or nothing. */
-mp_pyro_status mp_pyro_series_add_tags(mp_pyro_series *s, const char *list, char *err, size_t errlen);
+mp_pyro_status mp_pyro_series_add_tags(mp_pyro_series *s, const char *list, char *err,
+                                       size_t errlen);
 
 /* Appends `app{k=v,k2=v2}` (or `app` without tags) to `out`. */
 void mp_pyro_series_name(const mp_pyro_series *s, mp_pyro_buf *out);

@@ -7,10 +7,14 @@
 static const char *level_name(mp_pyro_log_level l)
 {
     switch (l) {
-    case MP_PYRO_LOG_ERROR: return "error";
-    case MP_PYRO_LOG_WARN: return "warning";
-    case MP_PYRO_LOG_INFO: return "info";
-    default: return "debug";
+    case MP_PYRO_LOG_ERROR:
+        return "error";
+    case MP_PYRO_LOG_WARN:
+        return "warning";
+    case MP_PYRO_LOG_INFO:
+        return "info";
+    default:
+        return "debug";
     }
 }
 

@@ -51,7 +51,8 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *data)
     (void)size;
     collect *c = data;
     unsigned object = c->object++;
-    const char *file = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : (object == 0 ? c->exe : "");
+    const char *file =
+        info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : (object == 0 ? c->exe : "");
     char bid[129];
     build_id_of(info, bid);
     long page = sysconf(_SC_PAGESIZE);

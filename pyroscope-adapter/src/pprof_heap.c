@@ -82,13 +82,13 @@ static void map_free(u64map *m)
 typedef struct builder {
     char **strings;
     size_t nstrings, capstrings;
-    u64map string_index;  /* FNV hash of the string -> index+1 (collisions checked) */
+    u64map string_index; /* FNV hash of the string -> index+1 (collisions checked) */
     Location **locs;
     size_t nlocs, caplocs;
-    u64map loc_index;     /* address -> location index+1 */
+    u64map loc_index; /* address -> location index+1 */
     Function **funcs;
     size_t nfuncs, capfuncs;
-    u64map func_index;    /* string index -> function index+1 */
+    u64map func_index; /* string index -> function index+1 */
     int oom;
 } builder;
 
@@ -177,8 +177,8 @@ static const char *symbol_of(uint64_t addr)
 {
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
-    if (!dladdr1((void *)(uintptr_t)addr, &info, (void **)&sym, RTLD_DL_SYMENT) || !info.dli_sname ||
-        !sym || !info.dli_saddr)
+    if (!dladdr1((void *)(uintptr_t)addr, &info, (void **)&sym, RTLD_DL_SYMENT) ||
+        !info.dli_sname || !sym || !info.dli_saddr)
         return NULL;
     uint64_t lo = (uint64_t)(uintptr_t)info.dli_saddr;
     return addr >= lo && addr < lo + sym->st_size ? info.dli_sname : NULL;
@@ -304,7 +304,8 @@ mp_pyro_status mp_pyro_heap_pprof(const mp_jeprof_dump *d, const mp_pyro_heap_op
         perftools__profiles__sample__init(smp);
         smp->location_id = locids + nloc;
         for (; k < s->depth; k++)
-            locids[nloc + smp->n_location_id++] = location_for(&b, o, f[k] ? f[k] - 1 : 0, resolved);
+            locids[nloc + smp->n_location_id++] =
+                location_for(&b, o, f[k] ? f[k] - 1 : 0, resolved);
         nloc += smp->n_location_id;
         smp->value = values + 2 * ns;
         smp->n_value = 2;

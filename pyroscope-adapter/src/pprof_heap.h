@@ -11,12 +11,12 @@
 #include "mappings.h"
 
 typedef struct mp_pyro_heap_options {
-    const mp_pyro_mapping *maps;  /* sorted by start */
+    const mp_pyro_mapping *maps; /* sorted by start */
     size_t nmaps;
-    int skip_object;      /* leading frames in this object are jemalloc's own; -1 = none */
-    bool symbolize;       /* dladdr names for exported symbols */
+    int skip_object; /* leading frames in this object are jemalloc's own; -1 = none */
+    bool symbolize;  /* dladdr names for exported symbols */
     int64_t time_nanos, duration_nanos;
-    const char *comment;  /* NULL = none */
+    const char *comment; /* NULL = none */
 } mp_pyro_heap_options;
 
 /* Unbiases every stack once (mp_jeprof_unbias), rounds once, and encodes.

@@ -43,7 +43,8 @@ mp_pyro_status mp_pyro_push_request(const mp_pyro_config *cfg, const mp_pyro_ser
     sample.raw_profile.len = gz_len;
     sample.id = id;
     Mimprof__Pyroscope__Push__RawSample *samples[1] = {&sample};
-    Mimprof__Pyroscope__Push__RawProfileSeries s = MIMPROF__PYROSCOPE__PUSH__RAW_PROFILE_SERIES__INIT;
+    Mimprof__Pyroscope__Push__RawProfileSeries s =
+        MIMPROF__PYROSCOPE__PUSH__RAW_PROFILE_SERIES__INIT;
     s.n_labels = n;
     s.labels = ptrs;
     s.n_samples = 1;

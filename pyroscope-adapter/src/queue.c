@@ -30,10 +30,7 @@ void mp_pyro_queue_destroy(mp_pyro_queue *q)
     memset(q, 0, sizeof *q);
 }
 
-bool mp_pyro_queue_full(const mp_pyro_queue *q)
-{
-    return q->len >= q->cap;
-}
+bool mp_pyro_queue_full(const mp_pyro_queue *q) { return q->len >= q->cap; }
 
 void mp_pyro_queue_push_back(mp_pyro_queue *q, mp_pyro_item it)
 {

@@ -13,11 +13,11 @@
 typedef struct mp_pyro_item {
     uint8_t *gz;
     size_t gz_len;
-    int64_t from_ns, until_ns;  /* wall clock */
-    uint32_t attempts;          /* requests made for it */
-    int64_t first_attempt_ns;   /* monotonic, set at the first attempt */
-    int64_t next_attempt_ns;    /* monotonic; 0 = now */
-    bool last_chance;           /* stop: already moved ahead of its backoff once */
+    int64_t from_ns, until_ns; /* wall clock */
+    uint32_t attempts;         /* requests made for it */
+    int64_t first_attempt_ns;  /* monotonic, set at the first attempt */
+    int64_t next_attempt_ns;   /* monotonic; 0 = now */
+    bool last_chance;          /* stop: already moved ahead of its backoff once */
 } mp_pyro_item;
 
 void mp_pyro_item_free(mp_pyro_item *it);
@@ -31,7 +31,7 @@ typedef struct mp_pyro_queue {
 } mp_pyro_queue;
 
 mp_pyro_status mp_pyro_queue_init(mp_pyro_queue *q, size_t cap);
-void mp_pyro_queue_destroy(mp_pyro_queue *q);  /* frees the items left */
+void mp_pyro_queue_destroy(mp_pyro_queue *q); /* frees the items left */
 bool mp_pyro_queue_full(const mp_pyro_queue *q);
 /* Appends; the caller has made room (len < cap). */
 void mp_pyro_queue_push_back(mp_pyro_queue *q, mp_pyro_item it);
@@ -45,8 +45,8 @@ const mp_pyro_item *mp_pyro_queue_front(const mp_pyro_queue *q);
 typedef struct mp_pyro_spool mp_pyro_spool;
 
 typedef struct mp_pyro_spool_entry {
-    char *path;             /* NULL when the spool is empty */
-    mp_pyro_series series;  /* as it was when the profile was spooled */
+    char *path;            /* NULL when the spool is empty */
+    mp_pyro_series series; /* as it was when the profile was spooled */
     char *spy;
     uint8_t *gz;
     size_t gz_len;
@@ -60,7 +60,8 @@ void mp_pyro_spool_close(mp_pyro_spool *sp);
 /* Writes one profile (atomically: temporary file + rename), first evicting
  * the oldest files beyond max_bytes (counted in *evicted). */
 mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series, const char *spy,
-                                 const mp_pyro_item *it, uint64_t *evicted, char *err, size_t errlen);
+                                 const mp_pyro_item *it, uint64_t *evicted, char *err,
+                                 size_t errlen);
 /* Loads the oldest profile; deletes expired (*expired) and unreadable
  * (*corrupt) files on the way. e->path is NULL when none is left. */
 mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uint64_t *expired,

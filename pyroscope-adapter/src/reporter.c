@@ -61,8 +61,9 @@ static void take_report(mp_pyro_agent *a, mp_pyro_window w)
         a->st.reports_empty++;
     pthread_mutex_unlock(&a->mu);
     if (!empty)
-        mp_pyro_agent_enqueue(a, (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = w.from_nanos,
-                                  .until_ns = w.until_nanos});
+        mp_pyro_agent_enqueue(
+            a, (mp_pyro_item){
+                   .gz = gz, .gz_len = gz_len, .from_ns = w.from_nanos, .until_ns = w.until_nanos});
 }
 
 void *mp_pyro_reporter_main(void *arg)
@@ -101,4 +102,3 @@ void *mp_pyro_reporter_main(void *arg)
     pthread_mutex_unlock(&a->mu);
     return NULL;
 }
-

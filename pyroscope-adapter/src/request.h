@@ -11,9 +11,9 @@
 #include "util.h"
 
 typedef struct mp_pyro_request {
-    char *url;           /* absolute URL with query */
-    char *content_type;  /* Content-Type header value */
-    bool connect;        /* Connect unary call: send Connect-Protocol-Version: 1 */
+    char *url;          /* absolute URL with query */
+    char *content_type; /* Content-Type header value */
+    bool connect;       /* Connect unary call: send Connect-Protocol-Version: 1 */
     mp_pyro_buf body;
 } mp_pyro_request;
 

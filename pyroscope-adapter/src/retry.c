@@ -45,12 +45,26 @@ bool mp_pyro_retry_allowed(const mp_pyro_retry_policy *p, uint32_t attempts_done
 void mp_pyro_count_failure(mp_pyro_stats *s, mp_pyro_status st)
 {
     switch (st) {
-    case MP_PYRO_E_CONNECT: s->fail_connect++; break;
-    case MP_PYRO_E_TIMEOUT: s->fail_timeout++; break;
-    case MP_PYRO_E_TLS: s->fail_tls++; break;
-    case MP_PYRO_E_HTTP_RATE_LIMITED: s->fail_rate_limited++; break;
-    case MP_PYRO_E_HTTP_SERVER: s->fail_server++; break;
-    case MP_PYRO_E_HTTP_REJECTED: s->fail_rejected++; break;
-    default: s->fail_other++; break;
+    case MP_PYRO_E_CONNECT:
+        s->fail_connect++;
+        break;
+    case MP_PYRO_E_TIMEOUT:
+        s->fail_timeout++;
+        break;
+    case MP_PYRO_E_TLS:
+        s->fail_tls++;
+        break;
+    case MP_PYRO_E_HTTP_RATE_LIMITED:
+        s->fail_rate_limited++;
+        break;
+    case MP_PYRO_E_HTTP_SERVER:
+        s->fail_server++;
+        break;
+    case MP_PYRO_E_HTTP_REJECTED:
+        s->fail_rejected++;
+        break;
+    default:
+        s->fail_other++;
+        break;
     }
 }

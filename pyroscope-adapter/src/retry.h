@@ -11,11 +11,11 @@
 #include "util.h"
 
 typedef enum mp_pyro_fate {
-    MP_PYRO_FATE_DONE = 0,   /* delivered */
-    MP_PYRO_FATE_RETRY = 1,  /* 429, 5xx, timeout, connection: try again after a backoff */
-    MP_PYRO_FATE_KEEP = 2,   /* the request cannot succeed as configured but the profile is
-                                fine (TLS, auth 401/403, 404/405, redirects): spool it */
-    MP_PYRO_FATE_REJECT = 3  /* the server refused the content (400, 413, 422...): drop */
+    MP_PYRO_FATE_DONE = 0,  /* delivered */
+    MP_PYRO_FATE_RETRY = 1, /* 429, 5xx, timeout, connection: try again after a backoff */
+    MP_PYRO_FATE_KEEP = 2,  /* the request cannot succeed as configured but the profile is
+                               fine (TLS, auth 401/403, 404/405, redirects): spool it */
+    MP_PYRO_FATE_REJECT = 3 /* the server refused the content (400, 413, 422...): drop */
 } mp_pyro_fate;
 
 mp_pyro_fate mp_pyro_failure_fate(mp_pyro_status st, long http_code);

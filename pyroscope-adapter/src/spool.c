@@ -37,7 +37,7 @@ struct mp_pyro_spool {
     int lock_fd;
     uint64_t max_bytes;
     int64_t max_age_ns;
-    spool_file *files;  /* sorted by name = by until_ns */
+    spool_file *files; /* sorted by name = by until_ns */
     size_t nfiles, cap;
     uint64_t bytes;
     unsigned seq;
@@ -115,7 +115,8 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
     free(lock);
     mp_pyro_status st = MP_PYRO_OK;
     if (sp->lock_fd < 0) {
-        mp_pyro_fmt(err, errlen, "spool directory '%s': cannot create .lock: %s", dir, strerror(errno));
+        mp_pyro_fmt(err, errlen, "spool directory '%s': cannot create .lock: %s", dir,
+                    strerror(errno));
         st = MP_PYRO_E_IO;
     } else if (flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         mp_pyro_fmt(err, errlen, "spool directory '%s' is in use by another agent", dir);
@@ -179,7 +180,8 @@ static void sanitize(char *s)
 }
 
 mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series, const char *spy,
-                                 const mp_pyro_item *it, uint64_t *evicted, char *err, size_t errlen)
+                                 const mp_pyro_item *it, uint64_t *evicted, char *err,
+                                 size_t errlen)
 {
     *evicted = 0;
     mp_pyro_buf h = {0};

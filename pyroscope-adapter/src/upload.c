@@ -12,10 +12,10 @@ void mp_pyro_send_profile(mp_pyro_http *h, const mp_pyro_config *cfg, const mp_p
                           mp_pyro_http_result *res, size_t *body_len)
 {
     mp_pyro_request req;
-    mp_pyro_status st = cfg->protocol == MP_PYRO_PROTOCOL_PUSH
-                            ? mp_pyro_push_request(cfg, series, spy, gz, gz_len, rng, &req)
-                            : mp_pyro_ingest_request(cfg, series, spy, gz, gz_len, from_ns,
-                                                     until_ns, rng, &req);
+    mp_pyro_status st =
+        cfg->protocol == MP_PYRO_PROTOCOL_PUSH
+            ? mp_pyro_push_request(cfg, series, spy, gz, gz_len, rng, &req)
+            : mp_pyro_ingest_request(cfg, series, spy, gz, gz_len, from_ns, until_ns, rng, &req);
     *body_len = 0;
     if (st != MP_PYRO_OK) {
         memset(res, 0, sizeof *res);

@@ -25,8 +25,8 @@ void mp_pyro_agent_dispose(mp_pyro_agent *a, mp_pyro_item *it, dispose_reason wh
     uint64_t evicted = 0;
     char err[MP_PYRO_ERRLEN] = "";
     if (a->spool) {
-        mp_pyro_status s = mp_pyro_spool_put(a->spool, &a->cfg->series, a->spy, it, &evicted, err,
-                                             sizeof err);
+        mp_pyro_status s =
+            mp_pyro_spool_put(a->spool, &a->cfg->series, a->spy, it, &evicted, err, sizeof err);
         spooled = s == MP_PYRO_OK;
     }
     pthread_mutex_lock(&a->mu);
@@ -38,10 +38,18 @@ void mp_pyro_agent_dispose(mp_pyro_agent *a, mp_pyro_item *it, dispose_reason wh
         mp_pyro_agent_set_error(a, MP_PYRO_E_IO, err);
     } else {
         switch (why) {
-        case DISPOSE_OVERFLOW: a->st.dropped_queue_full++; break;
-        case DISPOSE_EXHAUSTED: a->st.dropped_retry_exhausted++; break;
-        case DISPOSE_KEEP: a->st.dropped_rejected++; break;
-        case DISPOSE_DEADLINE: a->st.dropped_stop_deadline++; break;
+        case DISPOSE_OVERFLOW:
+            a->st.dropped_queue_full++;
+            break;
+        case DISPOSE_EXHAUSTED:
+            a->st.dropped_retry_exhausted++;
+            break;
+        case DISPOSE_KEEP:
+            a->st.dropped_rejected++;
+            break;
+        case DISPOSE_DEADLINE:
+            a->st.dropped_stop_deadline++;
+            break;
         }
     }
     if (why == DISPOSE_DEADLINE)
@@ -173,8 +181,8 @@ static void send_spooled(mp_pyro_agent *a)
         mp_pyro_count_failure(&a->st, res.status);
         mp_pyro_agent_set_error(a, res.status, res.message);
         a->spool_attempts++;
-        a->spool_retry_at_ns = mp_pyro_now_mono_ns() +
-                               mp_pyro_backoff_ns(&a->cfg->retry, a->spool_attempts, &a->rng);
+        a->spool_retry_at_ns =
+            mp_pyro_now_mono_ns() + mp_pyro_backoff_ns(&a->cfg->retry, a->spool_attempts, &a->rng);
     }
     mp_pyro_spool_entry_free(&e);
 }
@@ -251,4 +259,3 @@ void *mp_pyro_uploader_main(void *arg)
     pthread_mutex_unlock(&a->mu);
     return NULL;
 }
-

@@ -23,10 +23,7 @@ int64_t mp_pyro_now_mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-char *mp_pyro_strdup(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
+char *mp_pyro_strdup(const char *s) { return s ? strdup(s) : NULL; }
 
 void mp_pyro_free_secret(char *s)
 {
@@ -78,10 +75,7 @@ void mp_pyro_buf_put(mp_pyro_buf *b, const void *p, size_t n)
     b->len += n;
 }
 
-void mp_pyro_buf_puts(mp_pyro_buf *b, const char *s)
-{
-    mp_pyro_buf_put(b, s, strlen(s));
-}
+void mp_pyro_buf_puts(mp_pyro_buf *b, const char *s) { mp_pyro_buf_put(b, s, strlen(s)); }
 
 void mp_pyro_buf_printf(mp_pyro_buf *b, const char *fmt, ...)
 {
@@ -137,8 +131,8 @@ void mp_pyro_buf_put_base64(mp_pyro_buf *b, const uint8_t *p, size_t n)
             v |= (uint32_t)p[i + 1] << 8;
         if (i + 2 < n)
             v |= p[i + 2];
-        char o[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63],
-                     i + 1 < n ? tab[(v >> 6) & 63] : '=', i + 2 < n ? tab[v & 63] : '='};
+        char o[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63], i + 1 < n ? tab[(v >> 6) & 63] : '=',
+                     i + 2 < n ? tab[v & 63] : '='};
         mp_pyro_buf_put(b, o, 4);
     }
 }
@@ -169,7 +163,7 @@ void mp_pyro_uuid4(mp_pyro_rng *r, char out[37])
     memcpy(u + 8, &c, 8);
     u[6] = (uint8_t)((u[6] & 0x0F) | 0x40);
     u[8] = (uint8_t)((u[8] & 0x3F) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
-             u[13], u[14], u[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
 }

@@ -41,7 +41,9 @@ void mp_pyro_buf_put_query_escaped(mp_pyro_buf *b, const char *s);
 void mp_pyro_buf_put_base64(mp_pyro_buf *b, const uint8_t *p, size_t n);
 
 /* xorshift64* seeded from getrandom(); not for secrets. */
-typedef struct mp_pyro_rng { uint64_t s; } mp_pyro_rng;
+typedef struct mp_pyro_rng {
+    uint64_t s;
+} mp_pyro_rng;
 void mp_pyro_rng_seed(mp_pyro_rng *r);
 uint64_t mp_pyro_rng_next(mp_pyro_rng *r);
 /* A random (version 4) UUID string, 36 characters + NUL. */

@@ -23,7 +23,7 @@ typedef struct ts_server {
     pid_t pid;
     int port, control;
     char url[512];
-    bool external;        /* a real server from MIMPROF_PYROSCOPE_URL */
+    bool external; /* a real server from MIMPROF_PYROSCOPE_URL */
 } ts_server;
 
 /* Starts the stand-in with extra arguments (NULL-terminated list, may be
@@ -43,7 +43,7 @@ long ts_summary(ts_server *s, const char *key);
 long ts_records(ts_server *s, const char *type_id);
 
 /* Environment knobs. */
-const char *ts_external_url(void);        /* MIMPROF_PYROSCOPE_URL or NULL */
+const char *ts_external_url(void); /* MIMPROF_PYROSCOPE_URL or NULL */
 double ts_env_double(const char *name, double dflt);
 
 /* --- small buffers and HTTP ------------------------------------------------ */
@@ -56,7 +56,8 @@ void tbuf_put(tbuf *b, const void *p, size_t n);
 void tbuf_free(tbuf *b);
 
 /* POST with libcurl; returns the HTTP status or -1. `headers` NULL-terminated. */
-long http_post(const char *url, const char *const *headers, const void *body, size_t len, tbuf *resp);
+long http_post(const char *url, const char *const *headers, const void *body, size_t len,
+               tbuf *resp);
 
 bool t_gunzip(const uint8_t *in, size_t n, tbuf *out);
 
@@ -68,8 +69,8 @@ typedef struct pbr {
 } pbr;
 typedef struct pbf {
     uint32_t field, wt;
-    uint64_t v;             /* varint / fixed64 bits */
-    const uint8_t *data;    /* length-delimited */
+    uint64_t v;          /* varint / fixed64 bits */
+    const uint8_t *data; /* length-delimited */
     size_t len;
 } pbf;
 bool pb_next(pbr *r, pbf *f);
@@ -91,7 +92,7 @@ typedef struct tp_sample {
     size_t nlocs;
     int64_t *values;
     size_t nvalues;
-    int64_t label_key, label_str;  /* first string label, 0 if none */
+    int64_t label_key, label_str; /* first string label, 0 if none */
 } tp_sample;
 
 typedef struct tp_profile {
@@ -101,11 +102,20 @@ typedef struct tp_profile {
     size_t ntypes;
     tp_sample *samples;
     size_t nsamples;
-    struct { uint64_t id, mapping, address, function; } *locations;
+    struct {
+        uint64_t id, mapping, address, function;
+    } * locations;
     size_t nlocations;
-    struct { uint64_t id; int64_t name; } *functions;
+    struct {
+        uint64_t id;
+        int64_t name;
+    } * functions;
     size_t nfunctions;
-    struct { uint64_t id, start, limit; int64_t filename, build_id; bool has_functions; } *mappings;
+    struct {
+        uint64_t id, start, limit;
+        int64_t filename, build_id;
+        bool has_functions;
+    } * mappings;
     size_t nmappings;
     int64_t time_nanos, duration_nanos, period;
     int64_t period_type[2];
@@ -141,8 +151,8 @@ typedef struct fixed_backend {
     int reports;
     mp_pyro_window windows[4096];
     int nwindows;
-    int fail_at;            /* report index that fails, -1 none */
-    bool empty;             /* return nothing to upload */
+    int fail_at; /* report index that fails, -1 none */
+    bool empty;  /* return nothing to upload */
     bool started, stopped;
     int64_t sum_alloc_space, sum_inuse_space;
 } fixed_backend;
@@ -154,7 +164,7 @@ void fixed_snapshot(fixed_backend *f, int *reports, int64_t *alloc_space, int64_
 /* --- raw capture server ------------------------------------------------------ */
 
 typedef struct cap_request {
-    char *head;             /* request line + headers, NUL-terminated */
+    char *head; /* request line + headers, NUL-terminated */
     uint8_t *body;
     size_t body_len;
 } cap_request;
@@ -166,7 +176,7 @@ typedef struct cap_server {
     cap_request reqs[64];
     int nreqs;
     int status;
-    char extra[512];        /* extra response header lines, each ending \r\n */
+    char extra[512]; /* extra response header lines, each ending \r\n */
     char body[1024];
     atomic_bool stop;
     char url[64];
@@ -183,8 +193,8 @@ char *cap_request_line(cap_server *c, int i);
 /* --- queries (Connect, protobuf) -------------------------------------------- */
 
 /* Sum of every point of SelectSeries; -1 on error. */
-double q_series_sum(const char *base, const char *tenant, const char *type_id,
-                    const char *selector, int64_t start_ms, int64_t end_ms);
+double q_series_sum(const char *base, const char *tenant, const char *type_id, const char *selector,
+                    int64_t start_ms, int64_t end_ms);
 /* SelectMergeProfile into `out`; false on error. */
 bool q_merge(const char *base, const char *tenant, const char *type_id, const char *selector,
              int64_t start_ms, int64_t end_ms, tp_profile *out);
@@ -192,7 +202,8 @@ bool q_merge(const char *base, const char *tenant, const char *type_id, const ch
 bool q_label_has(const char *base, const char *tenant, const char *name, const char *value,
                  int64_t start_ms, int64_t end_ms);
 /* True when ProfileTypes holds `id`. */
-bool q_has_type(const char *base, const char *tenant, const char *id, int64_t start_ms, int64_t end_ms);
+bool q_has_type(const char *base, const char *tenant, const char *id, int64_t start_ms,
+                int64_t end_ms);
 
 int64_t now_ms(void);
 void sleep_ms(int ms);

@@ -69,8 +69,12 @@ static void fb_destroy(void *st)
 }
 
 static const mp_pyro_backend_ops fixed_ops = {
-    .name = fb_name, .start = fb_start, .report = fb_report, .release = fb_release,
-    .stop = fb_stop, .destroy = fb_destroy,
+    .name = fb_name,
+    .start = fb_start,
+    .report = fb_report,
+    .release = fb_release,
+    .stop = fb_stop,
+    .destroy = fb_destroy,
 };
 
 mp_pyro_backend *fixed_backend_new(fixed_backend **state)

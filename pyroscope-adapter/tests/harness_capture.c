@@ -62,9 +62,10 @@ static void serve_conn(cap_server *c, int fd)
             q->body_len = body_len;
         }
         char resp[2048];
-        int n = snprintf(resp, sizeof resp,
-                         "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n%s",
-                         c->status, strlen(c->body), c->extra, c->body);
+        int n = snprintf(
+            resp, sizeof resp,
+            "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n%s",
+            c->status, strlen(c->body), c->extra, c->body);
         pthread_mutex_unlock(&c->mu);
         if (write(fd, resp, (size_t)n) != n)
             goto done;

@@ -6,10 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t sv(uint64_t v)
-{
-    return (int64_t)v;
-}
+static int64_t sv(uint64_t v) { return (int64_t)v; }
 
 static void packed(const pbf *f, uint64_t **arr, size_t *n)
 {
@@ -49,7 +46,10 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             if (out->ntypes < 16) {
                 int64_t t = 0, u = 0;
                 while (pb_next(&s, &g))
-                    if (g.field == 1) t = sv(g.v); else if (g.field == 2) u = sv(g.v);
+                    if (g.field == 1)
+                        t = sv(g.v);
+                    else if (g.field == 2)
+                        u = sv(g.v);
                 out->types[out->ntypes][0] = t;
                 out->types[out->ntypes][1] = u;
                 out->ntypes++;
@@ -69,7 +69,10 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
                     pbr l = pb_sub(&g);
                     pbf h;
                     while (pb_next(&l, &h))
-                        if (h.field == 1) smp->label_key = sv(h.v); else if (h.field == 2) smp->label_str = sv(h.v);
+                        if (h.field == 1)
+                            smp->label_key = sv(h.v);
+                        else if (h.field == 2)
+                            smp->label_str = sv(h.v);
                 }
             }
             smp->values = (int64_t *)vals;
@@ -80,38 +83,58 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             memset(&out->mappings[out->nmappings], 0, sizeof *out->mappings);
             while (pb_next(&s, &g)) {
                 switch (g.field) {
-                case 1: out->mappings[out->nmappings].id = g.v; break;
-                case 2: out->mappings[out->nmappings].start = g.v; break;
-                case 3: out->mappings[out->nmappings].limit = g.v; break;
-                case 5: out->mappings[out->nmappings].filename = sv(g.v); break;
-                case 6: out->mappings[out->nmappings].build_id = sv(g.v); break;
-                case 7: out->mappings[out->nmappings].has_functions = g.v != 0; break;
+                case 1:
+                    out->mappings[out->nmappings].id = g.v;
+                    break;
+                case 2:
+                    out->mappings[out->nmappings].start = g.v;
+                    break;
+                case 3:
+                    out->mappings[out->nmappings].limit = g.v;
+                    break;
+                case 5:
+                    out->mappings[out->nmappings].filename = sv(g.v);
+                    break;
+                case 6:
+                    out->mappings[out->nmappings].build_id = sv(g.v);
+                    break;
+                case 7:
+                    out->mappings[out->nmappings].has_functions = g.v != 0;
+                    break;
                 }
             }
             out->nmappings++;
             break;
         case 4:
-            out->locations = realloc(out->locations, (out->nlocations + 1) * sizeof *out->locations);
+            out->locations =
+                realloc(out->locations, (out->nlocations + 1) * sizeof *out->locations);
             memset(&out->locations[out->nlocations], 0, sizeof *out->locations);
             while (pb_next(&s, &g)) {
-                if (g.field == 1) out->locations[out->nlocations].id = g.v;
-                else if (g.field == 2) out->locations[out->nlocations].mapping = g.v;
-                else if (g.field == 3) out->locations[out->nlocations].address = g.v;
+                if (g.field == 1)
+                    out->locations[out->nlocations].id = g.v;
+                else if (g.field == 2)
+                    out->locations[out->nlocations].mapping = g.v;
+                else if (g.field == 3)
+                    out->locations[out->nlocations].address = g.v;
                 else if (g.field == 4 && !out->locations[out->nlocations].function) {
                     pbr l = pb_sub(&g);
                     pbf h;
                     while (pb_next(&l, &h))
-                        if (h.field == 1) out->locations[out->nlocations].function = h.v;
+                        if (h.field == 1)
+                            out->locations[out->nlocations].function = h.v;
                 }
             }
             out->nlocations++;
             break;
         case 5:
-            out->functions = realloc(out->functions, (out->nfunctions + 1) * sizeof *out->functions);
+            out->functions =
+                realloc(out->functions, (out->nfunctions + 1) * sizeof *out->functions);
             memset(&out->functions[out->nfunctions], 0, sizeof *out->functions);
             while (pb_next(&s, &g)) {
-                if (g.field == 1) out->functions[out->nfunctions].id = g.v;
-                else if (g.field == 2) out->functions[out->nfunctions].name = sv(g.v);
+                if (g.field == 1)
+                    out->functions[out->nfunctions].id = g.v;
+                else if (g.field == 2)
+                    out->functions[out->nfunctions].name = sv(g.v);
             }
             out->nfunctions++;
             break;
@@ -119,13 +142,22 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             out->strings = realloc(out->strings, (out->nstrings + 1) * sizeof *out->strings);
             out->strings[out->nstrings++] = strndup((const char *)f.data, f.len);
             break;
-        case 9: out->time_nanos = sv(f.v); break;
-        case 10: out->duration_nanos = sv(f.v); break;
+        case 9:
+            out->time_nanos = sv(f.v);
+            break;
+        case 10:
+            out->duration_nanos = sv(f.v);
+            break;
         case 11:
             while (pb_next(&s, &g))
-                if (g.field == 1) out->period_type[0] = sv(g.v); else if (g.field == 2) out->period_type[1] = sv(g.v);
+                if (g.field == 1)
+                    out->period_type[0] = sv(g.v);
+                else if (g.field == 2)
+                    out->period_type[1] = sv(g.v);
             break;
-        case 12: out->period = sv(f.v); break;
+        case 12:
+            out->period = sv(f.v);
+            break;
         }
     }
     return !r.bad;
@@ -203,11 +235,26 @@ const char *tp_leaf(const tp_profile *p, size_t i)
 
 /* --- the fixed heap profile ---------------------------------------------- */
 
-enum { S_EMPTY, S_ALLOC_OBJ, S_COUNT, S_ALLOC_SPACE, S_BYTES, S_INUSE_OBJ, S_INUSE_SPACE, S_SPACE,
-       S_MAIN, S_WORK, S_SMALL, S_BIG, S_DELTA, S_FALSE, S_NSTR };
+enum {
+    S_EMPTY,
+    S_ALLOC_OBJ,
+    S_COUNT,
+    S_ALLOC_SPACE,
+    S_BYTES,
+    S_INUSE_OBJ,
+    S_INUSE_SPACE,
+    S_SPACE,
+    S_MAIN,
+    S_WORK,
+    S_SMALL,
+    S_BIG,
+    S_DELTA,
+    S_FALSE,
+    S_NSTR
+};
 static const char *const fixed_strings[S_NSTR] = {
-    "", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space",
-    "main", "work", "alloc_small", "alloc_big", "__delta__", "false"};
+    "",      "alloc_objects", "count", "alloc_space", "bytes",     "inuse_objects", "inuse_space",
+    "space", "main",          "work",  "alloc_small", "alloc_big", "__delta__",     "false"};
 
 static void value_type(tbuf *b, uint32_t field, int t, int u)
 {

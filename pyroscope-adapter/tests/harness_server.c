@@ -119,7 +119,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *user)
     return size * n;
 }
 
-long http_post(const char *url, const char *const *headers, const void *body, size_t len, tbuf *resp)
+long http_post(const char *url, const char *const *headers, const void *body, size_t len,
+               tbuf *resp)
 {
     CURL *c = curl_easy_init();
     if (!c)
@@ -224,7 +225,8 @@ long ts_records(ts_server *s, const char *type_id)
 
 /* --- Connect queries --------------------------------------------------------- */
 
-static long query(const char *base, const char *tenant, const char *method, const tbuf *req, tbuf *resp)
+static long query(const char *base, const char *tenant, const char *method, const tbuf *req,
+                  tbuf *resp)
 {
     char url[600], org[200];
     snprintf(url, sizeof url, "%s/querier.v1.QuerierService/%s", base, method);
@@ -242,8 +244,8 @@ static void range_req(tbuf *b, const char *type_id, const char *selector, int64_
     pbw_varint(b, 4, (uint64_t)e);
 }
 
-double q_series_sum(const char *base, const char *tenant, const char *type_id,
-                    const char *selector, int64_t start_ms, int64_t end_ms)
+double q_series_sum(const char *base, const char *tenant, const char *type_id, const char *selector,
+                    int64_t start_ms, int64_t end_ms)
 {
     tbuf req = {0}, resp = {0};
     range_req(&req, type_id, selector, start_ms, end_ms);
@@ -315,7 +317,8 @@ bool q_label_has(const char *base, const char *tenant, const char *name, const c
     return found;
 }
 
-bool q_has_type(const char *base, const char *tenant, const char *id, int64_t start_ms, int64_t end_ms)
+bool q_has_type(const char *base, const char *tenant, const char *id, int64_t start_ms,
+                int64_t end_ms)
 {
     tbuf req = {0}, resp = {0};
     pbw_varint(&req, 1, (uint64_t)start_ms);

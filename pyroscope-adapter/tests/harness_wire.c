@@ -139,10 +139,7 @@ void pbw_bytes(tbuf *b, uint32_t field, const void *p, size_t n)
     tbuf_put(b, p, n);
 }
 
-void pbw_str(tbuf *b, uint32_t field, const char *s)
-{
-    pbw_bytes(b, field, s, strlen(s));
-}
+void pbw_str(tbuf *b, uint32_t field, const char *s) { pbw_bytes(b, field, s, strlen(s)); }
 
 void pbw_double(tbuf *b, uint32_t field, double d)
 {

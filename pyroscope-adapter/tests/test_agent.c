@@ -27,8 +27,8 @@ static void setup(void)
     mp_pyro_config_set_server(cfg, srv.url);
     mp_pyro_config_set_app_name(cfg, "agent-test");
     mp_pyro_config_set_logger(cfg, MP_PYRO_LOG_ERROR, NULL, NULL);
-    mp_pyro_retry_policy p = {.max_attempts = 20, .initial_backoff_ms = 20, .max_backoff_ms = 100,
-                              .budget_ms = 20000};
+    mp_pyro_retry_policy p = {
+        .max_attempts = 20, .initial_backoff_ms = 20, .max_backoff_ms = 100, .budget_ms = 20000};
     mp_pyro_config_set_retry(cfg, &p);
     be = fixed_backend_new(&fb);
 }
@@ -48,8 +48,8 @@ static void expect_accounted(const mp_pyro_stats *s)
                      s->dropped_retry_exhausted + s->dropped_stop_deadline + s->dropped_spool_io +
                      s->spooled + s->queue_depth;
     cr_expect_eq(s->reports_queued, ended,
-                 "every profile is accounted for: queued %llu, ended %llu", (unsigned long long)s->reports_queued,
-                 (unsigned long long)ended);
+                 "every profile is accounted for: queued %llu, ended %llu",
+                 (unsigned long long)s->reports_queued, (unsigned long long)ended);
 }
 
 static mp_pyro_stats run_once(int interval_ms, int run_ms, mp_pyro_status want_stop)
@@ -158,7 +158,8 @@ Test(agent, backend_serves_one_agent)
     cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
     cr_expect_eq(mp_pyro_agent_start(cfg, be, &b), MP_PYRO_E_STATE);
     mp_pyro_agent_free(a);
-    cr_expect_eq(mp_pyro_agent_start(cfg, be, &b), MP_PYRO_OK, "free after stop releases the backend");
+    cr_expect_eq(mp_pyro_agent_start(cfg, be, &b), MP_PYRO_OK,
+                 "free after stop releases the backend");
     mp_pyro_agent_free(b);
 }
 
@@ -171,7 +172,9 @@ Test(agent, outage_then_nothing_lost, .timeout = 400)
     double outage_s = ts_env_double("MIMPROF_PYRO_OUTAGE_S", 3.0);
     int interval = (int)ts_env_double("MIMPROF_PYRO_OUTAGE_INTERVAL_MS", 250);
     mp_pyro_config_set_queue_capacity(cfg, (uint32_t)(outage_s * 1000 / interval) + 32);
-    mp_pyro_retry_policy p = {.max_attempts = 1000, .initial_backoff_ms = 100, .max_backoff_ms = 1000,
+    mp_pyro_retry_policy p = {.max_attempts = 1000,
+                              .initial_backoff_ms = 100,
+                              .max_backoff_ms = 1000,
                               .budget_ms = (uint32_t)(outage_s * 1000) + 60000};
     mp_pyro_config_set_retry(cfg, &p);
     mp_pyro_config_set_upload_interval_ms(cfg, (uint32_t)interval);
@@ -206,7 +209,8 @@ Test(agent, outage_then_nothing_lost, .timeout = 400)
                  "one stored profile per report, no duplicates");
     double got = q_series_sum(srv.url, NULL, "memory:alloc_space:bytes:space:bytes",
                               "{service_name=\"agent-test\"}", t0 - 1000, now_ms() + 1000);
-    cr_expect_eq((int64_t)got, alloc, "alloc_space queried back %f, sent %lld", got, (long long)alloc);
+    cr_expect_eq((int64_t)got, alloc, "alloc_space queried back %f, sent %lld", got,
+                 (long long)alloc);
 }
 
 static char *mktemp_dir(void)
@@ -273,7 +277,8 @@ Test(agent, retry_budget_spent_goes_to_spool)
 {
     char *dir = mktemp_dir();
     ts_post(&srv, "/fault", "{\"mode\": \"500\"}");
-    mp_pyro_retry_policy p = {.max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
+    mp_pyro_retry_policy p = {
+        .max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
     mp_pyro_config_set_retry(cfg, &p);
     mp_pyro_config_set_spool(cfg, dir, 0, 0);
     mp_pyro_stats st = run_once(60000, 50, MP_PYRO_OK);
@@ -298,8 +303,9 @@ Test(agent, sink_submitted_profiles)
         sent += v.alloc_space[0] + v.alloc_space[1];
         size_t n;
         uint8_t *p = tp_build_heap(&v, t + k * 1000000000LL, 1000000000LL, true, &n);
-        cr_expect_eq(mp_pyro_agent_submit(a, p, n, t + k * 1000000000LL, t + (k + 1) * 1000000000LL),
-                     MP_PYRO_OK);
+        cr_expect_eq(
+            mp_pyro_agent_submit(a, p, n, t + k * 1000000000LL, t + (k + 1) * 1000000000LL),
+            MP_PYRO_OK);
         free(p);
     }
     cr_expect_eq(mp_pyro_agent_submit(a, NULL, 0, t, t), MP_PYRO_OK);
@@ -318,7 +324,8 @@ Test(agent, sink_submitted_profiles)
     double got = q_series_sum(srv.url, NULL, "memory:alloc_space:bytes:space:bytes",
                               "{service_name=\"agent-test\"}", t / 1000000 - 1000, now_ms() + 1000);
     cr_expect_eq((int64_t)got, sent);
-    cr_expect(q_label_has(srv.url, NULL, "pyroscope_spy", "mimprof", t / 1000000 - 1000, now_ms() + 1000));
+    cr_expect(q_label_has(srv.url, NULL, "pyroscope_spy", "mimprof", t / 1000000 - 1000,
+                          now_ms() + 1000));
 }
 
 /* What the preload does: configuration from PYROSCOPE_* only. */
@@ -340,7 +347,8 @@ Test(agent, sink_from_environment)
     cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
     mp_pyro_agent_free(a);
     cr_expect(q_label_has(srv.url, NULL, "origin", "env", now_ms() - 60000, now_ms() + 1000));
-    cr_expect(q_label_has(srv.url, NULL, "service_name", "from-env", now_ms() - 60000, now_ms() + 1000));
+    cr_expect(
+        q_label_has(srv.url, NULL, "service_name", "from-env", now_ms() - 60000, now_ms() + 1000));
     unsetenv("PYROSCOPE_SERVER_ADDRESS");
     unsetenv("PYROSCOPE_APPLICATION_NAME");
     unsetenv("PYROSCOPE_TAGS");
@@ -352,7 +360,9 @@ Test(agent, sink_from_environment)
 Test(agent, stop_does_not_wait_out_a_long_backoff)
 {
     ts_post(&srv, "/fault", "{\"mode\": \"500\", \"count\": 1}");
-    mp_pyro_retry_policy p = {.max_attempts = 5, .initial_backoff_ms = 60000, .max_backoff_ms = 60000,
+    mp_pyro_retry_policy p = {.max_attempts = 5,
+                              .initial_backoff_ms = 60000,
+                              .max_backoff_ms = 60000,
                               .budget_ms = 600000};
     mp_pyro_config_set_retry(cfg, &p);
     mp_pyro_config_set_flush_deadline_ms(cfg, 3000);

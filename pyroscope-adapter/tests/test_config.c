@@ -7,11 +7,20 @@
 
 #include <mimprof/pyroscope.h>
 
-static const char *const env_names[] = {
-    "PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME", "PYROSCOPE_BASIC_AUTH_USER",
-    "PYROSCOPE_BASIC_AUTH_PASSWORD", "PYROSCOPE_AUTH_TOKEN", "PYROSCOPE_TENANT_ID", "PYROSCOPE_TAGS",
-    "PYROSCOPE_UPLOAD_INTERVAL", "MIMPROF_PYROSCOPE_PROTOCOL", "MIMPROF_PYROSCOPE_SPOOL_DIR",
-    "MIMPROF_PYROSCOPE_CA_PATH", "MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "MIMPROF_PYROSCOPE_LOG_LEVEL", NULL};
+static const char *const env_names[] = {"PYROSCOPE_SERVER_ADDRESS",
+                                        "PYROSCOPE_APPLICATION_NAME",
+                                        "PYROSCOPE_BASIC_AUTH_USER",
+                                        "PYROSCOPE_BASIC_AUTH_PASSWORD",
+                                        "PYROSCOPE_AUTH_TOKEN",
+                                        "PYROSCOPE_TENANT_ID",
+                                        "PYROSCOPE_TAGS",
+                                        "PYROSCOPE_UPLOAD_INTERVAL",
+                                        "MIMPROF_PYROSCOPE_PROTOCOL",
+                                        "MIMPROF_PYROSCOPE_SPOOL_DIR",
+                                        "MIMPROF_PYROSCOPE_CA_PATH",
+                                        "MIMPROF_PYROSCOPE_FLUSH_DEADLINE",
+                                        "MIMPROF_PYROSCOPE_LOG_LEVEL",
+                                        NULL};
 
 static void clear_env(void)
 {
@@ -47,13 +56,15 @@ Test(config, required_fields)
 
 Test(config, bad_urls)
 {
-    const char *bad[] = {"", "localhost:4040", "ftp://h/", "http://", "http://h/#frag", "http://[::1",
-                         "not a url", NULL};
+    const char *bad[] = {
+        "",  "localhost:4040", "ftp://h/", "http://", "http://h/#frag", "http://[::1", "not a url",
+        NULL};
     for (int i = 0; bad[i]; i++) {
         cr_expect_eq(mp_pyro_config_set_server(cfg, bad[i]), MP_PYRO_E_INVALID_URL, "%s", bad[i]);
         cr_expect_neq(mp_pyro_config_error(cfg)[0], '\0');
     }
-    cr_expect_eq(mp_pyro_config_set_server(cfg, "https://profiles.example.com/pyroscope"), MP_PYRO_OK);
+    cr_expect_eq(mp_pyro_config_set_server(cfg, "https://profiles.example.com/pyroscope"),
+                 MP_PYRO_OK);
     cr_expect_eq(mp_pyro_config_set_server(cfg, "http://[::1]:4040"), MP_PYRO_OK);
 }
 
@@ -75,8 +86,8 @@ Test(config, ranges)
     cr_expect_eq(mp_pyro_config_set_upload_interval_ms(cfg, 10), MP_PYRO_OK);
     cr_expect_eq(mp_pyro_config_set_queue_capacity(cfg, 0), MP_PYRO_E_INVALID_CONFIG);
     cr_expect_eq(mp_pyro_config_set_timeouts_ms(cfg, 0, 10), MP_PYRO_E_INVALID_CONFIG);
-    mp_pyro_retry_policy p = {.max_attempts = 3, .initial_backoff_ms = 100, .max_backoff_ms = 50,
-                              .budget_ms = 1000};
+    mp_pyro_retry_policy p = {
+        .max_attempts = 3, .initial_backoff_ms = 100, .max_backoff_ms = 50, .budget_ms = 1000};
     cr_expect_eq(mp_pyro_config_set_retry(cfg, &p), MP_PYRO_E_INVALID_CONFIG);
     p.max_backoff_ms = 100;
     cr_expect_eq(mp_pyro_config_set_retry(cfg, &p), MP_PYRO_OK);

@@ -27,11 +27,26 @@ Test(dlopen, sink_agent_through_dlsym, .timeout = 60)
     cr_assert(ts_start(&s, NULL));
     void *lib = dlopen(PYRO_LIB, RTLD_NOW | RTLD_LOCAL);
     cr_assert_not_null(lib, "%s", dlerror());
-    union { void *p; start_fn f; } start = {dlsym(lib, "mp_pyro_agent_start_from_env")};
-    union { void *p; submit_fn f; } submit = {dlsym(lib, "mp_pyro_agent_submit")};
-    union { void *p; stop_fn f; } stop = {dlsym(lib, "mp_pyro_agent_stop")};
-    union { void *p; free_fn f; } release = {dlsym(lib, "mp_pyro_agent_free")};
-    union { void *p; stats_fn f; } stats = {dlsym(lib, "mp_pyro_agent_stats")};
+    union {
+        void *p;
+        start_fn f;
+    } start = {dlsym(lib, "mp_pyro_agent_start_from_env")};
+    union {
+        void *p;
+        submit_fn f;
+    } submit = {dlsym(lib, "mp_pyro_agent_submit")};
+    union {
+        void *p;
+        stop_fn f;
+    } stop = {dlsym(lib, "mp_pyro_agent_stop")};
+    union {
+        void *p;
+        free_fn f;
+    } release = {dlsym(lib, "mp_pyro_agent_free")};
+    union {
+        void *p;
+        stats_fn f;
+    } stats = {dlsym(lib, "mp_pyro_agent_stats")};
     cr_assert(start.p && submit.p && stop.p && release.p && stats.p);
     cr_expect_null(dlsym(lib, "mp_pyro_gzip"), "internal functions are not exported");
 

@@ -1,7 +1,7 @@
 /* Clear, typed errors: unreachable hosts, bad URLs, TLS failures. */
 #define _GNU_SOURCE
-#include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +55,8 @@ Test(errors, connection_refused)
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", closed_port());
     mp_pyro_config_set_server(cfg, url);
-    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_E_CONNECT);
+    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err),
+                 MP_PYRO_E_CONNECT);
     cr_expect(strstr(err, "connect") || strstr(err, "Connect"), "%s", err);
     cr_expect(strstr(err, url), "the message names the endpoint: %s", err);
 }
@@ -101,7 +102,8 @@ Test(errors, tls_untrusted_certificate)
     cr_expect(strstr(err, "certificate") || strstr(err, "SSL"), "%s", err);
     /* a CA file that does not exist */
     mp_pyro_config_set_ca_path(cfg, "/nonexistent/ca.pem");
-    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_E_TLS, "%s", err);
+    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_E_TLS,
+                 "%s", err);
     /* trusting the test certificate works */
     mp_pyro_config_set_ca_path(cfg, TS_CERT);
     int64_t t = now_ms() * 1000000;
@@ -109,7 +111,8 @@ Test(errors, tls_untrusted_certificate)
     tp_heap_values v;
     fixed_values(0, &v);
     prof = tp_build_heap(&v, t, 1000000, true, &prof_len);
-    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, t, t + 1000000, NULL, err, sizeof err), MP_PYRO_OK, "%s", err);
+    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, t, t + 1000000, NULL, err, sizeof err),
+                 MP_PYRO_OK, "%s", err);
     ts_stop(&s);
 }
 
@@ -122,7 +125,8 @@ Test(errors, tls_to_a_plain_http_server)
     char url[64];
     snprintf(url, sizeof url, "https://127.0.0.1:%d", s.port);
     mp_pyro_config_set_server(cfg, url);
-    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_E_TLS, "%s", err);
+    cr_expect_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_E_TLS,
+                 "%s", err);
     ts_stop(&s);
 }
 
@@ -133,7 +137,8 @@ Test(errors, agent_reports_unreachable_in_stats)
     mp_pyro_config_set_server(cfg, url);
     mp_pyro_config_set_upload_interval_ms(cfg, 50);
     mp_pyro_config_set_flush_deadline_ms(cfg, 100);
-    mp_pyro_retry_policy p = {.max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
+    mp_pyro_retry_policy p = {
+        .max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
     mp_pyro_config_set_retry(cfg, &p);
     fixed_backend *fb;
     mp_pyro_backend *b = fixed_backend_new(&fb);
@@ -145,7 +150,8 @@ Test(errors, agent_reports_unreachable_in_stats)
     mp_pyro_agent_stats(a, &st);
     cr_expect_gt(st.fail_connect, 0);
     cr_expect_eq(st.uploaded, 0);
-    cr_expect_eq(st.reports_queued, st.dropped_retry_exhausted + st.dropped_stop_deadline + st.dropped_queue_full);
+    cr_expect_eq(st.reports_queued,
+                 st.dropped_retry_exhausted + st.dropped_stop_deadline + st.dropped_queue_full);
     char msg[512];
     cr_expect_eq(mp_pyro_agent_last_error(a, msg, sizeof msg), MP_PYRO_E_CONNECT);
     cr_expect(strstr(msg, url), "%s", msg);

@@ -13,9 +13,9 @@
 
 #include "harness.h"
 
-#define ALLOC_SPACE "memory:alloc_space:bytes:space:bytes"
+#define ALLOC_SPACE   "memory:alloc_space:bytes:space:bytes"
 #define ALLOC_OBJECTS "memory:alloc_objects:count:space:bytes"
-#define INUSE_SPACE "memory:inuse_space:bytes:space:bytes"
+#define INUSE_SPACE   "memory:inuse_space:bytes:space:bytes"
 
 TestSuite(integration, .timeout = 120);
 
@@ -39,7 +39,8 @@ static mp_pyro_stats upload_some(ts_server *s, mp_pyro_protocol proto, const cha
     unique_app(r->app, sizeof r->app, proto == MP_PYRO_PROTOCOL_PUSH ? "push" : "ingest");
     mp_pyro_config *cfg;
     cr_assert_eq(mp_pyro_config_new(&cfg), MP_PYRO_OK);
-    cr_assert_eq(mp_pyro_config_set_server(cfg, s->url), MP_PYRO_OK, "%s", mp_pyro_config_error(cfg));
+    cr_assert_eq(mp_pyro_config_set_server(cfg, s->url), MP_PYRO_OK, "%s",
+                 mp_pyro_config_error(cfg));
     cr_assert_eq(mp_pyro_config_set_app_name(cfg, r->app), MP_PYRO_OK);
     char tags[64];
     snprintf(tags, sizeof tags, "env=ci,run=r%d", (int)getpid());
@@ -91,10 +92,12 @@ static void expect_round_trip(ts_server *s, const char *tenant, const run *r)
     snprintf(sel, sizeof sel, "{service_name=\"%s\"}", r->app);
     cr_expect_geq(r->reports, 3);
     double alloc = poll_sum(s, tenant, ALLOC_SPACE, sel, r->t0, (double)r->alloc_space);
-    cr_expect_eq((int64_t)alloc, r->alloc_space, "alloc_space: queried %.0f, sent %" PRId64 " (interval values, no double delta)",
+    cr_expect_eq((int64_t)alloc, r->alloc_space,
+                 "alloc_space: queried %.0f, sent %" PRId64 " (interval values, no double delta)",
                  alloc, r->alloc_space);
     double inuse = poll_sum(s, tenant, INUSE_SPACE, sel, r->t0, (double)r->inuse_space);
-    cr_expect_eq((int64_t)inuse, r->inuse_space, "inuse_space: queried %.0f, sent %" PRId64, inuse, r->inuse_space);
+    cr_expect_eq((int64_t)inuse, r->inuse_space, "inuse_space: queried %.0f, sent %" PRId64, inuse,
+                 r->inuse_space);
     int64_t want_objs = 0;
     for (int k = 0; k < r->reports; k++)
         want_objs += 10 * (k + 1) + 1;
@@ -106,7 +109,8 @@ static void expect_round_trip(ts_server *s, const char *tenant, const run *r)
     int t = tp_type(&p, "alloc_space");
     cr_expect_geq(t, 0);
     cr_expect_eq(tp_total(&p, t), r->alloc_space);
-    cr_expect_eq(tp_total_func(&p, t, "alloc_small"), r->small_alloc, "per-function values survive");
+    cr_expect_eq(tp_total_func(&p, t, "alloc_small"), r->small_alloc,
+                 "per-function values survive");
     cr_expect_eq(tp_total_func(&p, t, "alloc_big"), 100000 * (int64_t)r->reports);
     cr_expect_eq(tp_total_func(&p, t, "main"), r->alloc_space);
     tp_free(&p);
@@ -122,7 +126,8 @@ static void expect_clean(const mp_pyro_stats *st)
 {
     cr_expect_eq(st->uploaded, st->reports_queued);
     cr_expect_eq(st->dropped_rejected + st->dropped_queue_full + st->dropped_retry_exhausted +
-                     st->dropped_stop_deadline, 0);
+                     st->dropped_stop_deadline,
+                 0);
 }
 
 static void round_trip(mp_pyro_protocol proto, const char *storage)
@@ -151,8 +156,16 @@ static void standin_only(void)
         cr_skip_test("stand-in not available");
 }
 
-Test(integration, ingest_standin_v1) { standin_only(); round_trip(MP_PYRO_PROTOCOL_INGEST, "v1"); }
-Test(integration, push_standin_v1) { standin_only(); round_trip(MP_PYRO_PROTOCOL_PUSH, "v1"); }
+Test(integration, ingest_standin_v1)
+{
+    standin_only();
+    round_trip(MP_PYRO_PROTOCOL_INGEST, "v1");
+}
+Test(integration, push_standin_v1)
+{
+    standin_only();
+    round_trip(MP_PYRO_PROTOCOL_PUSH, "v1");
+}
 
 /* The negative control: the same profiles pushed without __delta__="false"
  * (series or sample label) are delta'd again by a v1 ingester, so the
@@ -215,10 +228,11 @@ Test(integration, tenant)
     if (!s.external) {
         char sel[256];
         snprintf(sel, sizeof sel, "{service_name=\"%s\"}", r.app);
-        cr_expect_eq(q_series_sum(s.url, "team-b", ALLOC_SPACE, sel, r.t0 - 60000, now_ms() + 60000), 0,
-                     "another tenant sees nothing");
-        cr_expect_eq(q_series_sum(s.url, NULL, ALLOC_SPACE, sel, r.t0 - 60000, now_ms() + 60000), -1,
-                     "no tenant: 401");
+        cr_expect_eq(
+            q_series_sum(s.url, "team-b", ALLOC_SPACE, sel, r.t0 - 60000, now_ms() + 60000), 0,
+            "another tenant sees nothing");
+        cr_expect_eq(q_series_sum(s.url, NULL, ALLOC_SPACE, sel, r.t0 - 60000, now_ms() + 60000),
+                     -1, "no tenant: 401");
         /* an agent without a tenant is refused (401) and counts it */
         run r2;
         st = upload_some(&s, MP_PYRO_PROTOCOL_PUSH, NULL, NULL, NULL, NULL, &r2);
@@ -236,7 +250,8 @@ Test(integration, basic_auth_through_a_proxy)
     ts_server s;
     cr_assert(ts_start(&s, args));
     run r;
-    mp_pyro_stats st = upload_some(&s, MP_PYRO_PROTOCOL_PUSH, NULL, "123456", "glc_token", NULL, &r);
+    mp_pyro_stats st =
+        upload_some(&s, MP_PYRO_PROTOCOL_PUSH, NULL, "123456", "glc_token", NULL, &r);
     expect_clean(&st);
     expect_round_trip(&s, NULL, &r);
     st = upload_some(&s, MP_PYRO_PROTOCOL_INGEST, NULL, "123456", "wrong", NULL, &r);

@@ -10,17 +10,17 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend_int.h"
 #include "harness.h"
 #include "jeprof_parse.h"
 
-#define SMALL_N 40000
+#define SMALL_N    40000
 #define SMALL_SIZE 256
-#define BIG_N 200
-#define BIG_SIZE 65536
+#define BIG_N      200
+#define BIG_SIZE   65536
 
 static void *small_blocks[SMALL_N];
 static void *big_blocks[BIG_N];
@@ -106,8 +106,9 @@ Test(jemalloc, known_population_unbiased, .timeout = 60)
             d.stacks[i].bytes / d.stacks[i].objs > 200)
             raw_small += d.stacks[i].objs;
     double p = 1 - exp(-(double)SMALL_SIZE / 4096.0);
-    cr_expect_lt(raw_small, SMALL_N / 4, "raw dump counts are sampled counts (~N*p = %.0f), got %llu",
-                 SMALL_N * p, (unsigned long long)raw_small);
+    cr_expect_lt(raw_small, SMALL_N / 4,
+                 "raw dump counts are sampled counts (~N*p = %.0f), got %llu", SMALL_N * p,
+                 (unsigned long long)raw_small);
     mp_jeprof_dump_free(&d);
     tbuf_free(&text);
 
@@ -129,10 +130,14 @@ Test(jemalloc, known_population_unbiased, .timeout = 60)
     int64_t bb = tp_total_func(&pp, space, "pyro_test_alloc_big");
     /* ~2,500 samples: 5 sigma is ~10%; jemalloc's count is a fixed point
      * with 1/8 resolution per sample (up to -1.5% at this size). */
-    cr_expect(fabs((double)so / SMALL_N - 1) < 0.10, "small objects %lld, allocated %d", (long long)so, SMALL_N);
-    cr_expect(fabs((double)sb / (SMALL_N * SMALL_SIZE) - 1) < 0.10, "small bytes %lld", (long long)sb);
-    cr_expect(fabs((double)bo / BIG_N - 1) < 0.03, "big objects %lld, allocated %d", (long long)bo, BIG_N);
-    cr_expect(fabs((double)bb / ((double)BIG_N * BIG_SIZE) - 1) < 0.03, "big bytes %lld", (long long)bb);
+    cr_expect(fabs((double)so / SMALL_N - 1) < 0.10, "small objects %lld, allocated %d",
+              (long long)so, SMALL_N);
+    cr_expect(fabs((double)sb / (SMALL_N * SMALL_SIZE) - 1) < 0.10, "small bytes %lld",
+              (long long)sb);
+    cr_expect(fabs((double)bo / BIG_N - 1) < 0.03, "big objects %lld, allocated %d", (long long)bo,
+              BIG_N);
+    cr_expect(fabs((double)bb / ((double)BIG_N * BIG_SIZE) - 1) < 0.03, "big bytes %lld",
+              (long long)bb);
     /* applying the rule twice would overshoot the small population ~16x */
     double o2, b2;
     mp_jeprof_unbias((uint64_t)so, (uint64_t)sb, 4096, &o2, &b2);
@@ -158,7 +163,8 @@ Test(jemalloc, known_population_unbiased, .timeout = 60)
     free_all();
 }
 
-static int fake_mallctl_off(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+static int fake_mallctl_off(const char *name, void *oldp, size_t *oldlenp, void *newp,
+                            size_t newlen)
 {
     (void)newp;
     (void)newlen;
@@ -170,7 +176,8 @@ static int fake_mallctl_off(const char *name, void *oldp, size_t *oldlenp, void 
     return ENOENT;
 }
 
-static int fake_mallctl_noprof(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+static int fake_mallctl_noprof(const char *name, void *oldp, size_t *oldlenp, void *newp,
+                               size_t newlen)
 {
     (void)name;
     (void)oldp;
@@ -190,7 +197,8 @@ Test(jemalloc, clear_errors_without_profiling)
     mp_pyro_window w = {0, 1};
     mp_pyro_profile p = {0};
     cr_expect_eq(backend_report(b, &w, &p, true), MP_PYRO_E_UNSUPPORTED);
-    cr_expect(strstr(mp_pyro_backend_error(b), "MALLOC_CONF=prof:true"), "%s", mp_pyro_backend_error(b));
+    cr_expect(strstr(mp_pyro_backend_error(b), "MALLOC_CONF=prof:true"), "%s",
+              mp_pyro_backend_error(b));
     mp_pyro_backend_free(b);
     o.mallctl = fake_mallctl_noprof;
     cr_assert_eq(mp_pyro_backend_jemalloc_new(&o, &b), MP_PYRO_OK);

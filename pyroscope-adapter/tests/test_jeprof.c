@@ -10,23 +10,22 @@
 #include "pprof_heap.h"
 
 /* Shaped like a jemalloc 5.3 dump (values made up). */
-static const char dump[] =
-    "heap_v2/4096\n"
-    "  t*: 3: 12288 [0: 0]\n"
-    "  t0: 2: 8192 [0: 0]\n"
-    "  t1: 1: 4096 [0: 0] worker-1\n"
-    "@ 0x7f0000001000 0x7f0000001100 0x55000000a123 0x55000000b456\n"
-    "  t*: 2: 8192 [4: 16384]\n"
-    "  t0: 2: 8192 [4: 16384]\n"
-    "@ 0x7f0000001000 0x55000000c789\n"
-    "  t*: 1: 64 [0: 0]\n"
-    "  t1: 1: 64 [0: 0]\n"
-    "@ 0x55000000d000\n"
-    "  t*: 0: 0 [0: 0]\n"
-    "\n"
-    "MAPPED_LIBRARIES:\n"
-    "55000000a000-55000000f000 r-xp 00001000 fe:00 1 /usr/bin/app\n"
-    "this line is not parsed @ t*:\n";
+static const char dump[] = "heap_v2/4096\n"
+                           "  t*: 3: 12288 [0: 0]\n"
+                           "  t0: 2: 8192 [0: 0]\n"
+                           "  t1: 1: 4096 [0: 0] worker-1\n"
+                           "@ 0x7f0000001000 0x7f0000001100 0x55000000a123 0x55000000b456\n"
+                           "  t*: 2: 8192 [4: 16384]\n"
+                           "  t0: 2: 8192 [4: 16384]\n"
+                           "@ 0x7f0000001000 0x55000000c789\n"
+                           "  t*: 1: 64 [0: 0]\n"
+                           "  t1: 1: 64 [0: 0]\n"
+                           "@ 0x55000000d000\n"
+                           "  t*: 0: 0 [0: 0]\n"
+                           "\n"
+                           "MAPPED_LIBRARIES:\n"
+                           "55000000a000-55000000f000 r-xp 00001000 fe:00 1 /usr/bin/app\n"
+                           "this line is not parsed @ t*:\n";
 
 Test(jeprof, parse_fixture)
 {
@@ -68,7 +67,8 @@ Test(jeprof, rejects_malformed)
     for (int i = 0; bad[i]; i++) {
         mp_jeprof_dump d;
         char err[200] = "";
-        cr_expect_eq(mp_jeprof_parse(bad[i], strlen(bad[i]), &d, err, sizeof err), -1, "case %d", i);
+        cr_expect_eq(mp_jeprof_parse(bad[i], strlen(bad[i]), &d, err, sizeof err), -1, "case %d",
+                     i);
         cr_expect_neq(err[0], '\0', "case %d has a message", i);
         cr_expect_null(d.stacks);
     }
@@ -113,13 +113,26 @@ Test(jeprof, pprof_encoding)
     mp_jeprof_dump d;
     cr_assert_eq(mp_jeprof_parse(dump, sizeof dump - 1, &d, NULL, 0), 0);
     mp_pyro_mapping maps[2] = {
-        {.start = 0x550000000000, .limit = 0x560000000000, .offset = 0x1000, .file = "/usr/bin/app",
-         .build_id = "abcd", .object = 0},
-        {.start = 0x7f0000000000, .limit = 0x7f0000100000, .offset = 0, .file = "/lib/libjemalloc.so.2",
-         .build_id = "", .object = 1},
+        {.start = 0x550000000000,
+         .limit = 0x560000000000,
+         .offset = 0x1000,
+         .file = "/usr/bin/app",
+         .build_id = "abcd",
+         .object = 0},
+        {.start = 0x7f0000000000,
+         .limit = 0x7f0000100000,
+         .offset = 0,
+         .file = "/lib/libjemalloc.so.2",
+         .build_id = "",
+         .object = 1},
     };
-    mp_pyro_heap_options o = {.maps = maps, .nmaps = 2, .skip_object = 1, .symbolize = false,
-                              .time_nanos = 123, .duration_nanos = 456, .comment = "test"};
+    mp_pyro_heap_options o = {.maps = maps,
+                              .nmaps = 2,
+                              .skip_object = 1,
+                              .symbolize = false,
+                              .time_nanos = 123,
+                              .duration_nanos = 456,
+                              .comment = "test"};
     uint8_t *out;
     size_t len;
     cr_assert_eq(mp_pyro_heap_pprof(&d, &o, &out, &len), MP_PYRO_OK);

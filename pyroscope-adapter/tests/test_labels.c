@@ -30,7 +30,8 @@ Test(labels, label_names)
     cr_expect_eq(mp_pyro_check_label_name("_x", err, sizeof err), MP_PYRO_OK);
     cr_expect_eq(mp_pyro_check_label_name("__name__", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect(strstr(err, "reserves"), "%s", err);
-    cr_expect_eq(mp_pyro_check_label_name("service_name", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
+    cr_expect_eq(mp_pyro_check_label_name("service_name", err, sizeof err),
+                 MP_PYRO_E_INVALID_LABEL);
     cr_expect_eq(mp_pyro_check_label_name("a-b", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect_eq(mp_pyro_check_label_name("a b", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect_eq(mp_pyro_check_label_name("", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
@@ -46,8 +47,10 @@ Test(labels, label_values)
     cr_expect_eq(mp_pyro_check_label_value("k", "", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect_eq(mp_pyro_check_label_value("k", " v", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect_eq(mp_pyro_check_label_value("k", "v\n", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
-    cr_expect_eq(mp_pyro_check_label_value("k", "\xc3\x28", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
-    cr_expect_eq(mp_pyro_check_label_value("k", "\xed\xa0\x80", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
+    cr_expect_eq(mp_pyro_check_label_value("k", "\xc3\x28", err, sizeof err),
+                 MP_PYRO_E_INVALID_LABEL);
+    cr_expect_eq(mp_pyro_check_label_value("k", "\xed\xa0\x80", err, sizeof err),
+                 MP_PYRO_E_INVALID_LABEL);
     char v[2050];
     memset(v, 'x', 2049);
     v[2049] = 0;
@@ -60,14 +63,16 @@ Test(labels, series_name_sorted_and_limits)
 {
     mp_pyro_series s = {0};
     s.app = strdup("app");
-    cr_assert_eq(mp_pyro_series_add_tags(&s, " zone = eu , env=prod ,", err, sizeof err), MP_PYRO_OK, "%s", err);
+    cr_assert_eq(mp_pyro_series_add_tags(&s, " zone = eu , env=prod ,", err, sizeof err),
+                 MP_PYRO_OK, "%s", err);
     cr_assert_eq(mp_pyro_series_add_tag(&s, "b", "2", err, sizeof err), MP_PYRO_OK);
     mp_pyro_buf out = {0};
     mp_pyro_series_name(&s, &out);
     cr_expect_str_eq(mp_pyro_buf_cstr(&out), "app{b=2,env=prod,zone=eu}");
     mp_pyro_buf_free(&out);
     /* all or nothing */
-    cr_expect_eq(mp_pyro_series_add_tags(&s, "c=3,bad-key=1", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
+    cr_expect_eq(mp_pyro_series_add_tags(&s, "c=3,bad-key=1", err, sizeof err),
+                 MP_PYRO_E_INVALID_LABEL);
     cr_expect_eq(s.ntags, 3);
     cr_expect_eq(mp_pyro_series_add_tags(&s, "env=dup", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect(strstr(err, "twice"), "%s", err);
@@ -77,7 +82,8 @@ Test(labels, series_name_sorted_and_limits)
         snprintf(k, sizeof k, "t%02d", i);
         cr_assert_eq(mp_pyro_series_add_tag(&s, k, "v", err, sizeof err), MP_PYRO_OK);
     }
-    cr_expect_eq(mp_pyro_series_add_tag(&s, "one_more", "v", err, sizeof err), MP_PYRO_E_TOO_MANY_LABELS);
+    cr_expect_eq(mp_pyro_series_add_tag(&s, "one_more", "v", err, sizeof err),
+                 MP_PYRO_E_TOO_MANY_LABELS);
     mp_pyro_series_clear(&s);
 }
 
@@ -87,8 +93,11 @@ Test(labels, tenant_and_headers)
     cr_expect_eq(mp_pyro_check_tenant("a/b", err, sizeof err), MP_PYRO_E_INVALID_CONFIG);
     cr_expect_eq(mp_pyro_check_tenant("..", err, sizeof err), MP_PYRO_E_INVALID_CONFIG);
     cr_expect_eq(mp_pyro_check_header("X-Env", "v 1", err, sizeof err), MP_PYRO_OK);
-    cr_expect_eq(mp_pyro_check_header("authorization", "x", err, sizeof err), MP_PYRO_E_INVALID_CONFIG);
-    cr_expect_eq(mp_pyro_check_header("X-Scope-OrgID", "x", err, sizeof err), MP_PYRO_E_INVALID_CONFIG);
+    cr_expect_eq(mp_pyro_check_header("authorization", "x", err, sizeof err),
+                 MP_PYRO_E_INVALID_CONFIG);
+    cr_expect_eq(mp_pyro_check_header("X-Scope-OrgID", "x", err, sizeof err),
+                 MP_PYRO_E_INVALID_CONFIG);
     cr_expect_eq(mp_pyro_check_header("Bad Name", "x", err, sizeof err), MP_PYRO_E_INVALID_CONFIG);
-    cr_expect_eq(mp_pyro_check_header("X-A", "a\r\nX-Injected: 1", err, sizeof err), MP_PYRO_E_INVALID_CONFIG);
+    cr_expect_eq(mp_pyro_check_header("X-A", "a\r\nX-Injected: 1", err, sizeof err),
+                 MP_PYRO_E_INVALID_CONFIG);
 }

@@ -18,8 +18,8 @@
 
 MP_PROF_SAMPLING_ALLOCATOR_INLINE(tpa, mp_sys_mimalloc);
 
-#define N 50000
-#define SIZE 1024
+#define N        50000
+#define SIZE     1024
 #define INTERVAL 8192
 
 #define ALLOC_SPACE "memory:alloc_space:bytes:space:bytes"
@@ -54,7 +54,8 @@ static mp_pyro_config *new_config(ts_server *s, const char *app, mp_pyro_protoco
     return cfg;
 }
 
-static double poll_sum(ts_server *s, const char *type, const char *sel, int64_t t0, double lo, double hi)
+static double poll_sum(ts_server *s, const char *type, const char *sel, int64_t t0, double lo,
+                       double hi)
 {
     double got = -1;
     for (int i = 0; i < 60; i++) {
@@ -109,8 +110,8 @@ Test(mimprof_backend, attached_session_population)
     /* live samples: every report holds the whole population */
     double live_want = want * (double)st.uploaded;
     double inuse = poll_sum(&s, INUSE_SPACE, sel, t0, live_want * (1 - tol), live_want * (1 + tol));
-    cr_expect(fabs(inuse / live_want - 1) < tol, "inuse_space %.0f over %llu reports, want %.0f", inuse,
-              (unsigned long long)st.uploaded, live_want);
+    cr_expect(fabs(inuse / live_want - 1) < tol, "inuse_space %.0f over %llu reports, want %.0f",
+              inuse, (unsigned long long)st.uploaded, live_want);
     tp_profile p;
     cr_assert(q_merge(s.url, NULL, ALLOC_SPACE, sel, t0 - 60000, now_ms() + 60000, &p));
     int t = tp_type(&p, "alloc_space");

@@ -53,7 +53,8 @@ static void expect_header(int i, const char *name, const char *value)
     if (!value) {
         cr_expect_null(v, "header %s should be absent, is '%s'", name, v ? v : "");
     } else {
-        cr_expect(v && strcmp(v, value) == 0, "header %s = '%s', expected '%s'", name, v ? v : "(none)", value);
+        cr_expect(v && strcmp(v, value) == 0, "header %s = '%s', expected '%s'", name,
+                  v ? v : "(none)", value);
     }
     free(v);
 }
@@ -64,7 +65,8 @@ static void expect_gz_is_profile(const uint8_t *gz, size_t n)
     tbuf out = {0};
     cr_assert(t_gunzip(gz, n, &out));
     cr_expect_eq(out.len, prof_len);
-    cr_expect(out.len == prof_len && memcmp(out.p, prof, prof_len) == 0, "gunzip(profile) == pprof");
+    cr_expect(out.len == prof_len && memcmp(out.p, prof, prof_len) == 0,
+              "gunzip(profile) == pprof");
     tbuf_free(&out);
 }
 
@@ -92,9 +94,11 @@ Test(requests, ingest_exact)
     cr_assert(ct && matches("^multipart/form-data; boundary=mimprof[0-9a-f]{33}$", ct), "%s", ct);
     const char *boundary = strstr(ct, "boundary=") + 9;
     char head[512];
-    int hl = snprintf(head, sizeof head,
-                      "--%s\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
-                      "Content-Type: application/octet-stream\r\n\r\n", boundary);
+    int hl = snprintf(
+        head, sizeof head,
+        "--%s\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n",
+        boundary);
     char tail[128];
     int tl = snprintf(tail, sizeof tail, "\r\n--%s--\r\n", boundary);
     const cap_request *r = &cap.reqs[0];
@@ -110,7 +114,8 @@ Test(requests, ingest_path_prefix_and_url_credentials)
     char url[128];
     snprintf(url, sizeof url, "http://stack%%3A1:p%%40ss@127.0.0.1:%d/pyroscope/", cap.port);
     cr_assert_eq(mp_pyro_config_set_server(cfg, url), MP_PYRO_OK, "%s", mp_pyro_config_error(cfg));
-    cr_assert_eq(mp_pyro_upload(cfg, prof, prof_len, 0, 1000000, "jemalloc", err, sizeof err), MP_PYRO_OK, "%s", err);
+    cr_assert_eq(mp_pyro_upload(cfg, prof, prof_len, 0, 1000000, "jemalloc", err, sizeof err),
+                 MP_PYRO_OK, "%s", err);
     char *line = cap_request_line(&cap, 0);
     cr_expect(strncmp(line, "POST /pyroscope/ingest?name=", 28) == 0, "%s", line);
     cr_expect(strstr(line, "&from=0&until=1&spyName=jemalloc HTTP/1.1"), "%s", line);
@@ -137,7 +142,8 @@ static void decode_push(const cap_request *r, char labels[16][2][64], int *nlabe
             if (g.field == 1) {
                 cr_assert_lt(*nlabels, 16);
                 while (pb_next(&m, &h))
-                    snprintf(labels[*nlabels][h.field == 1 ? 0 : 1], 64, "%.*s", (int)h.len, h.data);
+                    snprintf(labels[*nlabels][h.field == 1 ? 0 : 1], 64, "%.*s", (int)h.len,
+                             h.data);
                 (*nlabels)++;
             } else if (g.field == 2) {
                 (*nsamples)++;
@@ -170,7 +176,8 @@ Test(requests, push_exact)
     mp_pyro_config_set_protocol(cfg, MP_PYRO_PROTOCOL_PUSH);
     mp_pyro_config_set_bearer_token(cfg, "tkn");
     mp_pyro_config_set_tenant(cfg, "team-b");
-    cr_assert_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_OK, "%s", err);
+    cr_assert_eq(mp_pyro_upload(cfg, prof, prof_len, 1, 2, NULL, err, sizeof err), MP_PYRO_OK, "%s",
+                 err);
     char *line = cap_request_line(&cap, 0);
     cr_expect_str_eq(line, "POST /push.v1.PusherService/Push HTTP/1.1");
     free(line);
@@ -191,7 +198,8 @@ Test(requests, push_exact)
     cr_expect_str_eq(label(labels, nl, "env"), "prod");
     cr_expect_str_eq(label(labels, nl, "team"), "core");
     cr_expect_eq(ns, 1);
-    cr_expect(matches("^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", id), "ID %s", id);
+    cr_expect(matches("^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", id),
+              "ID %s", id);
     expect_gz_is_profile(raw.p, raw.len);
     tbuf_free(&raw);
 }
@@ -224,11 +232,13 @@ static mp_pyro_status upload_against(int status, const char *body)
 
 Test(requests, status_classes_and_server_message)
 {
-    cr_expect_eq(upload_against(422, "{\"code\":\"unknown\",\"message\":\"failed to parse pprof: boom\"}"),
-                 MP_PYRO_E_HTTP_REJECTED);
+    cr_expect_eq(
+        upload_against(422, "{\"code\":\"unknown\",\"message\":\"failed to parse pprof: boom\"}"),
+        MP_PYRO_E_HTTP_REJECTED);
     cr_expect(strstr(err, "HTTP 422") && strstr(err, "failed to parse pprof: boom"), "%s", err);
-    cr_expect_eq(upload_against(400, "{\"code\":\"invalid_argument\",\"message\":\"bad \\\"name\\\"\"}"),
-                 MP_PYRO_E_HTTP_REJECTED);
+    cr_expect_eq(
+        upload_against(400, "{\"code\":\"invalid_argument\",\"message\":\"bad \\\"name\\\"\"}"),
+        MP_PYRO_E_HTTP_REJECTED);
     cr_expect(strstr(err, "bad \"name\""), "%s", err);
     cr_expect_eq(upload_against(429, "{\"code\":\"resource_exhausted\",\"message\":\"slow down\"}"),
                  MP_PYRO_E_HTTP_RATE_LIMITED);
@@ -260,7 +270,8 @@ Test(requests, agent_windows_contiguous_and_aligned)
         const char *q = strstr(line, "&from=");
         cr_assert(q && sscanf(q, "&from=%lld&until=%lld", &from, &until) == 2, "%s", line);
         if (i == 0)
-            cr_expect(from >= t0 - 1 && from <= t0 + 50, "first window starts at the agent's start");
+            cr_expect(from >= t0 - 1 && from <= t0 + 50,
+                      "first window starts at the agent's start");
         else
             cr_expect_eq(from, prev_until, "windows are contiguous");
         if (i < n - 1)

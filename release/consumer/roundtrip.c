@@ -17,7 +17,7 @@
 #define INSTANTIATE(name, provider) MP_PROF_SAMPLING_ALLOCATOR(name, provider)
 INSTANTIATE(rt, ROUNDTRIP_PROVIDER);
 
-#define N 2000
+#define N    2000
 #define SIZE 1024
 
 static int fail(const char *what, mp_prof_status s)
@@ -61,11 +61,10 @@ int main(void)
         return fail("mp_prof_classify_symbols (decoding the report)", s);
     mp_prof_stats st;
     mp_prof_diagnostics(&st);
-    int ok = len > 0 && st.samples_taken > 0 &&
-             memmem(pprof, len, "inuse_space", 11) != NULL &&
+    int ok = len > 0 && st.samples_taken > 0 && memmem(pprof, len, "inuse_space", 11) != NULL &&
              memmem(pprof, len, "alloc_space", 11) != NULL;
-    printf("%s over %s: %zu-byte pprof, %llu samples, %llu live, symbols %s\n",
-           mp_prof_version(), rt_name(), len, (unsigned long long)st.samples_taken,
+    printf("%s over %s: %zu-byte pprof, %llu samples, %llu live, symbols %s\n", mp_prof_version(),
+           rt_name(), len, (unsigned long long)st.samples_taken,
            (unsigned long long)st.live_samples, mp_prof_symbol_quality_name(q));
 
     mp_prof_buffer_free(pprof);

@@ -79,10 +79,7 @@ static _Noreturn void die(const char *what)
     exit(2);
 }
 
-static _Noreturn void die_oom(void)
-{
-    die("allocation failed");
-}
+static _Noreturn void die_oom(void) { die("allocation failed"); }
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -108,15 +105,9 @@ static double clock_seconds(clockid_t id)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double now_seconds(void)
-{
-    return clock_seconds(CLOCK_MONOTONIC);
-}
+static double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
 
-static int stopped(void)
-{
-    return atomic_load_explicit(&g_stop, memory_order_relaxed);
-}
+static int stopped(void) { return atomic_load_explicit(&g_stop, memory_order_relaxed); }
 
 static void touch(unsigned char *p, size_t size)
 {
@@ -155,8 +146,14 @@ typedef struct worker {
     void *shared;
 } worker;
 
-enum { RING_SLOTS = 1024, DENSE_SLOTS = 16, LIVE_OBJECTS = 131072, CHURN_SLOTS = 4096,
-    REALLOC_SLOTS = 256, BATCH = 64 };
+enum {
+    RING_SLOTS = 1024,
+    DENSE_SLOTS = 16,
+    LIVE_OBJECTS = 131072,
+    CHURN_SLOTS = 4096,
+    REALLOC_SLOTS = 256,
+    BATCH = 64
+};
 
 static void *run_alloc(void *arg)
 {
@@ -441,7 +438,8 @@ static counters read_counters(void)
     diagnostics(&st);
     c.present = 1;
     c.recorded = st.samples_taken;
-    uint64_t dropped_hits = st.dropped_registration + st.dropped_teardown + st.dropped_overflow_full;
+    uint64_t dropped_hits =
+        st.dropped_registration + st.dropped_teardown + st.dropped_overflow_full;
     c.dropped = dropped_hits + st.dropped_live_table_full;
     c.samples = st.samples_taken + dropped_hits;
     return c;
@@ -493,10 +491,10 @@ static int run_case(const bench_case *bc, double window, uint64_t seed)
     counters c = read_counters();
     printf("mimprof-bench case=%s operations=%llu seconds=%.6f throughput=%.1f cpu_seconds=%.6f "
            "cpu_throughput=%.1f samples=%llu recorded=%llu dropped=%llu profiler=%d interval=%s\n",
-        bc->name, (unsigned long long)ops, seconds, (double)ops / seconds, cpu_seconds,
-        cpu_seconds > 0 ? (double)ops / cpu_seconds : 0.0,
-        (unsigned long long)c.samples, (unsigned long long)c.recorded,
-        (unsigned long long)c.dropped, c.present, interval_env());
+           bc->name, (unsigned long long)ops, seconds, (double)ops / seconds, cpu_seconds,
+           cpu_seconds > 0 ? (double)ops / cpu_seconds : 0.0, (unsigned long long)c.samples,
+           (unsigned long long)c.recorded, (unsigned long long)c.dropped, c.present,
+           interval_env());
     return fflush(stdout) == 0 ? 0 : 2;
 }
 
@@ -533,10 +531,11 @@ static int run_population(uint64_t objects, size_t size, int mixed, uint64_t see
     counters c = read_counters();
     printf("mimprof-bench case=population objects=%llu bytes=%llu size=%s pc_lo=%p pc_hi=%p "
            "samples=%llu recorded=%llu dropped=%llu profiler=%d interval=%s\n",
-        (unsigned long long)objects, (unsigned long long)bytes, mixed ? "mixed" : "fixed",
-        (const void *)__start_mimprof_bench_population,
-        (const void *)__stop_mimprof_bench_population, (unsigned long long)c.samples,
-        (unsigned long long)c.recorded, (unsigned long long)c.dropped, c.present, interval_env());
+           (unsigned long long)objects, (unsigned long long)bytes, mixed ? "mixed" : "fixed",
+           (const void *)__start_mimprof_bench_population,
+           (const void *)__stop_mimprof_bench_population, (unsigned long long)c.samples,
+           (unsigned long long)c.recorded, (unsigned long long)c.dropped, c.present,
+           interval_env());
     /* The population stays live: exit-time profiles must contain it. */
     g_sink ^= ((unsigned char *)keep[objects - 1])[0];
     return fflush(stdout) == 0 ? 0 : 2;
@@ -544,11 +543,11 @@ static int run_population(uint64_t objects, size_t size, int mixed, uint64_t see
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-        "usage: mimprof-bench-workload CASE [--window SECONDS] [--seed N]\n"
-        "       mimprof-bench-workload population [--objects N] [--size BYTES | --mixed] [--seed N]\n"
-        "       mimprof-bench-workload --list\n"
-        "cases:");
+    fprintf(out, "usage: mimprof-bench-workload CASE [--window SECONDS] [--seed N]\n"
+                 "       mimprof-bench-workload population [--objects N] [--size BYTES | --mixed] "
+                 "[--seed N]\n"
+                 "       mimprof-bench-workload --list\n"
+                 "cases:");
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         fprintf(out, " %s", k_cases[i].name);
     fprintf(out, "\n");

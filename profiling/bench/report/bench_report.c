@@ -24,7 +24,7 @@
 #include "report_builder.h"
 
 #define DEPTH 24
-#define MAXF 40
+#define MAXF  40
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static unsigned next_choice(void)
@@ -43,12 +43,13 @@ static fn_t table[16];
 
 /* Sixteen functions, each with sixteen distinct call sites (a switch), so
  * a report has ~256 distinct return addresses in them. */
+// clang-format off
 #define CALL(k)                                                                                    \
     case k:                                                                                        \
         table[k](left - 1);                                                                        \
         break;
 #define DEFINE(n)                                                                                  \
-    __attribute__((noinline)) static void bench_f##n(int left)                                    \
+    __attribute__((noinline)) static void bench_f##n(int left)                                     \
     {                                                                                              \
         if (left == 0) {                                                                           \
             nframes = backtrace(frames, MAXF);                                                     \
@@ -64,6 +65,7 @@ DEFINE(0) DEFINE(1) DEFINE(2) DEFINE(3) DEFINE(4) DEFINE(5) DEFINE(6) DEFINE(7)
 DEFINE(8) DEFINE(9) DEFINE(10) DEFINE(11) DEFINE(12) DEFINE(13) DEFINE(14) DEFINE(15)
 
 static double now(void)
+// clang-format on
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -103,10 +105,10 @@ int main(int argc, char **argv)
     mp_prof_symbolize mode = MP_PROF_SYMBOLIZE_LINES;
     if (argc > 3)
         mode = strcmp(argv[3], "none") == 0        ? MP_PROF_SYMBOLIZE_NONE
-             : strcmp(argv[3], "functions") == 0 ? MP_PROF_SYMBOLIZE_FUNCTIONS
-                                                 : MP_PROF_SYMBOLIZE_LINES;
-    fn_t fs[16] = {bench_f0, bench_f1, bench_f2,  bench_f3,  bench_f4,  bench_f5,
-                   bench_f6, bench_f7, bench_f8,  bench_f9,  bench_f10, bench_f11,
+               : strcmp(argv[3], "functions") == 0 ? MP_PROF_SYMBOLIZE_FUNCTIONS
+                                                   : MP_PROF_SYMBOLIZE_LINES;
+    fn_t fs[16] = {bench_f0,  bench_f1,  bench_f2,  bench_f3, bench_f4,  bench_f5,
+                   bench_f6,  bench_f7,  bench_f8,  bench_f9, bench_f10, bench_f11,
                    bench_f12, bench_f13, bench_f14, bench_f15};
     memcpy(table, fs, sizeof fs);
 
@@ -157,7 +159,9 @@ int main(int argc, char **argv)
     double warm = reports > 1 ? t[1 + (reports - 1) / 2] : 0;
     double cwarm = reports > 1 ? ct[1 + (reports - 1) / 2] : 0;
     printf("samples %zu  mode %s\n", n,
-           mode == MP_PROF_SYMBOLIZE_LINES ? "lines" : mode == MP_PROF_SYMBOLIZE_FUNCTIONS ? "functions" : "none");
+           mode == MP_PROF_SYMBOLIZE_LINES       ? "lines"
+           : mode == MP_PROF_SYMBOLIZE_FUNCTIONS ? "functions"
+                                                 : "none");
     printf("first report (cold)      %8.1f ms wall %8.1f ms cpu\n", first * 1e3, cfirst * 1e3);
     printf("later reports (median)   %8.1f ms wall %8.1f ms cpu  (%d reports)\n", warm * 1e3,
            cwarm * 1e3, reports - 1);

@@ -80,11 +80,13 @@
  *
  * | variable | meaning |
  * |---|---|
- * | `MIMPROF_INTERVAL` | mean bytes between samples: a number with an optional binary suffix `k`, `m` or `g` (`512k` = 524288), optionally followed by `b` or `ib` (`64KiB`); default 512k |
- * | `MIMPROF_OUTPUT` | an existing directory or a value ending in `/`: `DIR/mimprof.%p.pb`; else a file name pattern where `%p` is the pid, `%t` the Unix time, `%n` the report number in the process and `%%` a percent sign; relative to the working directory at load time; default `mimprof.%p.pb` |
- * | `MIMPROF_SEED` | sampling seed (default random) |
- * | `MIMPROF_STACK_DEPTH` | frames per stack, 1..512 (default 64) |
- * | `MIMPROF_SYMBOLIZE` | `none`, `functions` or `lines` |
+ * | `MIMPROF_INTERVAL` | mean bytes between samples: a number with an optional binary suffix `k`,
+ * `m` or `g` (`512k` = 524288), optionally followed by `b` or `ib` (`64KiB`); default 512k | |
+ * `MIMPROF_OUTPUT` | an existing directory or a value ending in `/`: `DIR/mimprof.%p.pb`; else a
+ * file name pattern where `%p` is the pid, `%t` the Unix time, `%n` the report number in the
+ * process and `%%` a percent sign; relative to the working directory at load time; default
+ * `mimprof.%p.pb` | | `MIMPROF_SEED` | sampling seed (default random) | | `MIMPROF_STACK_DEPTH` |
+ * frames per stack, 1..512 (default 64) | | `MIMPROF_SYMBOLIZE` | `none`, `functions` or `lines` |
  * | `MIMPROF_DISABLE` | set and not `0`: allocator only, no session |
  *
  * A malformed value is reported on stderr and disables profiling; the
@@ -107,22 +109,23 @@ extern "C" {
 
 /** Status of a profiling call. */
 typedef enum mp_prof_status {
-    MP_PROF_OK = 0,                        /**< success */
-    MP_PROF_E_INVALID_CONFIG = 1,          /**< a config field is out of range */
-    MP_PROF_E_ALLOCATOR_NOT_OBSERVED = 2,  /**< no sampling allocator has served an allocation in this process */
-    MP_PROF_E_BUSY = 3,                    /**< another live session owns the process recorder */
-    MP_PROF_E_INACTIVE = 4,                /**< the session was stopped */
-    MP_PROF_E_NOMEM = 5,                   /**< out of memory */
-    MP_PROF_E_INTERNAL = 6,                /**< an internal invariant failed (a bug) */
-    MP_PROF_E_IO = 7,                      /**< a file could not be read or written */
-    MP_PROF_E_UNSUPPORTED = 8              /**< not available on this platform or build */
+    MP_PROF_OK = 0,               /**< success */
+    MP_PROF_E_INVALID_CONFIG = 1, /**< a config field is out of range */
+    MP_PROF_E_ALLOCATOR_NOT_OBSERVED =
+        2,                    /**< no sampling allocator has served an allocation in this process */
+    MP_PROF_E_BUSY = 3,       /**< another live session owns the process recorder */
+    MP_PROF_E_INACTIVE = 4,   /**< the session was stopped */
+    MP_PROF_E_NOMEM = 5,      /**< out of memory */
+    MP_PROF_E_INTERNAL = 6,   /**< an internal invariant failed (a bug) */
+    MP_PROF_E_IO = 7,         /**< a file could not be read or written */
+    MP_PROF_E_UNSUPPORTED = 8 /**< not available on this platform or build */
 } mp_prof_status;
 
 /** How report() names stack frames. */
 typedef enum mp_prof_symbolize {
     MP_PROF_SYMBOLIZE_NONE = 0,      /**< addresses and mappings only (server-side symbolization) */
     MP_PROF_SYMBOLIZE_FUNCTIONS = 1, /**< function names from ELF .symtab, else .dynsym */
-    MP_PROF_SYMBOLIZE_LINES = 2      /**< plus file:line and inlined frames (DWARF, libdw feature) */
+    MP_PROF_SYMBOLIZE_LINES = 2 /**< plus file:line and inlined frames (DWARF, libdw feature) */
 } mp_prof_symbolize;
 
 /** Session configuration; start from mp_prof_config_init(). */
@@ -130,16 +133,18 @@ typedef struct mp_prof_config {
     size_t sample_interval_bytes; /**< mean bytes between samples; default 512 KiB; >= 1 */
     unsigned max_stack_depth;     /**< frames kept per stack; default 64; 1..512 */
     size_t ring_capacity;         /**< records per thread ring; default 256; >= 1 */
-    size_t max_live_samples;      /**< bound on the live table; default 1<<20; grows on demand up to it */
-    uint64_t seed;                /**< 0 = random; a fixed seed makes sampling deterministic per thread */
-    mp_prof_symbolize symbolize;  /**< default MP_PROF_SYMBOLIZE_FUNCTIONS (LINES when libdw is built in) */
-    size_t overflow_stacks;       /**< distinct stacks the global overflow shards can hold (they aggregate
-                                       full-ring handoffs and thread-exit data per stack, so their memory
-                                       does not grow with the sampling rate); default 65536;
-                                       1..MP_PROF_MAX_OVERFLOW */
-    size_t report_max_records;    /**< budget of records one report drains (shared fairly between thread
-                                       rings and overflow shards; the rest waits for the next report);
-                                       default 1<<24; >= 1 */
+    size_t
+        max_live_samples; /**< bound on the live table; default 1<<20; grows on demand up to it */
+    uint64_t seed;        /**< 0 = random; a fixed seed makes sampling deterministic per thread */
+    mp_prof_symbolize
+        symbolize; /**< default MP_PROF_SYMBOLIZE_FUNCTIONS (LINES when libdw is built in) */
+    size_t overflow_stacks; /**< distinct stacks the global overflow shards can hold (they aggregate
+                                 full-ring handoffs and thread-exit data per stack, so their memory
+                                 does not grow with the sampling rate); default 65536;
+                                 1..MP_PROF_MAX_OVERFLOW */
+    size_t report_max_records; /**< budget of records one report drains (shared fairly between
+                                  thread rings and overflow shards; the rest waits for the next
+                                  report); default 1<<24; >= 1 */
 } mp_prof_config;
 
 /** Largest accepted mp_prof_config::sample_interval_bytes (1 TiB). */
@@ -164,24 +169,26 @@ typedef struct mp_prof_config {
  * dropped_live_table_full counts live-table entries, not records.
  */
 typedef struct mp_prof_stats {
-    uint64_t samples_taken;            /**< sampling hits in a session (see above) */
-    uint64_t samples_reported;         /**< records consumed by reports */
-    uint64_t dropped_registration;     /**< hits dropped: thread ring not registered (registry contended) */
-    uint64_t dropped_teardown;         /**< hits dropped: thread-local storage gone (thread exit) */
-    uint64_t dropped_overflow_full;    /**< hits dropped: ring full and the overflow shards could take no
-                                            new stack (overflow_stacks reached) */
-    uint64_t dropped_live_table_full;  /**< live entries dropped: table at max_live_samples */
-    uint64_t ring_records;             /**< records waiting in thread rings now */
-    uint64_t overflow_records;         /**< records waiting (aggregated) in overflow shards now */
-    uint64_t live_samples;             /**< sampled pointers currently live */
-    uint64_t registered_threads;       /**< thread rings registered now */
-    uint64_t last_report_nanos;        /**< duration of the last report */
-    uint64_t symbol_bytes;             /**< memory held by symbol data */
-    int last_symbol_quality;           /**< mp_prof_symbol_quality of the last report, -1 before one */
-    uint64_t records_discarded;        /**< records released unreported by a stop, a fork or a failed report */
-    uint64_t stacks;                   /**< distinct stacks held by the running session now */
-    bool active;                       /**< a session is running now */
-    bool allocator_observed;           /**< a sampling allocator has served an allocation */
+    uint64_t samples_taken;    /**< sampling hits in a session (see above) */
+    uint64_t samples_reported; /**< records consumed by reports */
+    uint64_t
+        dropped_registration;  /**< hits dropped: thread ring not registered (registry contended) */
+    uint64_t dropped_teardown; /**< hits dropped: thread-local storage gone (thread exit) */
+    uint64_t dropped_overflow_full; /**< hits dropped: ring full and the overflow shards could take
+                                       no new stack (overflow_stacks reached) */
+    uint64_t dropped_live_table_full; /**< live entries dropped: table at max_live_samples */
+    uint64_t ring_records;            /**< records waiting in thread rings now */
+    uint64_t overflow_records;        /**< records waiting (aggregated) in overflow shards now */
+    uint64_t live_samples;            /**< sampled pointers currently live */
+    uint64_t registered_threads;      /**< thread rings registered now */
+    uint64_t last_report_nanos;       /**< duration of the last report */
+    uint64_t symbol_bytes;            /**< memory held by symbol data */
+    int last_symbol_quality; /**< mp_prof_symbol_quality of the last report, -1 before one */
+    uint64_t
+        records_discarded; /**< records released unreported by a stop, a fork or a failed report */
+    uint64_t stacks;       /**< distinct stacks held by the running session now */
+    bool active;           /**< a session is running now */
+    bool allocator_observed; /**< a sampling allocator has served an allocation */
 } mp_prof_stats;
 
 /** An exclusive profiling session (opaque). */

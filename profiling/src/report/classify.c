@@ -96,12 +96,13 @@ mp_prof_status mp_prof_classify_symbols(const uint8_t *pprof, size_t len,
 {
     if (out == NULL || (pprof == NULL && len != 0) || len > MAX_CLASSIFY_BYTES)
         return MP_PROF_E_INVALID_CONFIG;
-    Perftools__Profiles__Profile *p =
-        perftools__profiles__profile__unpack(NULL, len, pprof != NULL ? pprof : (const uint8_t *)"");
+    Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(
+        NULL, len, pprof != NULL ? pprof : (const uint8_t *)"");
     if (p == NULL)
         return MP_PROF_E_INVALID_CONFIG;
     /* An encoded profile's string table starts with "" (or is empty). */
-    bool ok = p->n_string_table == 0 || (p->string_table[0] != NULL && p->string_table[0][0] == '\0');
+    bool ok =
+        p->n_string_table == 0 || (p->string_table[0] != NULL && p->string_table[0][0] == '\0');
     fn_ref *fns = NULL;
     if (ok && p->n_function > 0) {
         fns = malloc(p->n_function * sizeof *fns);
@@ -111,8 +112,8 @@ mp_prof_status mp_prof_classify_symbols(const uint8_t *pprof, size_t len,
         }
         for (size_t i = 0; i < p->n_function && ok; i++) {
             const Perftools__Profiles__Function *f = p->function[i];
-            ok = f->id != 0 && str_ok(p, f->name) && str_ok(p, f->filename)
-                && str_ok(p, f->system_name);
+            ok = f->id != 0 && str_ok(p, f->name) && str_ok(p, f->filename) &&
+                 str_ok(p, f->system_name);
             fns[i].id = f->id;
             fns[i].fn = f;
         }

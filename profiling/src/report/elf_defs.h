@@ -41,28 +41,28 @@ typedef struct {
     uint64_t st_value, st_size;
 } Elf64_Sym;
 
-#define ELFMAG "\177ELF"
-#define SELFMAG 4
-#define EI_CLASS 4
-#define EI_DATA 5
-#define ELFCLASS64 2
-#define ELFDATA2LSB 1
-#define ELFDATA2MSB 2
-#define PT_LOAD 1
-#define PT_NOTE 4
-#define PF_X 1
-#define SHT_SYMTAB 2
-#define SHT_STRTAB 3
-#define SHT_NOTE 7
-#define SHT_DYNSYM 11
-#define SHN_UNDEF 0
-#define STT_FUNC 2
-#define STT_GNU_IFUNC 10
-#define STB_GLOBAL 1
-#define STB_WEAK 2
-#define NT_GNU_BUILD_ID 3
+#define ELFMAG           "\177ELF"
+#define SELFMAG          4
+#define EI_CLASS         4
+#define EI_DATA          5
+#define ELFCLASS64       2
+#define ELFDATA2LSB      1
+#define ELFDATA2MSB      2
+#define PT_LOAD          1
+#define PT_NOTE          4
+#define PF_X             1
+#define SHT_SYMTAB       2
+#define SHT_STRTAB       3
+#define SHT_NOTE         7
+#define SHT_DYNSYM       11
+#define SHN_UNDEF        0
+#define STT_FUNC         2
+#define STT_GNU_IFUNC    10
+#define STB_GLOBAL       1
+#define STB_WEAK         2
+#define NT_GNU_BUILD_ID  3
 #define ELF64_ST_BIND(i) ((i) >> 4)
-#define ELF64_ST_TYPE(i) ((i) & 0xf)
+#define ELF64_ST_TYPE(i) ((i)&0xf)
 #endif
 
 #endif

@@ -24,10 +24,7 @@ static bool in_bounds(uint64_t off, uint64_t len, size_t size)
     return off <= size && len <= size - off;
 }
 
-static uint64_t pad_to(uint64_t v, uint64_t align)
-{
-    return (v + (align - 1)) & ~(align - 1);
-}
+static uint64_t pad_to(uint64_t v, uint64_t align) { return (v + (align - 1)) & ~(align - 1); }
 
 size_t mp_elf_notes_build_id(const void *notes, size_t len, uint64_t align,
                              uint8_t out[MP_ELF_BUILD_ID_MAX])
@@ -43,10 +40,11 @@ size_t mp_elf_notes_build_id(const void *notes, size_t len, uint64_t align,
         uint64_t namesz = hdr[0], descsz = hdr[1], type = hdr[2];
         uint64_t name_off = off + 12;
         uint64_t desc_off = name_off + pad_to(namesz, a);
-        if (!in_bounds(name_off, namesz, len) || desc_off > len || !in_bounds(desc_off, descsz, len))
+        if (!in_bounds(name_off, namesz, len) || desc_off > len ||
+            !in_bounds(desc_off, descsz, len))
             return 0;
-        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0
-            && descsz > 0) {
+        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0 &&
+            descsz > 0) {
             size_t n = descsz < MP_ELF_BUILD_ID_MAX ? (size_t)descsz : MP_ELF_BUILD_ID_MAX;
             memcpy(out, p + desc_off, n);
             return n;
@@ -78,8 +76,8 @@ static bool read_ehdr(const uint8_t *data, size_t size, Elf64_Ehdr *eh)
 }
 
 /* Section header table: count and a checked location. */
-static bool section_table(const uint8_t *data, size_t size, const Elf64_Ehdr *eh,
-                          uint64_t *shoff, uint64_t *shnum)
+static bool section_table(const uint8_t *data, size_t size, const Elf64_Ehdr *eh, uint64_t *shoff,
+                          uint64_t *shnum)
 {
     *shoff = eh->e_shoff;
     *shnum = eh->e_shnum;
@@ -110,9 +108,9 @@ size_t mp_elf_file_build_id(const uint8_t *data, size_t size, uint8_t out[MP_ELF
     if (!read_ehdr(data, size, &eh))
         return 0;
     /* Program headers first: that is what the loader mapped. */
-    if (eh.e_phoff != 0 && eh.e_phentsize == sizeof(Elf64_Phdr)
-        && eh.e_phnum <= (size >= eh.e_phoff ? (size - eh.e_phoff) / sizeof(Elf64_Phdr) : 0)
-        && in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size)) {
+    if (eh.e_phoff != 0 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
+        eh.e_phnum <= (size >= eh.e_phoff ? (size - eh.e_phoff) / sizeof(Elf64_Phdr) : 0) &&
+        in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size)) {
         for (uint64_t i = 0; i < eh.e_phnum; i++) {
             Elf64_Phdr ph;
             memcpy(&ph, data + eh.e_phoff + i * sizeof ph, sizeof ph);
@@ -159,8 +157,8 @@ static int cand_cmp(const void *a, const void *b)
 
 /* Reads one symbol section into `out`; MP_ELF_E_NOSYMS when it holds no
  * usable function. */
-static mp_elf_status read_symsec(const uint8_t *data, size_t size, uint64_t shoff,
-                                 uint64_t shnum, const Elf64_Shdr *sec, mp_elf_symtab *out)
+static mp_elf_status read_symsec(const uint8_t *data, size_t size, uint64_t shoff, uint64_t shnum,
+                                 const Elf64_Shdr *sec, mp_elf_symtab *out)
 {
     if (sec->sh_entsize != 0 && sec->sh_entsize != sizeof(Elf64_Sym))
         return MP_ELF_E_FORMAT;
@@ -168,8 +166,8 @@ static mp_elf_status read_symsec(const uint8_t *data, size_t size, uint64_t shof
         return MP_ELF_E_FORMAT;
     Elf64_Shdr strsec;
     get_shdr(data, shoff, sec->sh_link, &strsec);
-    if (strsec.sh_type != SHT_STRTAB || !in_bounds(strsec.sh_offset, strsec.sh_size, size)
-        || strsec.sh_size > UINT32_MAX)
+    if (strsec.sh_type != SHT_STRTAB || !in_bounds(strsec.sh_offset, strsec.sh_size, size) ||
+        strsec.sh_size > UINT32_MAX)
         return MP_ELF_E_FORMAT;
     const char *strtab = (const char *)data + strsec.sh_offset;
     uint64_t strsize = strsec.sh_size;
@@ -289,8 +287,8 @@ mp_elf_status mp_elf_read_symbols_file(const char *path, const char *expect_buil
     char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
     size_t idlen = mp_elf_file_build_id(map, size, id);
     mp_elf_hex(id, idlen, hex);
-    if (expect_build_id != NULL && expect_build_id[0] != '\0' && idlen != 0
-        && strcmp(hex, expect_build_id) != 0)
+    if (expect_build_id != NULL && expect_build_id[0] != '\0' && idlen != 0 &&
+        strcmp(hex, expect_build_id) != 0)
         s = MP_ELF_E_MISMATCH;
     else
         s = mp_elf_read_symbols(map, size, out);

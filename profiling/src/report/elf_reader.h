@@ -17,8 +17,8 @@
 
 typedef enum mp_elf_status {
     MP_ELF_OK = 0,
-    MP_ELF_E_FORMAT = 1,  /* not a (native) ELF file, or malformed */
-    MP_ELF_E_NOSYMS = 2,  /* no .symtab and no .dynsym with functions */
+    MP_ELF_E_FORMAT = 1, /* not a (native) ELF file, or malformed */
+    MP_ELF_E_NOSYMS = 2, /* no .symtab and no .dynsym with functions */
     MP_ELF_E_NOMEM = 3,
     MP_ELF_E_IO = 4,      /* the file could not be opened or mapped */
     MP_ELF_E_MISMATCH = 5 /* the file's build-id is not the expected one */
@@ -45,7 +45,7 @@ typedef enum mp_elf_sym_source {
 typedef struct mp_elf_symtab {
     mp_elf_sym *syms;
     size_t count;
-    char *names;       /* NUL-terminated names, back to back */
+    char *names; /* NUL-terminated names, back to back */
     size_t names_len;
     mp_elf_sym_source source;
 } mp_elf_symtab;

@@ -26,10 +26,7 @@ __attribute__((unused)) static uintptr_t page_size(void)
     return p > 0 ? (uintptr_t)p : 4096;
 }
 
-void mp_maps_init(mp_maps *m)
-{
-    memset(m, 0, sizeof *m);
-}
+void mp_maps_init(mp_maps *m) { memset(m, 0, sizeof *m); }
 
 static void obj_free(mp_obj *o)
 {
@@ -209,8 +206,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 static bool same_obj(const mp_obj *a, const mp_obj *b)
 {
-    return a->base == b->base && a->nsegs == b->nsegs && a->segs[0].start == b->segs[0].start
-        && strcmp(a->path, b->path) == 0 && strcmp(a->build_id, b->build_id) == 0;
+    return a->base == b->base && a->nsegs == b->nsegs && a->segs[0].start == b->segs[0].start &&
+           strcmp(a->path, b->path) == 0 && strcmp(a->build_id, b->build_id) == 0;
 }
 
 static bool overlaps(const mp_obj *a, const mp_obj *b)
@@ -370,7 +367,4 @@ const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr)
     return NULL;
 }
 
-size_t mp_maps_count(const mp_maps *m)
-{
-    return m->nindex;
-}
+size_t mp_maps_count(const mp_maps *m) { return m->nindex; }

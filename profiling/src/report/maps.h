@@ -24,30 +24,30 @@ typedef struct mp_map_seg {
 } mp_map_seg;
 
 typedef struct mp_obj {
-    char *path;        /* real path (main binary: /proc/self/exe); "[vdso]" */
-    bool has_file;     /* `path` (or `sym_path`) names a file on disk */
-    char *sym_path;    /* the file symbols are read from when not `path` (an
-                          image's object found elsewhere: mp_maps_add); NULL */
+    char *path;     /* real path (main binary: /proc/self/exe); "[vdso]" */
+    bool has_file;  /* `path` (or `sym_path`) names a file on disk */
+    char *sym_path; /* the file symbols are read from when not `path` (an
+                       image's object found elsewhere: mp_maps_add); NULL */
     bool is_main;
-    bool loaded;       /* present at the last refresh */
-    uintptr_t base;    /* dlpi_addr: runtime address - ELF virtual address */
+    bool loaded;    /* present at the last refresh */
+    uintptr_t base; /* dlpi_addr: runtime address - ELF virtual address */
     char build_id[2 * MP_ELF_BUILD_ID_MAX + 1]; /* lower-case hex, "" if none */
     mp_map_seg *segs;
     size_t nsegs;
-    uint64_t seen_refresh; /* refresh number that last saw it loaded */
+    uint64_t seen_refresh;    /* refresh number that last saw it loaded */
     struct mp_obj_syms *syms; /* symbol state, owned by symbols.c (NULL until used) */
 } mp_obj;
 
 /* An entry of the sorted address index. */
 typedef struct mp_map_ref {
     uintptr_t start, limit;
-    uint32_t obj;      /* index into mp_maps.objs */
-    uint32_t seg;      /* index into that object's segs */
-    uint32_t id;       /* pprof mapping id (1-based, in mp_maps order) */
+    uint32_t obj; /* index into mp_maps.objs */
+    uint32_t seg; /* index into that object's segs */
+    uint32_t id;  /* pprof mapping id (1-based, in mp_maps order) */
 } mp_map_ref;
 
 typedef struct mp_maps {
-    mp_obj **objs;     /* objs[0] is the main binary once refreshed */
+    mp_obj **objs; /* objs[0] is the main binary once refreshed */
     size_t nobjs, cap;
     mp_map_ref *index; /* sorted by start, non-overlapping */
     size_t nindex;

@@ -8,8 +8,8 @@
 #include <mimprof/profiling.h>
 
 /* The thresholds documented in <mimprof/profiling.h>, in percent. */
-#define MP_QUALITY_FULL_FUNCTIONS_PCT 95u
-#define MP_QUALITY_FULL_LINES_PCT 80u
+#define MP_QUALITY_FULL_FUNCTIONS_PCT    95u
+#define MP_QUALITY_FULL_LINES_PCT        80u
 #define MP_QUALITY_PARTIAL_FUNCTIONS_PCT 20u
 
 /* Name of the synthetic frame that marks a truncated stack; it is not

@@ -29,10 +29,7 @@ struct mp_report_cache {
     int last_quality;
 };
 
-static void on_drop(mp_obj *o, void *arg)
-{
-    mp_syms_forget_obj(arg, o);
-}
+static void on_drop(mp_obj *o, void *arg) { mp_syms_forget_obj(arg, o); }
 
 mp_report_cache *mp_report_cache_new(void)
 {
@@ -71,15 +68,9 @@ int mp_report_cache_last_quality(const mp_report_cache *c)
     return c == NULL ? -1 : c->last_quality;
 }
 
-void mp_report_cache_set_budget(mp_report_cache *c, size_t bytes)
-{
-    c->budget = bytes;
-}
+void mp_report_cache_set_budget(mp_report_cache *c, size_t bytes) { c->budget = bytes; }
 
-mp_maps *mp_report_cache_maps(mp_report_cache *c)
-{
-    return &c->maps;
-}
+mp_maps *mp_report_cache_maps(mp_report_cache *c) { return &c->maps; }
 
 bool mp_report_cache_refresh(mp_report_cache *c)
 {
@@ -103,8 +94,8 @@ struct loc_slot {
 
 typedef struct bsample {
     uint64_t hash;
-    size_t off;      /* into stk */
-    uint32_t depth;  /* locations, the marker included */
+    size_t off;     /* into stk */
+    uint32_t depth; /* locations, the marker included */
     bool interval;
     double v[MP_VAL_COUNT];
 } bsample;
@@ -116,7 +107,7 @@ struct mp_report_builder {
     size_t nloc, loc_cap;
     struct loc_slot *loc_tab; /* open addressing on pc */
     size_t loc_tab_cap;
-    uint32_t marker;   /* location index of "[truncated]", NO_LOC until used */
+    uint32_t marker; /* location index of "[truncated]", NO_LOC until used */
     uint32_t *stk;
     size_t nstk, stk_cap;
     bsample *smp;
@@ -199,8 +190,8 @@ static bool grow_loc_tab(mp_report_builder *b)
 
 static uint32_t new_loc(mp_report_builder *b, uintptr_t pc)
 {
-    if (b->nloc >= NO_LOC - 1
-        || !reserve((void **)&b->loc_pc, &b->loc_cap, b->nloc + 1, sizeof *b->loc_pc))
+    if (b->nloc >= NO_LOC - 1 ||
+        !reserve((void **)&b->loc_pc, &b->loc_cap, b->nloc + 1, sizeof *b->loc_pc))
         return NO_LOC;
     b->loc_pc[b->nloc] = pc;
     return (uint32_t)b->nloc++;
@@ -251,9 +242,9 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
     if (b == NULL || values == NULL || (pcs == NULL && depth > 0) || depth > UINT32_MAX - 1)
         return MP_PROF_E_INTERNAL;
     size_t n = depth + (truncated ? 1 : 0);
-    if (b->nsmp >= UINT32_MAX - 1
-        || !reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk)
-        || ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
+    if (b->nsmp >= UINT32_MAX - 1 ||
+        !reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk) ||
+        ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
         return MP_PROF_E_NOMEM;
     uint32_t *s = b->stk + b->nstk;
     uint64_t h = 1469598103934665603ull ^ (interval ? 0x9e37u : 0x7f4au);
@@ -279,8 +270,8 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
     while (b->smp_tab[j]) {
         uint64_t e = b->smp_tab[j];
         bsample *o = &b->smp[(uint32_t)e - 1];
-        if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n
-            && o->interval == interval && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
+        if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n &&
+            o->interval == interval && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
             for (int k = 0; k < MP_VAL_COUNT; k++)
                 o->v[k] += values[k];
             return MP_PROF_OK;
@@ -459,8 +450,8 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     Perftools__Profiles__Mapping **mapp = calloc(nmap ? nmap : 1, sizeof *mapp);
     Perftools__Profiles__Function **fnp = NULL;
     uint8_t *buf = NULL;
-    if (!info || !loc_map || !mf || !locs || !locp || !smp || !smpp || !locids || !vals
-        || !maparr || !mapp)
+    if (!info || !loc_map || !mf || !locs || !locp || !smp || !smpp || !locids || !vals ||
+        !maparr || !mapp)
         goto done;
     if (st_idx(&strs, "") != 0)
         goto done;
@@ -506,9 +497,10 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     }
 
     /* Strings of the header first: readable tables. */
-    static const char *const types[MP_VAL_COUNT][2] = {
-        {"alloc_objects", "count"}, {"alloc_space", "bytes"},
-        {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
+    static const char *const types[MP_VAL_COUNT][2] = {{"alloc_objects", "count"},
+                                                       {"alloc_space", "bytes"},
+                                                       {"inuse_objects", "count"},
+                                                       {"inuse_space", "bytes"}};
     Perftools__Profiles__ValueType vt[MP_VAL_COUNT], *vtp[MP_VAL_COUNT], period_type;
     for (int k = 0; k < MP_VAL_COUNT; k++) {
         Perftools__Profiles__ValueType init = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;

@@ -42,9 +42,9 @@ typedef struct range {
 } range;
 
 static range g_ranges[MP_SELF_MAX_RANGES];
-static _Atomic size_t g_nranges;        /* slots claimed */
-static _Atomic uint64_t g_dropped;      /* registrations that found no slot */
-static _Atomic bool g_static;           /* profiler code is in the main executable */
+static _Atomic size_t g_nranges;   /* slots claimed */
+static _Atomic uint64_t g_dropped; /* registrations that found no slot */
+static _Atomic bool g_static;      /* profiler code is in the main executable */
 
 static bool have_range(uintptr_t start, uintptr_t end)
 {
@@ -52,8 +52,8 @@ static bool have_range(uintptr_t start, uintptr_t end)
     if (n > MP_SELF_MAX_RANGES)
         n = MP_SELF_MAX_RANGES;
     for (size_t i = 0; i < n; i++)
-        if (atomic_load_explicit(&g_ranges[i].start, memory_order_relaxed) == start
-            && atomic_load_explicit(&g_ranges[i].end, memory_order_acquire) == end)
+        if (atomic_load_explicit(&g_ranges[i].start, memory_order_relaxed) == start &&
+            atomic_load_explicit(&g_ranges[i].end, memory_order_acquire) == end)
             return true;
     return false;
 }
@@ -73,16 +73,13 @@ static void add_range(uintptr_t start, uintptr_t end, int hook)
     atomic_store_explicit(&g_ranges[i].end, end, memory_order_release);
 }
 
-void mp_self_frames_register(uintptr_t start, uintptr_t end)
-{
-    add_range(start, end, 1);
-}
+void mp_self_frames_register(uintptr_t start, uintptr_t end) { add_range(start, end, 1); }
 
 /* ---- discovery of whole objects ---- */
 
 #ifdef MP_HAVE_DL_ITERATE_PHDR
 typedef struct find {
-    uintptr_t addr;   /* an address of code in the object looked for */
+    uintptr_t addr; /* an address of code in the object looked for */
     bool found;
     bool is_main;
     uintptr_t starts[16], ends[16];
@@ -100,8 +97,8 @@ static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
     for (size_t i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t s = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->addr >= s
-            && f->addr < s + ph->p_memsz)
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->addr >= s &&
+            f->addr < s + ph->p_memsz)
             hit = true;
     }
     if (!hit)
@@ -149,8 +146,8 @@ void mp_self_frames_init(void)
     /* libunwind, when it is its own object (statically linked into the
      * profiler's object it is already covered). Found by address: its
      * exported entry points, whichever this build has. */
-    static const char *const unw_syms[] = {"unw_backtrace", "_ULx86_64_step",
-                                           "_ULaarch64_step", "_ULppc64_step"};
+    static const char *const unw_syms[] = {"unw_backtrace", "_ULx86_64_step", "_ULaarch64_step",
+                                           "_ULppc64_step"};
     for (size_t i = 0; i < sizeof unw_syms / sizeof unw_syms[0]; i++) {
         void *p = dlsym(RTLD_DEFAULT, unw_syms[i]);
         if (p != NULL)

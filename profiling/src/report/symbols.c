@@ -87,13 +87,13 @@ typedef struct cu_range {
 #endif
 
 struct mp_syms {
-    arena mem;            /* pc entries, frames, strings */
-    const char **strs;    /* interned strings (open addressing) */
+    arena mem;         /* pc entries, frames, strings */
+    const char **strs; /* interned strings (open addressing) */
     size_t nstrs, strs_cap;
-    mp_pcinfo **pcs;      /* pc cache (open addressing on addr) */
+    mp_pcinfo **pcs; /* pc cache (open addressing on addr) */
     size_t npcs, pcs_cap;
-    size_t symtab_bytes;  /* sum over objects' symbol tables */
-    size_t dwfl_count;    /* open DWARF sessions */
+    size_t symtab_bytes; /* sum over objects' symbol tables */
+    size_t dwfl_count;   /* open DWARF sessions */
 };
 
 bool mp_syms_have_lines(void)
@@ -105,10 +105,7 @@ bool mp_syms_have_lines(void)
 #endif
 }
 
-mp_syms *mp_syms_new(void)
-{
-    return calloc(1, sizeof(mp_syms));
-}
+mp_syms *mp_syms_new(void) { return calloc(1, sizeof(mp_syms)); }
 
 void mp_syms_clear_addresses(mp_syms *s)
 {
@@ -154,8 +151,8 @@ size_t mp_syms_bytes(const mp_syms *s)
 {
     if (s == NULL)
         return 0;
-    return sizeof *s + s->mem.bytes + s->strs_cap * sizeof *s->strs
-         + s->pcs_cap * sizeof *s->pcs + s->symtab_bytes;
+    return sizeof *s + s->mem.bytes + s->strs_cap * sizeof *s->strs + s->pcs_cap * sizeof *s->pcs +
+           s->symtab_bytes;
 }
 
 void mp_syms_trim(mp_syms *s, mp_maps *m, size_t budget)
@@ -257,10 +254,7 @@ static bool grow_pcs(mp_syms *s)
 /* ---- functions: ELF symbols ---- */
 
 /* The file an object's symbols are read from. */
-static const char *sym_file(const mp_obj *o)
-{
-    return o->sym_path != NULL ? o->sym_path : o->path;
-}
+static const char *sym_file(const mp_obj *o) { return o->sym_path != NULL ? o->sym_path : o->path; }
 
 static struct mp_obj_syms *obj_syms(mp_obj *o)
 {
@@ -318,9 +312,8 @@ static int try_open(const char *path, char **name)
 }
 
 static int offline_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                                  GElf_Addr base, const char *file_name,
-                                  const char *debuglink_file, GElf_Word debuglink_crc,
-                                  char **debuginfo_file_name)
+                                  GElf_Addr base, const char *file_name, const char *debuglink_file,
+                                  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
     (void)userdata;
     (void)modname;
@@ -564,8 +557,8 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
         Dwarf_Word v;
         file = NULL;
         line = 0;
-        if (have_files && dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &v) == 0
-            && v < nfiles)
+        if (have_files && dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &v) == 0 &&
+            v < nfiles)
             file = dwarf_filesrc(files, v, NULL, NULL);
         if (dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &a), &v) == 0 && v < INT32_MAX)
             line = (int)v;

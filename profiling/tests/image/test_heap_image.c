@@ -248,8 +248,8 @@ Test(image, pprof_of_the_image_equals_the_report, .timeout = 120)
             int64_t d = s->values[k] - t->values[k];
             /* interval sums may be added in another order: last-bit
              * differences can move a rounding by one */
-            cr_assert_leq(d < 0 ? -d : d, k < 2 ? 1 : 0, "sample %zu value %zu: %lld vs %lld", i,
-                          k, (long long)s->values[k], (long long)t->values[k]);
+            cr_assert_leq(d < 0 ? -d : d, k < 2 ? 1 : 0, "sample %zu value %zu: %lld vs %lld", i, k,
+                          (long long)s->values[k], (long long)t->values[k]);
         }
     }
     cr_assert_eq(off.period, live.period);
@@ -416,8 +416,8 @@ Test(image, written_while_four_threads_allocate_and_free, .timeout = 300)
                     img->nlive, objects, (unsigned long long)(atomic_load(&worker_ops) - before));
         /* WORKERS blocks may be between their free and their allocation */
         cr_assert_lt(fabs(objects - n), TEST_SIGMAS * sigma + WORKERS,
-                     "image %d: %.0f live objects estimated, %.0f live (sigma %.1f)", k,
-                     objects, n, sigma);
+                     "image %d: %.0f live objects estimated, %.0f live (sigma %.1f)", k, objects, n,
+                     sigma);
         cr_assert_float_eq(bytes, objects * SIZE, 1e-6 * bytes + 1);
         for (size_t i = 0; i < img->nlive; i++)
             cr_assert_eq(img->live[i].size, SIZE);

@@ -4,10 +4,7 @@
 static e2e_alloc_fn alloc_fn;
 volatile int e2e_alpha_line;
 
-void e2e_sites_set_allocator(e2e_alloc_fn f)
-{
-    alloc_fn = f;
-}
+void e2e_sites_set_allocator(e2e_alloc_fn f) { alloc_fn = f; }
 
 __attribute__((noinline)) void *e2e_site_alpha(size_t n)
 {

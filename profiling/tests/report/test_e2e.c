@@ -16,15 +16,9 @@
  * external form: its functions stay in the hook section, not inlined here. */
 MP_PROF_SAMPLING_ALLOCATOR_DECLARE(e2ealloc);
 
-static void *e2e_alloc(size_t n)
-{
-    return e2ealloc_alloc(n, 16);
-}
+static void *e2e_alloc(size_t n) { return e2ealloc_alloc(n, 16); }
 
-static void e2e_free(void *p)
-{
-    e2ealloc_dealloc(p, 0, 16);
-}
+static void e2e_free(void *p) { e2ealloc_dealloc(p, 0, 16); }
 
 /* Called back from the dlopen'd library: allocates there. */
 static void *dl_block;
@@ -121,8 +115,8 @@ Test(report_e2e, named_sites_lines_inlined_dlopen_and_no_hook_frames, .timeout =
     for (size_t i = 0; i < p->n_location; i++) {
         const Perftools__Profiles__Location *l = p->location[i];
         if (l->n_line && strcmp(ut_line_fn(p, l, 0), "e2e_site_alpha") == 0) {
-            alpha_line = l->line[0]->line == e2e_alpha_line
-                      && strstr(ut_line_file(p, l, 0), "e2e_sites.c") != NULL;
+            alpha_line = l->line[0]->line == e2e_alpha_line &&
+                         strstr(ut_line_file(p, l, 0), "e2e_sites.c") != NULL;
             /* The address lies in its mapping. */
             const Perftools__Profiles__Mapping *m = ut_map(p, l->mapping_id);
             cr_assert_not_null(m);
@@ -150,8 +144,9 @@ Test(report_e2e, named_sites_lines_inlined_dlopen_and_no_hook_frames, .timeout =
     cr_assert(ut_write(path, buf, len));
     char *env = ut_go_env(dir);
     int rc;
-    char *top = ut_run(&rc, "env %s '%s' tool pprof -symbolize=none -sample_index=inuse_space -top '%s' 2>&1",
-                       env, GO, path);
+    char *top = ut_run(
+        &rc, "env %s '%s' tool pprof -symbolize=none -sample_index=inuse_space -top '%s' 2>&1", env,
+        GO, path);
     cr_assert_eq(rc, 0, "%s", top);
     cr_assert_not_null(strstr(top, "e2e_site_alpha"), "%s", top);
     cr_assert_not_null(strstr(top, "e2e_inlined_beta"), "%s", top);

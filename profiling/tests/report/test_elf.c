@@ -42,7 +42,8 @@ Test(report_elf, build_id_file_image_readelf_agree)
     cr_assert_eq(img[0], n);
     cr_assert_arr_eq(img + 1, id, n);
     int st;
-    char *o = ut_run(&st, "'%s' -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", READELF, self_path());
+    char *o = ut_run(&st, "'%s' -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", READELF,
+                     self_path());
     o[strcspn(o, "\n")] = '\0';
     cr_assert_str_eq(hex, o);
     free(o);
@@ -227,6 +228,9 @@ Test(report_elf, notes_parser_bounds)
     cr_assert_eq(mp_elf_notes_build_id(big, sizeof big, 4, id), MP_ELF_BUILD_ID_MAX);
     /* Not ELF. */
     mp_elf_symtab t;
-    cr_assert_eq(mp_elf_read_symbols((const uint8_t *)"\x7f" "ELF", 4, &t), MP_ELF_E_FORMAT);
+    cr_assert_eq(mp_elf_read_symbols((const uint8_t *)"\x7f"
+                                                      "ELF",
+                                     4, &t),
+                 MP_ELF_E_FORMAT);
     cr_assert_eq(mp_elf_read_symbols(NULL, 0, &t), MP_ELF_E_FORMAT);
 }

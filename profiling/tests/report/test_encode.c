@@ -11,8 +11,10 @@
 
 static mp_report_options opts(mp_prof_symbolize s)
 {
-    mp_report_options o = {.period = 524288, .time_nanos = 1700000000000000000ll,
-                           .duration_nanos = 10000000000ll, .symbolize = s};
+    mp_report_options o = {.period = 524288,
+                           .time_nanos = 1700000000000000000ll,
+                           .duration_nanos = 10000000000ll,
+                           .symbolize = s};
     return o;
 }
 
@@ -36,8 +38,8 @@ static ut_prof *finish(mp_report_builder *b, uint8_t **raw, size_t *len)
 static bool has_delta_label(const ut_prof *p, const Perftools__Profiles__Sample *s)
 {
     for (size_t i = 0; i < s->n_label; i++)
-        if (strcmp(ut_str(p, s->label[i]->key), "__delta__") == 0
-            && strcmp(ut_str(p, s->label[i]->str), "false") == 0)
+        if (strcmp(ut_str(p, s->label[i]->key), "__delta__") == 0 &&
+            strcmp(ut_str(p, s->label[i]->str), "false") == 0)
             return true;
     return false;
 }
@@ -50,8 +52,10 @@ Test(report_encode, header_types_period_strings)
     cr_assert_not_null(b);
     ut_prof *p = finish(b, NULL, NULL);
     cr_assert_eq(p->n_sample_type, 4);
-    static const char *want[4][2] = {{"alloc_objects", "count"}, {"alloc_space", "bytes"},
-                                     {"inuse_objects", "count"}, {"inuse_space", "bytes"}};
+    static const char *want[4][2] = {{"alloc_objects", "count"},
+                                     {"alloc_space", "bytes"},
+                                     {"inuse_objects", "count"},
+                                     {"inuse_space", "bytes"}};
     for (int i = 0; i < 4; i++) {
         cr_assert_str_eq(ut_str(p, p->sample_type[i]->type), want[i][0]);
         cr_assert_str_eq(ut_str(p, p->sample_type[i]->unit), want[i][1]);
@@ -208,8 +212,9 @@ Test(report_encode, protoc_decodes_it)
     snprintf(path, sizeof path, "%s/p.pb", dir);
     cr_assert(ut_write(path, buf, len));
     int st = -1;
-    char *out = ut_run(&st, "'%s' --decode perftools.profiles.Profile -I '%s' '%s/profile.proto' < '%s' 2>&1",
-                       PROTOC, PROTO_DIR, PROTO_DIR, path);
+    char *out = ut_run(
+        &st, "'%s' --decode perftools.profiles.Profile -I '%s' '%s/profile.proto' < '%s' 2>&1",
+        PROTOC, PROTO_DIR, PROTO_DIR, path);
     cr_assert_not_null(out);
     cr_assert_eq(st, 0, "protoc failed: %s", out);
     cr_assert_not_null(strstr(out, "string_table: \"alloc_objects\""), "%s", out);
@@ -235,8 +240,9 @@ Test(report_encode, go_tool_pprof_reads_it, .timeout = 240)
     cr_assert(ut_write(path, buf, len));
     char *env = ut_go_env(dir);
     int st = -1;
-    char *top = ut_run(&st, "env %s '%s' tool pprof -symbolize=none -sample_index=alloc_space -top '%s' 2>&1",
-                       env, GO, path);
+    char *top = ut_run(
+        &st, "env %s '%s' tool pprof -symbolize=none -sample_index=alloc_space -top '%s' 2>&1", env,
+        GO, path);
     cr_assert_not_null(top);
     cr_assert_eq(st, 0, "go tool pprof -top failed: %s", top);
     cr_assert_not_null(strstr(top, "report_site_alpha"), "%s", top);
@@ -248,7 +254,9 @@ Test(report_encode, go_tool_pprof_reads_it, .timeout = 240)
     cr_assert_not_null(strstr(top, "30kB"), "%s", top);
     char *raw = ut_run(&st, "env %s '%s' tool pprof -symbolize=none -raw '%s' 2>&1", env, GO, path);
     cr_assert_eq(st, 0, "go tool pprof -raw failed: %s", raw);
-    cr_assert_not_null(strstr(raw, "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes"), "%s", raw);
+    cr_assert_not_null(
+        strstr(raw, "alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes"),
+        "%s", raw);
     cr_assert_not_null(strstr(raw, "__delta__:[false]"), "%s", raw);
     cr_assert_not_null(strstr(raw, "report_outer_gamma"), "%s", raw);
 #if MP_HAVE_LIBDW

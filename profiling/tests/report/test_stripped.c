@@ -26,7 +26,8 @@ static run run_probe(const char *exe)
     char *out = ut_run(&st, "'%s' '%s'", exe, path);
     cr_assert_eq(st, 0, "%s failed: %s", exe, out ? out : "");
     cr_assert_eq(sscanf(out, "alpha=%lx gamma=%lx hook=%lx quality=%d", &r.alpha, &r.gamma, &r.hook,
-                        &r.quality), 4, "%s", out);
+                        &r.quality),
+                 4, "%s", out);
     free(out);
     r.raw = ut_read(path, &r.len);
     cr_assert_not_null(r.raw);
@@ -47,7 +48,8 @@ static const Perftools__Profiles__Location *at(const ut_prof *p, unsigned long p
 static void build_id_of(const char *path, char *out, size_t cap)
 {
     int st;
-    char *o = ut_run(&st, "'%s' -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", READELF, path);
+    char *o = ut_run(&st, "'%s' -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", READELF,
+                     path);
     o[strcspn(o, "\n")] = '\0';
     snprintf(out, cap, "%s", o);
     free(o);

@@ -121,8 +121,8 @@ Test(report_maps, match_proc_self_maps)
             continue;
         bool inside = false;
         for (size_t i = 0; i < p->n_mapping && !inside; i++)
-            inside = ml[j].start >= p->mapping[i]->memory_start
-                  && ml[j].end <= p->mapping[i]->memory_limit;
+            inside = ml[j].start >= p->mapping[i]->memory_start &&
+                     ml[j].end <= p->mapping[i]->memory_limit;
         cr_assert(inside, "%s %#lx is covered", ml[j].path, (unsigned long)ml[j].start);
     }
     cr_assert_leq(matched_files, file_exec);
@@ -150,8 +150,9 @@ Test(report_maps, match_proc_self_maps)
 static void readelf_build_id(const char *path, char *out, size_t cap)
 {
     int st;
-    char *o = ut_run(&st, "'%s' -n '%s' 2>/dev/null | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p' | head -1",
-                     READELF, path);
+    char *o = ut_run(
+        &st, "'%s' -n '%s' 2>/dev/null | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p' | head -1",
+        READELF, path);
     cr_assert_not_null(o);
     o[strcspn(o, "\n")] = '\0';
     snprintf(out, cap, "%s", o);
@@ -390,7 +391,8 @@ Test(report_symbols, budget_bounds_symbol_memory)
     p = report_pcs(c, pcs, 2, MP_PROF_SYMBOLIZE_FUNCTIONS);
     cr_assert_str_eq(ut_line_fn(p, loc_for(p, pcs[0]), 0), "report_site_alpha");
     ut_free(p);
-    mp_report_builder *b = mp_report_begin(c, &(mp_report_options){.symbolize = MP_PROF_SYMBOLIZE_NONE});
+    mp_report_builder *b =
+        mp_report_begin(c, &(mp_report_options){.symbolize = MP_PROF_SYMBOLIZE_NONE});
     cr_assert_lt(mp_report_cache_symbol_bytes(c), full / 4 + 1024, "trimmed: %zu of %zu",
                  mp_report_cache_symbol_bytes(c), full);
     mp_report_abort(b);

@@ -169,8 +169,9 @@ static inline const char *ut_line_file(const ut_prof *p, const Perftools__Profil
 static inline char *ut_go_env(const char *dir)
 {
     char *env = NULL;
-    if (asprintf(&env, "HOME=%s GOCACHE=%s/gocache GOPATH=%s/gopath GOFLAGS=-mod=mod "
-                       "GOTOOLCHAIN=local GOPROXY=off PPROF_TMPDIR=%s",
+    if (asprintf(&env,
+                 "HOME=%s GOCACHE=%s/gocache GOPATH=%s/gopath GOFLAGS=-mod=mod "
+                 "GOTOOLCHAIN=local GOPROXY=off PPROF_TMPDIR=%s",
                  dir, dir, dir, dir) < 0)
         return NULL;
     return env;

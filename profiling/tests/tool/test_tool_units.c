@@ -23,8 +23,9 @@ Test(tool_units, sizes)
     cr_expect(mpt_parse_size("1m", &v) && v == 1048576);
     cr_expect(mpt_parse_size("2G", &v) && v == 2147483648u);
     cr_expect(mpt_parse_size("10B", &v) && v == 10);
-    const char *bad[] = {"", "k", "-1", "1x", "1kk", "1.5m", " 1", "1 ", "99999999999999999999",
-                         "17179869184g", NULL};
+    const char *bad[] = {
+        "",  "k", "-1", "1x", "1kk", "1.5m", " 1", "1 ", "99999999999999999999", "17179869184g",
+        NULL};
     for (int i = 0; bad[i] != NULL; i++)
         cr_expect(!mpt_parse_size(bad[i], &v), "accepted '%s'", bad[i]);
     cr_expect(!mpt_parse_size(NULL, &v));
@@ -80,7 +81,8 @@ Test(tool_units, display_names)
     cr_expect_str_eq(mpt_display_name("\xed\xa0\x80 surrogate", b, sizeof b, 100), "??? surrogate");
     cr_expect_str_eq(mpt_display_name("abcdefghij", b, sizeof b, 6), "abcd..");
     cr_expect_str_eq(mpt_display_name("abcdef", b, sizeof b, 6), "abcdef");
-    cr_expect_str_eq(mpt_display_name("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", b, sizeof b, 3), "\xc3\xa9..");
+    cr_expect_str_eq(mpt_display_name("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", b, sizeof b, 3),
+                     "\xc3\xa9..");
     char small[10];
     mpt_display_name("a very long name indeed", small, sizeof small, 100);
     cr_expect_str_eq(small, "..");
@@ -169,7 +171,8 @@ Test(tool_reader, decodes_and_totals)
     for (int k = 0; k < 2; k++) {
         mpt_profile *p;
         char err[256];
-        cr_assert_eq(mpt_profile_parse(inputs[k], lens[k], NULL, &p, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(mpt_profile_parse(inputs[k], lens[k], NULL, &p, err, sizeof err), 0, "%s",
+                     err);
         cr_expect_eq(p->ntypes, 2);
         cr_expect_str_eq(p->type_name[1], "inuse_space");
         cr_expect_eq(p->default_type, 1);

@@ -20,12 +20,12 @@
 #include "../units.h"
 
 static struct {
-    bool on;            /* MIMPROF_IMAGE is set */
+    bool on; /* MIMPROF_IMAGE is set */
     bool quiet;
-    char dir[4096];     /* absolute */
-    uint64_t every_ms;  /* 0: none periodic */
+    char dir[4096];    /* absolute */
+    uint64_t every_ms; /* 0: none periodic */
     bool on_exit;
-    mp_profiler *prof;  /* the running session, while the thread runs */
+    mp_profiler *prof; /* the running session, while the thread runs */
     pid_t pid;
     unsigned seq;
     pthread_t th;
@@ -89,14 +89,14 @@ int mp_image_rt_configure(bool quiet)
     }
     if (want_every && (!mpt_parse_duration_ms(every, &im.every_ms) || im.every_ms == 0)) {
         say("mimprof: MIMPROF_IMAGE_EVERY=%s is not a duration (e.g. 10s, 500ms); profiling "
-            "disabled\n", every);
+            "disabled\n",
+            every);
         return -1;
     }
     char cwd[4096];
-    int n = dir[0] == '/' ? snprintf(im.dir, sizeof im.dir, "%s", dir)
-            : getcwd(cwd, sizeof cwd) != NULL
-                ? snprintf(im.dir, sizeof im.dir, "%s/%s", cwd, dir)
-                : -1;
+    int n = dir[0] == '/'                     ? snprintf(im.dir, sizeof im.dir, "%s", dir)
+            : getcwd(cwd, sizeof cwd) != NULL ? snprintf(im.dir, sizeof im.dir, "%s/%s", cwd, dir)
+                                              : -1;
     if (n < 0 || (size_t)n >= sizeof im.dir || mkdir_p(im.dir) != 0) {
         say("mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n", dir);
         return -1;

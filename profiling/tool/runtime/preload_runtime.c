@@ -47,38 +47,38 @@ static const int FATAL_SIGNALS[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT,
 enum { NFATAL = sizeof FATAL_SIGNALS / sizeof FATAL_SIGNALS[0] };
 
 static struct {
-    pthread_mutex_t lock;   /* start / stop / fork */
-    bool started;           /* a session is running in this process */
+    pthread_mutex_t lock; /* start / stop / fork */
+    bool started;         /* a session is running in this process */
     mp_profiler *prof;
     mp_prof_config cfg;
-    char dir[4096];         /* directory mode: the directory; else "" */
-    char pattern[4096];     /* pattern mode: the absolute pattern */
+    char dir[4096];     /* directory mode: the directory; else "" */
+    char pattern[4096]; /* pattern mode: the absolute pattern */
     bool gzip;
     uint64_t every_ms;
     bool follow_fork;
     bool quiet;
-    pid_t pid;              /* the process that owns the session */
-    unsigned seq;           /* next file number */
+    pid_t pid;    /* the process that owns the session */
+    unsigned seq; /* next file number */
     pthread_t reporter;
     bool have_reporter;
     sem_t wake;
     atomic_bool stop_req;
     atomic_bool report_req;
-    atomic_int fatal_sig;       /* a fatal signal waits for its report */
-    atomic_uint reports_done;   /* bumped after every report attempt */
-    bool files;                 /* reports are written (rt.dir or rt.pattern) */
+    atomic_int fatal_sig;     /* a fatal signal waits for its report */
+    atomic_uint reports_done; /* bumped after every report attempt */
+    bool files;               /* reports are written (rt.dir or rt.pattern) */
     /* Pyroscope: reports are also handed to a sink agent. */
-    bool pyro_on;               /* configured: upload every report */
-    bool pyro_failed;           /* the agent could not start: reports go nowhere */
-    bool pyro_summary;          /* a line at exit even when nothing was lost */
-    bool pyro_forked;           /* this process is a forked child of the configured one */
-    int64_t window_from_ns;     /* `from` of the next report's window (wall clock) */
-    uint64_t pyro_unsent;       /* reports never handed to the agent */
-    char pyro_app[128];         /* service_name, for the summary line */
+    bool pyro_on;           /* configured: upload every report */
+    bool pyro_failed;       /* the agent could not start: reports go nowhere */
+    bool pyro_summary;      /* a line at exit even when nothing was lost */
+    bool pyro_forked;       /* this process is a forked child of the configured one */
+    int64_t window_from_ns; /* `from` of the next report's window (wall clock) */
+    uint64_t pyro_unsent;   /* reports never handed to the agent */
+    char pyro_app[128];     /* service_name, for the summary line */
 #if MPT_HAVE_PYROSCOPE
     mpt_pyro_api pyro_api;
-    mp_pyro_config *pyro_cfg;   /* validated at start; copied by each agent */
-    mp_pyro_agent *pyro;        /* started at the first report */
+    mp_pyro_config *pyro_cfg; /* validated at start; copied by each agent */
+    mp_pyro_agent *pyro;      /* started at the first report */
 #endif
 } rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -436,9 +436,9 @@ static void pyro_finish(void)
             (ull)st.dropped_rejected, (ull)st.dropped_retry_exhausted,
             (ull)st.dropped_stop_deadline, (ull)st.dropped_spool_io,
             (ull)(st.reports_failed + rt.pyro_unsent), (ull)st.spooled, (ull)st.fail_connect,
-            (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited,
-            (ull)st.fail_server, (ull)st.fail_rejected, (ull)st.fail_other,
-            last[0] != '\0' ? "; last error: " : "", last);
+            (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited, (ull)st.fail_server,
+            (ull)st.fail_rejected, (ull)st.fail_other, last[0] != '\0' ? "; last error: " : "",
+            last);
     else if (rt.pyro_summary && !rt.pyro_forked)
         say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
             (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
@@ -583,10 +583,7 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
         syscall(SYS_exit_group, status);
 }
 
-__attribute__((visibility("default"), noreturn)) void _Exit(int status)
-{
-    _exit(status);
-}
+__attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
 
 static void install_handlers(void)
 {
@@ -663,9 +660,9 @@ static void drop_self_from_ld_preload(void)
     for (char *tok = strtok_r(copy, ": ", &save); tok != NULL; tok = strtok_r(NULL, ": ", &save)) {
         const char *base = strrchr(tok, '/') != NULL ? strrchr(tok, '/') + 1 : tok;
         char real[4096];
-        bool same = strcmp(tok, self) == 0 ||
-                    (strcmp(base, self_base) == 0 && realpath(tok, real) != NULL &&
-                     strcmp(real, self) == 0);
+        bool same =
+            strcmp(tok, self) == 0 || (strcmp(base, self_base) == 0 &&
+                                       realpath(tok, real) != NULL && strcmp(real, self) == 0);
         if (same)
             continue;
         if (out[0] != '\0')
@@ -735,7 +732,8 @@ static int start_locked(void)
     free(probe);
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
-        say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(), mp_prof_strerror(st));
+        say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(),
+            mp_prof_strerror(st));
         return -1;
     }
     rt.pid = getpid();
@@ -836,14 +834,16 @@ int mp_preload_runtime_start(void)
     const char *s;
     if ((s = getenv("MIMPROF_INTERVAL")) != NULL && s[0] != '\0') {
         if (!mpt_parse_size(s, &v) || v == 0 || v > MP_PROF_MAX_INTERVAL) {
-            say("mimprof: MIMPROF_INTERVAL=%s is not a size (e.g. 512k, 1m); profiling disabled\n", s);
+            say("mimprof: MIMPROF_INTERVAL=%s is not a size (e.g. 512k, 1m); profiling disabled\n",
+                s);
             goto out;
         }
         rt.cfg.sample_interval_bytes = (size_t)v;
     }
     rt.every_ms = 10000;
     if (every != NULL && every[0] != '\0' && !mpt_parse_duration_ms(every, &rt.every_ms)) {
-        say("mimprof: MIMPROF_EVERY=%s is not a duration (e.g. 10s, 500ms, 0); profiling disabled\n",
+        say("mimprof: MIMPROF_EVERY=%s is not a duration (e.g. 10s, 500ms, 0); profiling "
+            "disabled\n",
             every);
         goto out;
     }
@@ -860,7 +860,8 @@ int mp_preload_runtime_start(void)
         else if (strcmp(s, "lines") == 0)
             rt.cfg.symbolize = MP_PROF_SYMBOLIZE_LINES;
         else {
-            say("mimprof: MIMPROF_SYMBOLIZE=%s is not none|functions|lines; profiling disabled\n", s);
+            say("mimprof: MIMPROF_SYMBOLIZE=%s is not none|functions|lines; profiling disabled\n",
+                s);
             goto out;
         }
     }
@@ -905,14 +906,26 @@ int mp_preload_runtime_start(void)
         /* Programs this process executes run unprofiled: no preload and
          * none of the runtime's variables. PYROSCOPE_* stay: every
          * Pyroscope client reads them (the program may run one). */
-        static const char *const vars[] = {
-            "MIMPROF_EVERY", "MIMPROF_OUTPUT", "MIMPROF_INTERVAL", "MIMPROF_SEED",
-            "MIMPROF_STACK_DEPTH", "MIMPROF_SYMBOLIZE", "MIMPROF_FOLLOW_FORK",
-            "MIMPROF_FOLLOW_EXEC", "MIMPROF_QUIET", "MIMPROF_PYROSCOPE_LIB",
-            "MIMPROF_PYROSCOPE_SUMMARY", "MIMPROF_PYROSCOPE_PROTOCOL",
-            "MIMPROF_PYROSCOPE_SPOOL_DIR", "MIMPROF_PYROSCOPE_CA_PATH",
-            "MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "MIMPROF_PYROSCOPE_LOG_LEVEL", "MIMPROF_IMAGE",
-            "MIMPROF_IMAGE_EVERY", "MIMPROF_IMAGE_ON_EXIT", NULL};
+        static const char *const vars[] = {"MIMPROF_EVERY",
+                                           "MIMPROF_OUTPUT",
+                                           "MIMPROF_INTERVAL",
+                                           "MIMPROF_SEED",
+                                           "MIMPROF_STACK_DEPTH",
+                                           "MIMPROF_SYMBOLIZE",
+                                           "MIMPROF_FOLLOW_FORK",
+                                           "MIMPROF_FOLLOW_EXEC",
+                                           "MIMPROF_QUIET",
+                                           "MIMPROF_PYROSCOPE_LIB",
+                                           "MIMPROF_PYROSCOPE_SUMMARY",
+                                           "MIMPROF_PYROSCOPE_PROTOCOL",
+                                           "MIMPROF_PYROSCOPE_SPOOL_DIR",
+                                           "MIMPROF_PYROSCOPE_CA_PATH",
+                                           "MIMPROF_PYROSCOPE_FLUSH_DEADLINE",
+                                           "MIMPROF_PYROSCOPE_LOG_LEVEL",
+                                           "MIMPROF_IMAGE",
+                                           "MIMPROF_IMAGE_EVERY",
+                                           "MIMPROF_IMAGE_ON_EXIT",
+                                           NULL};
         drop_self_from_ld_preload();
         for (int i = 0; vars[i] != NULL; i++)
             unsetenv(vars[i]);
@@ -934,10 +947,7 @@ out:
 
 /* Before the preload's own constructor (default priority): see the
  * header. */
-__attribute__((constructor(101))) static void runtime_ctor(void)
-{
-    mp_preload_runtime_start();
-}
+__attribute__((constructor(101))) static void runtime_ctor(void) { mp_preload_runtime_start(); }
 
 void mp_preload_runtime_stop(void)
 {

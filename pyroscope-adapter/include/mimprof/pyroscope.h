@@ -54,28 +54,30 @@ extern "C" {
 
 /** Status of a mimprof-pyroscope call. */
 typedef enum mp_pyro_status {
-    MP_PYRO_OK = 0,                   /**< success */
-    MP_PYRO_E_INVALID_ARGUMENT = 1,   /**< a NULL or out-of-range argument */
-    MP_PYRO_E_INVALID_CONFIG = 2,     /**< a config field is out of range or conflicts with another */
-    MP_PYRO_E_INVALID_URL = 3,        /**< the server URL is not an absolute http(s) URL */
-    MP_PYRO_E_INVALID_NAME = 4,       /**< the application (service) name breaks Pyroscope's rules */
-    MP_PYRO_E_INVALID_LABEL = 5,      /**< a tag name or value breaks Pyroscope's rules */
-    MP_PYRO_E_TOO_MANY_LABELS = 6,    /**< more labels than Pyroscope accepts per series */
-    MP_PYRO_E_NOT_CONFIGURED = 7,     /**< no server address or application name was given */
-    MP_PYRO_E_NOMEM = 8,              /**< out of memory */
-    MP_PYRO_E_BACKEND = 9,            /**< the backend failed to start or to report */
-    MP_PYRO_E_UNSUPPORTED = 10,       /**< not built into this library, or not available in this process */
-    MP_PYRO_E_STATE = 11,             /**< wrong state (agent stopped, backend already running) */
-    MP_PYRO_E_CONNECT = 12,           /**< could not resolve, connect, send or receive (retryable) */
-    MP_PYRO_E_TIMEOUT = 13,           /**< the request timed out (retryable) */
-    MP_PYRO_E_TLS = 14,               /**< TLS handshake or certificate verification failed */
-    MP_PYRO_E_HTTP_REJECTED = 15,     /**< the server rejected the request: 4xx other than 429, or a redirect */
+    MP_PYRO_OK = 0,                 /**< success */
+    MP_PYRO_E_INVALID_ARGUMENT = 1, /**< a NULL or out-of-range argument */
+    MP_PYRO_E_INVALID_CONFIG = 2,   /**< a config field is out of range or conflicts with another */
+    MP_PYRO_E_INVALID_URL = 3,      /**< the server URL is not an absolute http(s) URL */
+    MP_PYRO_E_INVALID_NAME = 4,     /**< the application (service) name breaks Pyroscope's rules */
+    MP_PYRO_E_INVALID_LABEL = 5,    /**< a tag name or value breaks Pyroscope's rules */
+    MP_PYRO_E_TOO_MANY_LABELS = 6,  /**< more labels than Pyroscope accepts per series */
+    MP_PYRO_E_NOT_CONFIGURED = 7,   /**< no server address or application name was given */
+    MP_PYRO_E_NOMEM = 8,            /**< out of memory */
+    MP_PYRO_E_BACKEND = 9,          /**< the backend failed to start or to report */
+    MP_PYRO_E_UNSUPPORTED =
+        10,                 /**< not built into this library, or not available in this process */
+    MP_PYRO_E_STATE = 11,   /**< wrong state (agent stopped, backend already running) */
+    MP_PYRO_E_CONNECT = 12, /**< could not resolve, connect, send or receive (retryable) */
+    MP_PYRO_E_TIMEOUT = 13, /**< the request timed out (retryable) */
+    MP_PYRO_E_TLS = 14,     /**< TLS handshake or certificate verification failed */
+    MP_PYRO_E_HTTP_REJECTED =
+        15, /**< the server rejected the request: 4xx other than 429, or a redirect */
     MP_PYRO_E_HTTP_RATE_LIMITED = 16, /**< HTTP 429 (retryable) */
     MP_PYRO_E_HTTP_SERVER = 17,       /**< HTTP 5xx (retryable) */
     MP_PYRO_E_IO = 18,                /**< a spool or temporary file could not be read or written */
     MP_PYRO_E_SPOOL_LOCKED = 19,      /**< another agent holds the spool directory */
-    MP_PYRO_E_DEADLINE = 20,          /**< stop: profiles were left undelivered at the flush deadline */
-    MP_PYRO_E_INTERNAL = 21           /**< an internal invariant failed (a bug) */
+    MP_PYRO_E_DEADLINE = 20, /**< stop: profiles were left undelivered at the flush deadline */
+    MP_PYRO_E_INTERNAL = 21  /**< an internal invariant failed (a bug) */
 } mp_pyro_status;
 
 /** A human sentence for `s`; never NULL. */
@@ -193,7 +195,8 @@ mp_pyro_status mp_pyro_config_add_tags(mp_pyro_config *cfg, const char *list);
  * NULL `user` clears it. Conflicts with a bearer token (checked at
  * validation).
  */
-mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user, const char *password);
+mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user,
+                                             const char *password);
 
 /** Bearer token (`Authorization: Bearer <token>`); NULL clears it. */
 mp_pyro_status mp_pyro_config_set_bearer_token(mp_pyro_config *cfg, const char *token);
@@ -222,7 +225,8 @@ mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg, mp_pyro_protocol
 mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config *cfg, uint32_t ms);
 
 /** Connect and whole-request timeouts in ms (defaults 5,000 and 10,000; each 1..600,000). */
-mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms, uint32_t request_ms);
+mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms,
+                                              uint32_t request_ms);
 
 /** CA bundle (PEM file) used to verify the server; NULL = the system's. */
 mp_pyro_status mp_pyro_config_set_ca_path(mp_pyro_config *cfg, const char *path);
@@ -232,10 +236,11 @@ mp_pyro_status mp_pyro_config_set_queue_capacity(mp_pyro_config *cfg, uint32_t p
 
 /** Retry policy of one profile. */
 typedef struct mp_pyro_retry_policy {
-    uint32_t max_attempts;       /**< attempts per profile including the first, 1..1000 (default 8) */
+    uint32_t max_attempts; /**< attempts per profile including the first, 1..1000 (default 8) */
     uint32_t initial_backoff_ms; /**< delay before the 2nd attempt, 1..3,600,000 (default 1,000) */
     uint32_t max_backoff_ms;     /**< cap of the doubling delay, >= initial (default 30,000) */
-    uint32_t budget_ms;          /**< give up when the next attempt would start later than this after the first (default 120,000) */
+    uint32_t budget_ms; /**< give up when the next attempt would start later than this after the
+                           first (default 120,000) */
 } mp_pyro_retry_policy;
 
 /** Sets the retry policy; each delay is drawn uniformly in [d/2, d] (jitter). */
@@ -258,10 +263,12 @@ mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_
  * @param max_bytes 0 = default 64 MiB.
  * @param max_age_s 0 = default 3300 s (55 min).
  */
-mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, uint64_t max_bytes, uint32_t max_age_s);
+mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, uint64_t max_bytes,
+                                        uint32_t max_age_s);
 
 /** Log sink and threshold; `fn` NULL restores stderr. */
-mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level level, mp_pyro_log_fn fn, void *user);
+mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level level,
+                                         mp_pyro_log_fn fn, void *user);
 
 /**
  * Reads the environment variables the Pyroscope clients use, each
@@ -271,16 +278,15 @@ mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level 
  * |---|---|
  * | `PYROSCOPE_SERVER_ADDRESS` | mp_pyro_config_set_server() |
  * | `PYROSCOPE_APPLICATION_NAME` | mp_pyro_config_set_app_name() |
- * | `PYROSCOPE_BASIC_AUTH_USER`, `PYROSCOPE_BASIC_AUTH_PASSWORD` | mp_pyro_config_set_basic_auth() |
- * | `PYROSCOPE_AUTH_TOKEN` | mp_pyro_config_set_bearer_token() |
- * | `PYROSCOPE_TENANT_ID` | mp_pyro_config_set_tenant() |
- * | `PYROSCOPE_TAGS` | mp_pyro_config_add_tags(), `k=v,k=v` |
- * | `PYROSCOPE_UPLOAD_INTERVAL` | interval: `10s`, `500ms`, `1m` or plain seconds |
- * | `MIMPROF_PYROSCOPE_PROTOCOL` | `ingest` or `push` |
- * | `MIMPROF_PYROSCOPE_SPOOL_DIR` | mp_pyro_config_set_spool() with default bounds |
- * | `MIMPROF_PYROSCOPE_CA_PATH` | mp_pyro_config_set_ca_path() |
- * | `MIMPROF_PYROSCOPE_FLUSH_DEADLINE` | mp_pyro_config_set_flush_deadline_ms(): `2s`, `500ms`, `0` |
- * | `MIMPROF_PYROSCOPE_LOG_LEVEL` | `error`, `warn`, `info` or `debug` (to stderr) |
+ * | `PYROSCOPE_BASIC_AUTH_USER`, `PYROSCOPE_BASIC_AUTH_PASSWORD` | mp_pyro_config_set_basic_auth()
+ * | | `PYROSCOPE_AUTH_TOKEN` | mp_pyro_config_set_bearer_token() | | `PYROSCOPE_TENANT_ID` |
+ * mp_pyro_config_set_tenant() | | `PYROSCOPE_TAGS` | mp_pyro_config_add_tags(), `k=v,k=v` | |
+ * `PYROSCOPE_UPLOAD_INTERVAL` | interval: `10s`, `500ms`, `1m` or plain seconds | |
+ * `MIMPROF_PYROSCOPE_PROTOCOL` | `ingest` or `push` | | `MIMPROF_PYROSCOPE_SPOOL_DIR` |
+ * mp_pyro_config_set_spool() with default bounds | | `MIMPROF_PYROSCOPE_CA_PATH` |
+ * mp_pyro_config_set_ca_path() | | `MIMPROF_PYROSCOPE_FLUSH_DEADLINE` |
+ * mp_pyro_config_set_flush_deadline_ms(): `2s`, `500ms`, `0` | | `MIMPROF_PYROSCOPE_LOG_LEVEL` |
+ * `error`, `warn`, `info` or `debug` (to stderr) |
  *
  * @return the first error met (its variable named in
  *         mp_pyro_config_error()); the variables before it are applied.
@@ -326,10 +332,10 @@ enum {
 
 /** One report of a backend. */
 typedef struct mp_pyro_profile {
-    uint8_t *pprof;   /**< uncompressed pprof bytes, owned by the backend until release() */
-    size_t len;       /**< length of `pprof`; 0 = nothing to upload this time */
-    unsigned flags;   /**< MP_PYRO_PROFILE_* */
-    void *opaque;     /**< for the backend's release() */
+    uint8_t *pprof; /**< uncompressed pprof bytes, owned by the backend until release() */
+    size_t len;     /**< length of `pprof`; 0 = nothing to upload this time */
+    unsigned flags; /**< MP_PYRO_PROFILE_* */
+    void *opaque;   /**< for the backend's release() */
 } mp_pyro_profile;
 
 /** The operations of a backend; every pointer is required. */
@@ -355,7 +361,8 @@ typedef struct mp_pyro_backend mp_pyro_backend;
  * Wraps a caller-supplied vtable. `ops` must stay valid for the backend's
  * life; `state` is passed to every operation.
  */
-mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state, mp_pyro_backend **out);
+mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state,
+                                   mp_pyro_backend **out);
 
 /** Destroys `b` (calls destroy()). It must not be in use by an agent. NULL is a no-op. */
 void mp_pyro_backend_free(mp_pyro_backend *b);
@@ -392,7 +399,8 @@ mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg, mp_
 mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p, mp_pyro_backend **out);
 
 /** Signature of jemalloc's mallctl(). */
-typedef int (*mp_pyro_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+typedef int (*mp_pyro_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp,
+                                  size_t newlen);
 
 /** Options of the jemalloc backend. */
 typedef struct mp_pyro_jemalloc_options {
@@ -419,7 +427,8 @@ void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt);
  * @param opt NULL = defaults.
  * @param out receives the backend (free with mp_pyro_backend_free()).
  */
-mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt, mp_pyro_backend **out);
+mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
+                                            mp_pyro_backend **out);
 
 /**@}*/
 
@@ -439,17 +448,17 @@ mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
  * Profiles read back from the spool are counted apart (`spool_*`).
  */
 typedef struct mp_pyro_stats {
-    uint64_t reports;                 /**< backend reports taken, plus submitted profiles */
-    uint64_t reports_empty;           /**< reports with nothing to upload */
-    uint64_t reports_failed;          /**< backend report errors */
-    uint64_t reports_queued;          /**< profiles put in the queue */
-    uint64_t uploaded;                /**< queued profiles the server accepted */
-    uint64_t requests;                /**< HTTP requests made (first attempts + retries, queue and spool) */
-    uint64_t retries;                 /**< requests that were a retry */
-    uint64_t bytes_sent;              /**< request body bytes of accepted requests */
-    uint64_t fail_connect;            /**< failures: resolve, connect, send, receive */
-    uint64_t fail_timeout;            /**< failures: timeout */
-    uint64_t fail_tls;                /**< failures: TLS */
+    uint64_t reports;        /**< backend reports taken, plus submitted profiles */
+    uint64_t reports_empty;  /**< reports with nothing to upload */
+    uint64_t reports_failed; /**< backend report errors */
+    uint64_t reports_queued; /**< profiles put in the queue */
+    uint64_t uploaded;       /**< queued profiles the server accepted */
+    uint64_t requests;       /**< HTTP requests made (first attempts + retries, queue and spool) */
+    uint64_t retries;        /**< requests that were a retry */
+    uint64_t bytes_sent;     /**< request body bytes of accepted requests */
+    uint64_t fail_connect;   /**< failures: resolve, connect, send, receive */
+    uint64_t fail_timeout;   /**< failures: timeout */
+    uint64_t fail_tls;       /**< failures: TLS */
     uint64_t fail_rate_limited;       /**< failures: HTTP 429 */
     uint64_t fail_server;             /**< failures: HTTP 5xx */
     uint64_t fail_rejected;           /**< failures: other 4xx, redirects */
@@ -467,9 +476,10 @@ typedef struct mp_pyro_stats {
     uint64_t spool_corrupt;           /**< unreadable spool files deleted */
     uint64_t spool_files;             /**< files in the spool now */
     uint64_t spool_bytes;             /**< bytes in the spool now */
-    uint64_t queue_depth;             /**< profiles queued now, including one in flight (at most capacity + 1) */
-    uint64_t queue_high_water;        /**< largest queue_depth seen */
-    uint64_t queue_capacity;          /**< the configured capacity */
+    uint64_t
+        queue_depth; /**< profiles queued now, including one in flight (at most capacity + 1) */
+    uint64_t queue_high_water; /**< largest queue_depth seen */
+    uint64_t queue_capacity;   /**< the configured capacity */
 } mp_pyro_stats;
 
 /** A running uploader (opaque). */
@@ -490,7 +500,8 @@ typedef struct mp_pyro_agent mp_pyro_agent;
  *         when `backend` is in use; MP_PYRO_E_SPOOL_LOCKED / MP_PYRO_E_IO;
  *         the backend's start() status.
  */
-mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *backend, mp_pyro_agent **out);
+mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *backend,
+                                   mp_pyro_agent **out);
 
 /**
  * Everything a launcher or LD_PRELOAD object needs in one call: a config
