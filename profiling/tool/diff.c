@@ -179,48 +179,12 @@ int mpt_diff_print(FILE *out, const mpt_profile *base, const mpt_profile *cur, c
 
 int mpt_cmd_diff(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"type", required_argument, NULL, 't'},
-        {"cum", no_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *type = NULL;
     size_t n = 20;
     bool cum = false;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":t:n:ch", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            type = optarg;
-            break;
-        case 'n': {
-            char *end;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || optarg[0] == '-') {
-                fprintf(stderr, "mimprof diff: -n wants a number, not '%s'\n", optarg);
-                return MPT_EXIT_USAGE;
-            }
-            n = (size_t)v;
-            break;
-        }
-        case 'c':
-            cum = true;
-            break;
-        case 'h':
-            mpt_usage(stdout, "diff");
-            return MPT_EXIT_OK;
-        case ':':
-            fprintf(stderr, "mimprof diff: option '%s' needs a value\n", argv[optind - 1]);
-            return MPT_EXIT_USAGE;
-        default:
-            fprintf(stderr, "mimprof diff: unknown option '%s' (see mimprof diff --help)\n",
-                    argv[optind - 1]);
-            return MPT_EXIT_USAGE;
-        }
-    }
+    int rc_opts = mpt_parse_table_opts("diff", argc, argv, &type, &n, &cum);
+    if (rc_opts >= 0)
+        return rc_opts;
     if (argc - optind != 2) {
         fprintf(stderr, "mimprof diff: want BASE and NEW files (see mimprof diff --help)\n");
         return MPT_EXIT_USAGE;

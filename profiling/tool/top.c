@@ -79,7 +79,8 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
     return ferror(out) ? -1 : 0;
 }
 
-int mpt_cmd_top(int argc, char **argv)
+int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **type, size_t *n,
+                         bool *cum)
 {
     static const struct option longopts[] = {
         {"type", required_argument, NULL, 't'},
@@ -87,42 +88,50 @@ int mpt_cmd_top(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *type = NULL;
-    size_t n = 20;
-    bool cum = false;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":t:n:ch", longopts, NULL)) != -1) {
         switch (c) {
         case 't':
-            type = optarg;
+            *type = optarg;
             break;
         case 'n': {
             char *end;
             unsigned long long v = strtoull(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || optarg[0] == '-') {
-                fprintf(stderr, "mimprof top: -n wants a number, not '%s'\n", optarg);
+                fprintf(stderr, "mimprof %s: -n wants a number, not '%s'\n", cmd, optarg);
                 return MPT_EXIT_USAGE;
             }
-            n = (size_t)v;
+            *n = (size_t)v;
             break;
         }
         case 'c':
-            cum = true;
+            *cum = true;
             break;
         case 'h':
-            mpt_usage(stdout, "top");
+            mpt_usage(stdout, cmd);
             return MPT_EXIT_OK;
         case ':':
-            fprintf(stderr, "mimprof top: option '%s' needs a value\n", argv[optind - 1]);
+            fprintf(stderr, "mimprof %s: option '%s' needs a value\n", cmd, argv[optind - 1]);
             return MPT_EXIT_USAGE;
         default:
-            fprintf(stderr, "mimprof top: unknown option '%s' (see mimprof top --help)\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "mimprof %s: unknown option '%s' (see mimprof %s --help)\n", cmd,
+                    argv[optind - 1], cmd);
             return MPT_EXIT_USAGE;
         }
     }
+    return -1;
+}
+
+int mpt_cmd_top(int argc, char **argv)
+{
+    const char *type = NULL;
+    size_t n = 20;
+    bool cum = false;
+    int rc_opts = mpt_parse_table_opts("top", argc, argv, &type, &n, &cum);
+    if (rc_opts >= 0)
+        return rc_opts;
     if (argc - optind != 1) {
         fprintf(stderr, "mimprof top: want exactly one FILE (see mimprof top --help)\n");
         return MPT_EXIT_USAGE;
