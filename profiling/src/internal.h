@@ -128,6 +128,9 @@ void mp_rec_fork_child_release(mp_thread_rec *keep);
 mp_thread_rec *mp_rec_thread_new(uint64_t gen, unsigned ordinal, size_t ring_capacity,
                                  unsigned depth_capacity);
 void mp_rec_thread_free(mp_thread_rec *t);
+/* Frees a record whose session ended, safely against that session's
+ * registry walk (takes the registry lock). */
+void mp_rec_thread_release(mp_thread_rec *t);
 /* Tries to register `t` (trylock). False on contention. */
 bool mp_rec_register(mp_thread_rec *t);
 /* Appends a record to t's ring, handing the ring to the overflow shards

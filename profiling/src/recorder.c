@@ -200,6 +200,28 @@ bool mp_rec_push(mp_thread_rec *t, const mp_record *r)
     return ok;
 }
 
+/* The ending session publishes active_gen = 0 before it walks the
+ * registry, so a thread may see its record go stale while the walk has not
+ * reached it yet: it must not free the record outside the registry lock.
+ * Under it, either the walk already unlinked the record, or it is unlinked
+ * here with its records discarded (as the walk would have). */
+void mp_rec_thread_release(mp_thread_rec *t)
+{
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&g_registry);
+    pthread_mutex_lock(&t->lock);
+    if (t->registered) {
+        MP_COUNT(discarded, t->ring.len);
+        MP_UNCOUNT(ring_records, t->ring.len);
+        mp_fifo_clear(&t->ring);
+        unlink_locked(t);
+    }
+    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_unlock(&g_registry);
+    mp_rec_thread_free(t);
+}
+
 uint64_t mp_rec_thread_exit(mp_thread_rec *t)
 {
     uint64_t lost = 0;

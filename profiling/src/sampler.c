@@ -190,7 +190,7 @@ static HOOK uint64_t thread_reset(void)
     }
     if (locked)
         mp_rw_rdunlock(&g_rec.rw);
-    mp_rec_thread_free(stale);
+    mp_rec_thread_release(stale);
     mp_guard_exit();
     return cd;
 }
