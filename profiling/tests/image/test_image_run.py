@@ -58,9 +58,15 @@ class RunImages(unittest.TestCase):
         self.assertEqual(mappings(a), mappings(b))
         sa, sb = by_stack(a), by_stack(b)
         self.assertEqual(set(sa), set(sb))
+        # At exit the image and the final report are two moments, not one:
+        # the example's last requests may allocate or free between them (a CI
+        # run saw 272 vs 281 live objects of one stack). Interval values
+        # agree to rounding; live values to a few percent. Equality at one
+        # instant is test_heap_image.c's (in process and after exit).
         for k in sa:
             for i, (x, y) in enumerate(zip(sa[k], sb[k])):
-                self.assertLessEqual(abs(x - y), 1 if i < 2 else 0, (k, sa[k], sb[k]))
+                bound = 1 if i < 2 else max(1, 0.05 * max(abs(x), abs(y)))
+                self.assertLessEqual(abs(x - y), bound, (k, sa[k], sb[k]))
         self.assertIn("remember_session", functions(b))
 
     def test_image_every_and_diff(self):
