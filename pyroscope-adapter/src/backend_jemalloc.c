@@ -102,27 +102,6 @@ static mp_pyro_status je_start(void *st)
     return MP_PYRO_OK;
 }
 
-static int read_file(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rbe");
-    if (!f)
-        return -1;
-    mp_pyro_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        mp_pyro_buf_put(&b, chunk, n);
-    int bad = ferror(f) || b.oom;
-    fclose(f);
-    if (bad) {
-        mp_pyro_buf_free(&b);
-        return -1;
-    }
-    *out = (char *)b.data;
-    *len = b.len;
-    return 0;
-}
-
 static mp_pyro_status je_dump(je_state *j, char **text, size_t *len)
 {
     const char *dir = j->tmp_dir ? j->tmp_dir : getenv("TMPDIR");
@@ -142,12 +121,15 @@ static mp_pyro_status je_dump(je_state *j, char **text, size_t *len)
     const char *fname = path;
     int rc = j->mallctl("prof.dump", NULL, NULL, (void *)&fname, sizeof fname);
     mp_pyro_status s = MP_PYRO_OK;
+    uint8_t *data;
     if (rc != 0)
         s = mp_pyro_backend_fail(j->self, MP_PYRO_E_BACKEND, "mallctl(\"prof.dump\"): %s",
                                  strerror(rc));
-    else if (read_file(path, text, len) != 0)
+    else if (mp_pyro_read_file(path, &data, len) != 0)
         s = mp_pyro_backend_fail(j->self, MP_PYRO_E_IO, "reading the heap dump %s: %s", path,
                                  strerror(errno));
+    else
+        *text = (char *)data;
     unlink(path);
     free(path);
     return s;

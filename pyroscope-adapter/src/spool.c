@@ -22,6 +22,7 @@
 
 #include "labels.h"
 #include "queue.h"
+#include "util.h"
 
 #define MAGIC "MPPYROSPOOL 1\n"
 
@@ -326,27 +327,6 @@ out:
     return rc;
 }
 
-static int read_all(const char *path, uint8_t **out, size_t *len)
-{
-    FILE *f = fopen(path, "rbe");
-    if (!f)
-        return -1;
-    mp_pyro_buf b = {0};
-    uint8_t chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        mp_pyro_buf_put(&b, chunk, n);
-    int bad = ferror(f) || b.oom;
-    fclose(f);
-    if (bad) {
-        mp_pyro_buf_free(&b);
-        return -1;
-    }
-    *out = b.data;
-    *len = b.len;
-    return 0;
-}
-
 mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uint64_t *expired,
                                   uint64_t *corrupt)
 {
@@ -368,7 +348,7 @@ mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uin
         }
         uint8_t *buf = NULL;
         size_t len = 0;
-        if (read_all(path, &buf, &len) != 0 || parse_file(buf, len, e) != 0) {
+        if (mp_pyro_read_file(path, &buf, &len) != 0 || parse_file(buf, len, e) != 0) {
             free(path);
             free(buf);
             mp_pyro_spool_entry_free(e);

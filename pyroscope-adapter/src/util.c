@@ -107,6 +107,27 @@ void mp_pyro_buf_free(mp_pyro_buf *b)
     b->oom = 0;
 }
 
+int mp_pyro_read_file(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rbe");
+    if (!f)
+        return -1;
+    mp_pyro_buf b = {0};
+    uint8_t chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        mp_pyro_buf_put(&b, chunk, n);
+    int bad = ferror(f) || b.oom;
+    fclose(f);
+    if (bad) {
+        mp_pyro_buf_free(&b);
+        return -1;
+    }
+    *out = b.data;
+    *len = b.len;
+    return 0;
+}
+
 void mp_pyro_buf_put_query_escaped(mp_pyro_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
