@@ -51,9 +51,9 @@
  *   definitions, so that the fast path inlines into the caller (the
  *   LD_PRELOAD objects use this form inside malloc() and free()).
  *
- * The functions are placed in the ELF section `mimprof_hooks`, whose range
- * a constructor registers with the profiler, so that captured stacks start
- * at the application's frame. The instantiating object must be linked with
+ * The functions are placed in the section `mimprof_hooks` (ELF; on Mach-O
+ * `__TEXT,mimprof_hooks`), whose range a constructor registers with the
+ * profiler, so that captured stacks start at the application's frame. The instantiating object must be linked with
  * libmimprof-profiling (dependency `mimprof-profiling`) and the provider's
  * own dependency; the profiling library itself depends on no allocator.
  *
@@ -168,14 +168,28 @@ static inline int mp_prof_hook_consume(size_t size)
     return (int64_t)(mp_prof_hook_countdown -= (uint64_t)size) < 0;
 }
 
+#if defined(__APPLE__) && defined(__MACH__)
+/* Mach-O: a section is named "segment,section" and lives in __TEXT; ld64
+ * defines its bounds as section$start$ and section$end$ symbols. */
+/** Template interface: start of this object's hook section (set by the linker). */
+extern const char __start_mimprof_hooks[] __asm("section$start$__TEXT$mimprof_hooks")
+    __attribute__((visibility("hidden")));
+/** Template interface: end of this object's hook section (set by the linker). */
+extern const char __stop_mimprof_hooks[] __asm("section$end$__TEXT$mimprof_hooks")
+    __attribute__((visibility("hidden")));
+
+#define MP_PROF_HOOK_SECTION_                                                                      \
+    __attribute__((section("__TEXT,mimprof_hooks,regular,pure_instructions")))
+#else
 /** Template interface: start of this object's hook section (set by the linker). */
 extern const char __start_mimprof_hooks[] __attribute__((weak, visibility("hidden")));
 /** Template interface: end of this object's hook section (set by the linker). */
 extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden")));
 
 #define MP_PROF_HOOK_SECTION_ __attribute__((section("mimprof_hooks")))
-#define MP_PROF_CAT2_(a, b)   a##_##b
-#define MP_PROF_CAT_(a, b)    MP_PROF_CAT2_(a, b)
+#endif
+#define MP_PROF_CAT2_(a, b) a##_##b
+#define MP_PROF_CAT_(a, b)  MP_PROF_CAT2_(a, b)
 
 /** Prototypes of an allocator defined with MP_PROF_SAMPLING_ALLOCATOR(name, ...). */
 #define MP_PROF_SAMPLING_ALLOCATOR_DECLARE(nm_)                                                    \
