@@ -23,9 +23,15 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-#include <sys/random.h>
+#include <sys/random.h> /* Linux: getrandom; macOS: getentropy */
 #include <time.h>
 #include <unistd.h>
+
+#if defined(__linux__)
+#define MP_ENTROPY(p, n) (getrandom((p), (n), GRND_NONBLOCK) == (ssize_t)(n))
+#else /* macOS, the BSDs */
+#define MP_ENTROPY(p, n) (getentropy((p), (n)) == 0)
+#endif
 
 #if MP_HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
@@ -110,7 +116,7 @@ HOOK uint64_t mp_sampler_draw(uint64_t state[2], double mean)
 static uint64_t random_seed(void)
 {
     uint64_t s = 0;
-    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s) {
+    if (!MP_ENTROPY(&s, sizeof s)) {
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         s = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 32) ^ (uint64_t)(uintptr_t)&ts ^
