@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "pyro_api.h"
 #include "units.h"
 #include "views.h"
@@ -93,33 +94,6 @@ static void forward(int sig, siginfo_t *si, void *uc)
         return;
     if (g_child > 0)
         kill((pid_t)g_child, sig);
-}
-
-static int mkdir_p(const char *path)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    if (stat(buf, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
 }
 
 /* Finds libmimprof-preload-<alloc>.so: $MIMPROF_PRELOAD_DIR, then next to
@@ -394,7 +368,7 @@ static int image_env(const run_opts *o)
         return 0;
     const char *dir = o->image_dir != NULL ? o->image_dir : o->out_dir;
     char abs[PATH_MAX];
-    if (mkdir_p(dir) != 0 || realpath(dir, abs) == NULL) {
+    if (mpt_mkdir_dir(dir) != 0 || realpath(dir, abs) == NULL) {
         fprintf(stderr, "mimprof run: cannot use image directory %s: %s\n", dir, strerror(errno));
         return -1;
     }
@@ -708,7 +682,7 @@ static int run_command(run_opts *op, char **cmd)
     /* Uploading: files only with -o. */
     bool files = !o.pyro || o.out_given;
     char abs_dir[PATH_MAX];
-    if (files && (mkdir_p(o.out_dir) != 0 || realpath(o.out_dir, abs_dir) == NULL)) {
+    if (files && (mpt_mkdir_dir(o.out_dir) != 0 || realpath(o.out_dir, abs_dir) == NULL)) {
         fprintf(stderr, "mimprof run: cannot use output directory %s: %s\n", o.out_dir,
                 strerror(errno));
         return EXIT_OWN_ERROR;

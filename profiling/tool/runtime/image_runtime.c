@@ -2,22 +2,20 @@
 #define _GNU_SOURCE
 #include "image_runtime.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../fsutil.h"
 #include "../units.h"
+#include "rt_common.h"
 
 static struct {
     bool on; /* MIMPROF_IMAGE is set */
@@ -35,41 +33,8 @@ static struct {
     atomic_bool req;
 } im;
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void say(const char *fmt, ...)
-{
-    if (im.quiet)
-        return;
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0) {
-        ssize_t w = write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-        (void)w;
-    }
-}
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    struct stat st;
-    if ((mkdir(buf, 0755) != 0 && errno != EEXIST) || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-        return -1;
-    return 0;
-}
+/* Messages on stderr, unless MIMPROF_QUIET. */
+#define say(...) mpt_rt_say(im.quiet, __VA_ARGS__)
 
 int mp_image_rt_configure(bool quiet)
 {
@@ -97,7 +62,7 @@ int mp_image_rt_configure(bool quiet)
     int n = dir[0] == '/'                     ? snprintf(im.dir, sizeof im.dir, "%s", dir)
             : getcwd(cwd, sizeof cwd) != NULL ? snprintf(im.dir, sizeof im.dir, "%s/%s", cwd, dir)
                                               : -1;
-    if (n < 0 || (size_t)n >= sizeof im.dir || mkdir_p(im.dir) != 0) {
+    if (n < 0 || (size_t)n >= sizeof im.dir || mpt_mkdir_dir(im.dir) != 0) {
         say("mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n", dir);
         return -1;
     }
@@ -107,28 +72,6 @@ int mp_image_rt_configure(bool quiet)
 }
 
 bool mp_image_rt_enabled(void) { return im.on; }
-
-/* First seq not used by an image of this pid (an exec'd program keeps it). */
-static unsigned first_free_seq(void)
-{
-    DIR *d = opendir(im.dir);
-    if (d == NULL)
-        return 0;
-    unsigned next = 0;
-    char prefix[64];
-    int plen = snprintf(prefix, sizeof prefix, "heap.%ld.", (long)im.pid);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
-            continue;
-        char *end;
-        unsigned long s = strtoul(e->d_name + plen, &end, 10);
-        if (strcmp(end, ".mpimg") == 0 && s + 1 > next)
-            next = (unsigned)(s + 1);
-    }
-    closedir(d);
-    return next;
-}
 
 static void image_once(void)
 {
@@ -148,20 +91,9 @@ static void *image_main(void *arg)
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     for (;;) {
-        int r;
-        if (im.every_ms > 0) {
-            next.tv_sec += (time_t)(im.every_ms / 1000);
-            next.tv_nsec += (long)(im.every_ms % 1000) * 1000000L;
-            if (next.tv_nsec >= 1000000000L) {
-                next.tv_sec++;
-                next.tv_nsec -= 1000000000L;
-            }
-            while ((r = sem_timedwait(&im.wake, &next)) != 0 && errno == EINTR)
-                ;
-        } else {
-            while ((r = sem_wait(&im.wake)) != 0 && errno == EINTR)
-                ;
-        }
+        if (im.every_ms > 0)
+            mpt_rt_timespec_add_ms(&next, im.every_ms);
+        int r = mpt_rt_wait(&im.wake, im.every_ms > 0 ? &next : NULL);
         if (atomic_load(&im.stop))
             break;
         if (r == 0 && !atomic_exchange(&im.req, false))
@@ -184,7 +116,7 @@ void mp_image_rt_start(mp_profiler *prof)
         return;
     im.prof = prof;
     im.pid = getpid();
-    im.seq = first_free_seq();
+    im.seq = mpt_rt_first_free_seq(im.dir, im.pid, ".mpimg");
     atomic_store(&im.stop, false);
     atomic_store(&im.req, false);
     sem_init(&im.wake, 0, 0);

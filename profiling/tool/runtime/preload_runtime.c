@@ -13,14 +13,12 @@
 #define _GNU_SOURCE
 #include "preload_runtime.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,9 +34,11 @@
 
 #include <mimprof/profiling.h>
 
+#include "../fsutil.h"
 #include "../pyro_api.h"
 #include "../units.h"
 #include "image_runtime.h"
+#include "rt_common.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -82,23 +82,8 @@ static struct {
 #endif
 } rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void say(const char *fmt, ...)
-{
-    if (rt.quiet)
-        return;
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0) {
-        size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
-        ssize_t w = write(2, buf, len);
-        (void)w;
-    }
-}
+/* Messages on stderr, unless MIMPROF_QUIET. */
+#define say(...) mpt_rt_say(rt.quiet, __VA_ARGS__)
 
 /* ---- gzip into mmap()ed memory ---------------------------------------- */
 
@@ -460,16 +445,6 @@ static void pyro_after_fork(void)
 
 /* ---- the reporter thread --------------------------------------------- */
 
-static void advance(struct timespec *t, uint64_t ms)
-{
-    t->tv_sec += (time_t)(ms / 1000);
-    t->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
-
 static void *reporter_main(void *arg)
 {
     (void)arg;
@@ -487,16 +462,10 @@ static void *reporter_main(void *arg)
         next.tv_sec = (time_t)(at / 1000);
         next.tv_nsec = (long)(at % 1000) * 1000000L;
     } else {
-        advance(&next, rt.every_ms);
+        mpt_rt_timespec_add_ms(&next, rt.every_ms);
     }
     for (;;) {
-        int r;
-        if (rt.every_ms > 0)
-            while ((r = sem_timedwait(&rt.wake, &next)) != 0 && errno == EINTR)
-                ;
-        else
-            while ((r = sem_wait(&rt.wake)) != 0 && errno == EINTR)
-                ;
+        int r = mpt_rt_wait(&rt.wake, rt.every_ms > 0 ? &next : NULL);
         if (atomic_load(&rt.stop_req))
             break;
         bool timed_out = r != 0;
@@ -505,10 +474,10 @@ static void *reporter_main(void *arg)
              * (suspended process) from now, without catching up. */
             struct timespec now;
             clock_gettime(CLOCK_REALTIME, &now);
-            advance(&next, rt.every_ms);
+            mpt_rt_timespec_add_ms(&next, rt.every_ms);
             if (now.tv_sec > next.tv_sec) {
                 next = now;
-                advance(&next, rt.every_ms);
+                mpt_rt_timespec_add_ms(&next, rt.every_ms);
             }
         }
         bool asked = atomic_exchange(&rt.report_req, false);
@@ -677,47 +646,6 @@ static void drop_self_from_ld_preload(void)
     free(copy);
 }
 
-/* First seq not used by a file of this pid in dir (an exec'd image keeps
- * its pid). */
-static unsigned first_free_seq(const char *dir, pid_t pid)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return 0;
-    unsigned next = 0;
-    char prefix[64];
-    int plen = snprintf(prefix, sizeof prefix, "heap.%ld.", (long)pid);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
-            continue;
-        char *end;
-        unsigned long s = strtoul(e->d_name + plen, &end, 10);
-        if (strcmp(end, ".pb.gz") == 0 && s + 1 > next)
-            next = (unsigned)(s + 1);
-    }
-    closedir(d);
-    return next;
-}
-
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 /* ---- session lifecycle ----------------------------------------------- */
 
 static void after_fork_child(void);
@@ -737,7 +665,7 @@ static int start_locked(void)
         return -1;
     }
     rt.pid = getpid();
-    rt.seq = rt.dir[0] != '\0' ? first_free_seq(rt.dir, rt.pid) : 0;
+    rt.seq = rt.dir[0] != '\0' ? mpt_rt_first_free_seq(rt.dir, rt.pid, ".pb.gz") : 0;
     rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);
@@ -792,7 +720,7 @@ static int set_output(const char *v)
     if (dir) {
         while (len > 1 && abs[len - 1] == '/')
             abs[--len] = '\0';
-        if (mkdir_p(abs) != 0)
+        if (mpt_mkdir_p(abs) != 0)
             return -1;
         memcpy(rt.dir, abs, len + 1);
         rt.gzip = true;

@@ -1,0 +1,70 @@
+/* Shared by the preload runtime's reports and heap images (rt_common.h). */
+#define _GNU_SOURCE
+#include "rt_common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void mpt_rt_say(bool quiet, const char *fmt, ...)
+{
+    if (quiet)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+        ssize_t w = write(2, buf, len);
+        (void)w;
+    }
+}
+
+void mpt_rt_timespec_add_ms(struct timespec *t, uint64_t ms)
+{
+    t->tv_sec += (time_t)(ms / 1000);
+    t->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+int mpt_rt_wait(sem_t *s, const struct timespec *deadline)
+{
+    int r;
+    if (deadline != NULL)
+        while ((r = sem_timedwait(s, deadline)) != 0 && errno == EINTR)
+            ;
+    else
+        while ((r = sem_wait(s)) != 0 && errno == EINTR)
+            ;
+    return r;
+}
+
+unsigned mpt_rt_first_free_seq(const char *dir, pid_t pid, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    unsigned next = 0;
+    char prefix[64];
+    int plen = snprintf(prefix, sizeof prefix, "heap.%ld.", (long)pid);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        unsigned long s = strtoul(e->d_name + plen, &end, 10);
+        if (strcmp(end, suffix) == 0 && s + 1 > next)
+            next = (unsigned)(s + 1);
+    }
+    closedir(d);
+    return next;
+}

@@ -1,0 +1,31 @@
+/* What the two pieces of the preload runtime (preload_runtime.c: reports;
+ * image_runtime.c: heap images) both need: messages on stderr, the wait
+ * of a periodic thread, and the numbering of the files they write. No
+ * allocation beyond opendir()'s. Not installed. */
+#ifndef MIMPROF_TOOL_RT_COMMON_H
+#define MIMPROF_TOOL_RT_COMMON_H
+
+#include <semaphore.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* printf to stderr with one write(2) (at most 1023 bytes; no stdio, no
+ * malloc), unless `quiet`. */
+void mpt_rt_say(bool quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Adds `ms` milliseconds to *t (normalised). */
+void mpt_rt_timespec_add_ms(struct timespec *t, uint64_t ms);
+
+/* Waits for a post of `s` until the CLOCK_REALTIME `deadline`, or with no
+ * deadline when it is NULL; EINTR is waited through. 0: posted; -1: the
+ * deadline passed (or the wait failed; errno). */
+int mpt_rt_wait(sem_t *s, const struct timespec *deadline);
+
+/* The first number n not used by a file "heap.<pid>.<n><suffix>" in `dir`
+ * (an exec'd program keeps its pid, and its files continue the series);
+ * 0 when the directory cannot be read. */
+unsigned mpt_rt_first_free_seq(const char *dir, pid_t pid, const char *suffix);
+
+#endif
