@@ -39,6 +39,7 @@
 #include "heap_image_schema.h"
 #include "heap_image_write.h"
 #include "internal.h"
+#include "platform/platform.h"
 #include "report/maps.h"
 #include "report/report_internal.h"
 #include "session.h"
@@ -480,6 +481,11 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
 {
     if (p == NULL || path == NULL || path[0] == '\0')
         return MP_PROF_E_INVALID_CONFIG;
+    /* Frames are saved as code(build-id, path, offset) of ELF objects and
+     * read back with the ELF reader: not on Mach-O, and not without the
+     * loader's mappings (generic backend). */
+    if (!mp_plat_caps_get()->heap_images)
+        return MP_PROF_E_UNSUPPORTED;
 #if UINTPTR_MAX < UINT64_MAX
     return MP_PROF_E_UNSUPPORTED; /* weights are stored as 64-bit doubles in words */
 #else

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Computes the profiler's own ranges (dl_iterate_phdr; may allocate; takes
+/* Computes the profiler's own ranges (platform layer; may allocate; takes
  * the loader lock). Called at session start, under the recursion guard,
  * never from an allocation hook. Idempotent. */
 void mp_self_frames_init(void);

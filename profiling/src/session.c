@@ -111,6 +111,12 @@ mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out)
         c = *cfg;
     if (out == NULL || !config_valid(&c))
         return MP_PROF_E_INVALID_CONFIG;
+#if !MP_HAVE_LIBDW
+    /* file:line needs DWARF through libdw (ELF backend, `libdw` feature):
+     * refused, never silently degraded to function names. */
+    if (c.symbolize == MP_PROF_SYMBOLIZE_LINES)
+        return MP_PROF_E_UNSUPPORTED;
+#endif
     if (!mp_sampler_observed())
         return MP_PROF_E_ALLOCATOR_NOT_OBSERVED;
     pthread_once(&g_once, global_init);

@@ -42,6 +42,20 @@
  *   live entry). A block sampled in one session and freed in a later one
  *   changes nothing in the later one.
  *
+ * Platforms
+ * ---------
+ * The loader- and object-format-dependent parts are one build-time backend
+ * (the Meson option `platform`). ELF (Linux, FreeBSD): everything below.
+ * macOS: sessions, reports and stacks (execinfo backtrace()); mappings from
+ * dyld's image list (executable segments, LC_UUID as build-id); function
+ * names from dladdr(), kept only when LC_FUNCTION_STARTS shows the symbol
+ * is the containing function. Generic (other systems, and
+ * `-Dplatform=generic` on Linux): no mappings; function names from
+ * dladdr() only where it matches the containing symbol (glibc). Off ELF,
+ * MP_PROF_SYMBOLIZE_LINES and mp_profiler_write_image() answer
+ * MP_PROF_E_UNSUPPORTED and there are no LD_PRELOAD objects; nothing is
+ * approximated.
+ *
  * Threads
  * -------
  * Every function here may be called from any thread. Sampling hits are
@@ -118,14 +132,18 @@ typedef enum mp_prof_status {
     MP_PROF_E_NOMEM = 5,      /**< out of memory */
     MP_PROF_E_INTERNAL = 6,   /**< an internal invariant failed (a bug) */
     MP_PROF_E_IO = 7,         /**< a file could not be read or written */
-    MP_PROF_E_UNSUPPORTED = 8 /**< not available on this platform or build */
+    MP_PROF_E_UNSUPPORTED = 8 /**< not available on this platform or build: symbolize=LINES
+                                   without libdw (always on macOS and with the generic
+                                   backend), heap images off the ELF backend */
 } mp_prof_status;
 
 /** How report() names stack frames. */
 typedef enum mp_prof_symbolize {
     MP_PROF_SYMBOLIZE_NONE = 0,      /**< addresses and mappings only (server-side symbolization) */
     MP_PROF_SYMBOLIZE_FUNCTIONS = 1, /**< function names from ELF .symtab, else .dynsym */
-    MP_PROF_SYMBOLIZE_LINES = 2 /**< plus file:line and inlined frames (DWARF, libdw feature) */
+    MP_PROF_SYMBOLIZE_LINES = 2      /**< plus file:line and inlined frames (DWARF, libdw feature;
+                                          mp_profiler_start() answers MP_PROF_E_UNSUPPORTED in a build
+                                          without it) */
 } mp_prof_symbolize;
 
 /** Session configuration; start from mp_prof_config_init(). */
@@ -202,6 +220,8 @@ void mp_prof_config_init(mp_prof_config *cfg);
  * allocation in this process, claims the process recorder and starts a new
  * session generation.
  * @return MP_PROF_OK and `*out`; MP_PROF_E_INVALID_CONFIG,
+ *         MP_PROF_E_UNSUPPORTED (symbolize is MP_PROF_SYMBOLIZE_LINES in a
+ *         build without DWARF line support: never silently degraded),
  *         MP_PROF_E_ALLOCATOR_NOT_OBSERVED, MP_PROF_E_BUSY or
  *         MP_PROF_E_NOMEM otherwise (`*out` untouched).
  */
@@ -256,8 +276,9 @@ void mp_prof_buffer_free(uint8_t *pprof);
  * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL or empty argument),
  *         MP_PROF_E_INACTIVE (stopped session), MP_PROF_E_IO (the file
  *         could not be written), MP_PROF_E_NOMEM, MP_PROF_E_UNSUPPORTED
- *         (a platform with 32-bit words, or more than the image format
- *         can carry), MP_PROF_E_INTERNAL (the image library refused the
+ *         (a platform with 32-bit words, a build whose platform backend is
+ *         not ELF (macOS, `-Dplatform=generic`), or more than the image
+ *         format can carry), MP_PROF_E_INTERNAL (the image library refused the
  *         state: a bug).
  */
 mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path);

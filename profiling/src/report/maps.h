@@ -1,7 +1,9 @@
 /* Internal: the loaded objects of the process and their executable
- * segments, as pprof mappings. Built from dl_iterate_phdr at report time
- * only (it takes the loader lock and may allocate), cached, and refreshed
- * only when the loader's dlpi_adds/dlpi_subs counters changed.
+ * segments, as pprof mappings. Read through the platform layer
+ * (../platform/platform.h: dl_iterate_phdr on ELF systems, dyld's image
+ * list on macOS, nothing with the generic backend) at report time only (it
+ * takes the loader lock and may allocate), cached, and refreshed only when
+ * the loader's fingerprint (dlpi_adds/dlpi_subs on ELF) changed.
  *
  * An object that disappears (dlclose) is retained, marked unloaded, so
  * samples taken while it was loaded still find their mapping, unless a
@@ -29,8 +31,10 @@ typedef struct mp_obj {
     char *sym_path; /* the file symbols are read from when not `path` (an
                        image's object found elsewhere: mp_maps_add); NULL */
     bool is_main;
-    bool loaded;    /* present at the last refresh */
-    uintptr_t base; /* dlpi_addr: runtime address - ELF virtual address */
+    bool loaded;       /* present at the last refresh */
+    bool native_names; /* not an ELF file (Mach-O): function names come from
+                          the platform layer (mp_plat_function_name) */
+    uintptr_t base;    /* dlpi_addr: runtime address - ELF virtual address */
     char build_id[2 * MP_ELF_BUILD_ID_MAX + 1]; /* lower-case hex, "" if none */
     mp_map_seg *segs;
     size_t nsegs;
@@ -68,8 +72,10 @@ typedef struct mp_maps {
 void mp_maps_init(mp_maps *m);
 void mp_maps_destroy(mp_maps *m);
 
-/* Re-reads the loaded objects when dlpi_adds/dlpi_subs changed (or never
- * read). Returns false on out-of-memory (the previous state is kept). */
+/* Re-reads the loaded objects when the loader's fingerprint changed (or
+ * never read). Without loader enumeration (generic backend) there are no
+ * objects and every address is unmapped. Returns false on out-of-memory
+ * (the previous state is kept). */
 bool mp_maps_refresh(mp_maps *m);
 
 /* Appends an object of another process (a heap image's mapping) and
@@ -86,7 +92,8 @@ const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr);
 /* Total number of mappings (segments) in id order: ids 1..n. */
 size_t mp_maps_count(const mp_maps *m);
 
-/* Reads the GNU build-id of a loaded image from its PT_NOTE segments. */
+/* Reads the GNU build-id of a loaded image from its PT_NOTE segments
+ * (ELF backend only: defined in ../platform/elf.c). */
 size_t mp_maps_image_build_id(uintptr_t base, const void *phdrs, size_t phnum,
                               uint8_t out[MP_ELF_BUILD_ID_MAX]);
 

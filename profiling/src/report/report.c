@@ -469,7 +469,7 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
         loc_map[i] = ref ? ref->id : 0;
         if (mode != MP_PROF_SYMBOLIZE_NONE) {
             mp_obj *o = ref ? maps->objs[ref->obj] : NULL;
-            info[i] = mp_syms_resolve(c->syms, o, addr, mode);
+            info[i] = mp_syms_resolve(c->syms, o, addr, mode, !maps->fixed);
             if (info[i] == NULL)
                 goto done;
         }

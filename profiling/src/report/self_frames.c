@@ -1,9 +1,9 @@
 /* Which instruction addresses are the profiler's own (self_frames.h).
  *
  * A fixed table of address ranges, filled by mp_self_frames_init (the
- * executable PT_LOAD segments of the object that holds the profiler's code
- * and of libunwind's object) and by mp_self_frames_register (hook sections
- * of sampling-allocator instantiations). Readers never lock or allocate.
+ * executable segments of the object that holds the profiler's code and of
+ * libunwind's object, found through the platform layer) and by mp_self_frames_register (hook
+ * sections of sampling-allocator instantiations). Readers never lock or allocate.
  *
  * Addresses handed to mp_frames_skip_profiler are return addresses, as
  * the unwinder reports them: the calling instruction is at pc - 1, so a
@@ -26,14 +26,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "../platform/platform.h"
 #include "self_frames_internal.h"
-
-#if defined(__has_include)
-#if __has_include(<link.h>)
-#define MP_HAVE_DL_ITERATE_PHDR 1
-#include <link.h>
-#endif
-#endif
 
 typedef struct range {
     _Atomic uintptr_t start;
@@ -77,67 +71,22 @@ void mp_self_frames_register(uintptr_t start, uintptr_t end) { add_range(start, 
 
 /* ---- discovery of whole objects ---- */
 
-#ifdef MP_HAVE_DL_ITERATE_PHDR
-typedef struct find {
-    uintptr_t addr; /* an address of code in the object looked for */
-    bool found;
-    bool is_main;
-    uintptr_t starts[16], ends[16];
-    size_t n;
-} find;
-
-static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    find *f = arg;
-    bool first = f->n == SIZE_MAX;
-    if (first)
-        f->n = 0;
-    bool hit = false;
-    for (size_t i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t s = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->addr >= s &&
-            f->addr < s + ph->p_memsz)
-            hit = true;
-    }
-    if (!hit)
-        return 0;
-    f->found = true;
-    f->is_main = first;
-    for (size_t i = 0; i < info->dlpi_phnum && f->n < 16; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            f->starts[f->n] = info->dlpi_addr + ph->p_vaddr;
-            f->ends[f->n] = f->starts[f->n] + ph->p_memsz;
-            f->n++;
-        }
-    }
-    return 1;
-}
-
 /* Adds the executable segments of the object holding `addr`; returns
- * whether that object is the main executable (then nothing is added). */
+ * whether that object is the main executable (then nothing is added).
+ * The generic backend finds no object: only hook sections count there. */
 static bool add_object_of(uintptr_t addr)
 {
-    find f = {.addr = addr, .n = SIZE_MAX};
-    dl_iterate_phdr(find_cb, &f);
-    if (!f.found)
+    uintptr_t starts[16], ends[16];
+    bool is_main = false;
+    size_t n = mp_plat_object_code(addr, starts, ends, 16, &is_main);
+    if (n == 0)
         return false;
-    if (f.is_main)
+    if (is_main)
         return true;
-    for (size_t i = 0; i < f.n; i++)
-        add_range(f.starts[i], f.ends[i], 0);
+    for (size_t i = 0; i < n; i++)
+        add_range(starts[i], ends[i], 0);
     return false;
 }
-
-#else /* no dl_iterate_phdr (macOS): only registered hook sections count */
-static bool add_object_of(uintptr_t addr)
-{
-    (void)addr;
-    return false;
-}
-#endif
 
 void mp_self_frames_init(void)
 {

@@ -4,6 +4,8 @@
 #endif
 #include "symbols.h"
 
+#include "../platform/platform.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,18 +265,13 @@ static struct mp_obj_syms *obj_syms(mp_obj *o)
     return o->syms;
 }
 
-#if !defined(__linux__) && !defined(__FreeBSD__) && !defined(__NetBSD__) && !defined(__OpenBSD__)
-#include <dlfcn.h>
-#define MP_SYMS_DLADDR 1
-/* Without loader mappings (macOS): the exported name dladdr() finds. */
-static const char *dladdr_name(mp_syms *s, uintptr_t addr)
+/* Objects that are not ELF files (Mach-O), and addresses outside every
+ * mapping where the platform has no loader enumeration: the name the
+ * platform layer verified to be the containing function's, else none. */
+static const char *native_name(mp_syms *s, uintptr_t addr)
 {
-    Dl_info info;
-    if (dladdr((void *)addr, &info) == 0 || info.dli_sname == NULL)
-        return NULL;
-    return intern(s, info.dli_sname);
+    return intern(s, mp_plat_function_name(addr));
 }
-#endif
 
 static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
 {
@@ -580,7 +577,8 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
 }
 #endif
 
-const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_symbolize mode)
+const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_symbolize mode,
+                                 bool local)
 {
     if ((s->npcs + 1) * 2 > s->pcs_cap && !grow_pcs(s))
         return NULL;
@@ -591,15 +589,12 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
     mp_frame fr[MAX_INLINE];
     int k = 0;
     uint8_t flags = 0;
-#ifdef MP_SYMS_DLADDR
-    if (o == NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
-        fr[0].func = dladdr_name(s, addr);
+    if (mode != MP_PROF_SYMBOLIZE_NONE && local && (o == NULL || o->native_names)) {
+        fr[0].func = native_name(s, addr);
         fr[0].file = NULL;
         fr[0].line = 0;
         k = fr[0].func != NULL;
-    }
-#endif
-    if (o != NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
+    } else if (o != NULL && mode != MP_PROF_SYMBOLIZE_NONE) {
 #if MP_HAVE_LIBDW
         if (mode == MP_PROF_SYMBOLIZE_LINES)
             k = dwarf_frames(s, o, addr, fr, &flags);

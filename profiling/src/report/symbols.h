@@ -51,9 +51,15 @@ mp_syms *mp_syms_new(void);
 void mp_syms_free(mp_syms *s);
 
 /* Resolves `addr` (a lookup address: inside the instruction) of object `o`
- * (may be NULL: no frames). The result stays valid until mp_syms_trim or
- * mp_syms_clear_addresses. NULL only on out-of-memory. */
-const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_symbolize mode);
+ * (may be NULL: outside every mapping). `local`: the address is one of this
+ * process (a live report), so the platform layer may name it (objects that
+ * are not ELF files, and unmapped addresses when the platform has no
+ * loader enumeration); false for another process's addresses (a heap
+ * image), which are named from the mapped files only. The result stays
+ * valid until mp_syms_trim or mp_syms_clear_addresses. NULL only on
+ * out-of-memory. */
+const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_symbolize mode,
+                                 bool local);
 
 /* Releases the symbol state attached to `o` (before `o` is freed). */
 void mp_syms_forget_obj(mp_syms *s, mp_obj *o);
