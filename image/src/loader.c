@@ -27,6 +27,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 /* File bytes hashed ahead of the objects that read them: small enough to
  * stay in the second-level cache while the objects are placed. */
@@ -43,9 +46,10 @@ enum plan_code {
 
 /* The fast fill's own cases (fast_fill), beside the plan's general ones. */
 enum fast_code {
-    FAST_GENERAL, /* head and tail */
-    FAST_REF2,    /* fixed: two references */
-    FAST_WORD1,   /* fixed: one word */
+    FAST_GENERAL,    /* head and tail */
+    FAST_REF2,       /* fixed: two references */
+    FAST_WORD1,      /* fixed: one word */
+    FAST_WORD_BYTES, /* fixed: a word, then bytes */
 };
 
 struct plan {
@@ -126,6 +130,9 @@ static struct plan *make_plans(const struct img_view *v, uint32_t *tmask)
                 pl[t].fast = FAST_REF2;
             else if (pl[t].head == 0 && vt->shape.count == 1 && pl[t].tail == MP_IMG_WORD)
                 pl[t].fast = FAST_WORD1;
+            else if (pl[t].head == 1 && vt->shape.count == 2 && pl[t].kinds[0] == MP_IMG_WORD &&
+                     pl[t].tail == MP_IMG_BYTES)
+                pl[t].fast = FAST_WORD_BYTES;
             break;
         case IMG_SHAPE_DYNAMIC:
             pl[t].code = PLAN_DYNAMIC;
@@ -448,11 +455,47 @@ static inline uint64_t popcount64(uint64_t x)
     return (x * UINT64_C(0x0101010101010101)) >> 56;
 }
 
+/* The fill writes every word of the heap's run once, front to back, and
+ * never reads one back: on x86-64 the stores are non-temporal (whole lines
+ * written to memory without first reading them into the cache). */
+#if defined(__x86_64__)
+static inline void put(mp_img_word *d, uint64_t v)
+{
+    _mm_stream_si64((long long *)(void *)d, (long long)v);
+}
+static inline void put_done(void) { _mm_sfence(); }
+#else
+static inline void put(mp_img_word *d, uint64_t v) { *d = (mp_img_word)v; }
+static inline void put_done(void) {}
+#endif
+
+/* The start bit of the object whose unit 0 is word `at`. Objects come in
+ * region order, so each word of `starts` is built in a register and stored
+ * (never read back: no chain of loads and stores through one word). */
+#define MARK_START(at)                                                                             \
+    do {                                                                                           \
+        const uint64_t g_ = (at) / 64;                                                             \
+        sacc = (g_ == sg ? sacc : 0) | (uint64_t)1 << ((at) % 64);                                 \
+        starts[g_] = sacc;                                                                         \
+        sg = g_;                                                                                   \
+    } while (0)
+
+/* A reference x (checked < nw): its target bit, its address. */
+#define REF(x) (targets[(x) / 64] |= (uint64_t)1 << ((x) % 64), (x) ? (uint64_t)(base + (x)) : 0)
+
+/* A bytes unit x: 0, or the data of a blob entry with its NUL inside the blob. */
+#define BYTES_BAD(x)                                                                               \
+    ((x) && ((x) < 8 || (x) % 8 || (x) > nb || img_rd64(blob_src + (x)-8) >= nb - (x) ||           \
+             blob_src[(x) + img_rd64(blob_src + (x)-8)] != 0))
+
 /* The fill for the common case (no metadata words, no per-object shapes):
  * the same checks as region_pass, in a loop lean enough for the compiler
- * to keep in registers. Any anomaly stops it (-1) and the load is refused
- * with what the careful pass (img_view_check_objects) finds; 0 when the
- * region is sound, its checksum included. */
+ * to keep in registers. The writer lays the region out type by type, so
+ * the objects come in long runs of one header word; the commonest shapes
+ * (two references, one word, a word and bytes) have a loop of their own
+ * that runs while the header word repeats. Any anomaly stops it (-1) and
+ * the load is refused with what the careful pass (img_view_check_objects)
+ * finds; 0 when the region is sound, its checksum included. */
 static int fast_fill(struct pass *ps)
 {
     const struct img_view *v = ps->v;
@@ -466,10 +509,11 @@ static int fast_fill(struct pass *ps)
     uint64_t *const starts = ps->starts, *const targets = ps->targets;
     const struct plan *const plans = ps->plans;
     const uint32_t tmask = ps->tmask;
-    uint64_t p = 0, window = 0;
+    uint64_t p = 0, window = 0, sacc = 0, sg = UINT64_MAX;
+    int bad = 0;
 
     hash_to(ps, region_at);
-    while (p < nw) {
+    while (p < nw && !bad) {
         if (p >= window) {
             window = nw - p > WINDOW / 8 ? p + WINDOW / 8 : nw;
             hash_to(ps, region_at + 8 * window);
@@ -479,93 +523,114 @@ static int fast_fill(struct pass *ps)
         memcpy(&o, &h, sizeof o);
         const struct plan *pl = &plans[o.type & tmask];
         const uint64_t at = p + 1, units = o.units;
-        if ((h & pl->hmask) != pl->expect || units > nw - at)
-            return -1;
-        const unsigned char *const us = src + 8 * at;
-        mp_img_word *const dst = base + at;
-        dst[-1] = h;
-        starts[at / 64] |= (uint64_t)1 << (at % 64);
-        p = at + units;
+        if ((h & pl->hmask) != pl->expect || units > nw - at) {
+            bad = 1;
+            break;
+        }
         uint64_t x, y;
         switch (pl->fast) {
-        case FAST_REF2: /* a pair of references */
-            x = img_rd64(us);
-            y = img_rd64(us + 8);
-            if (x >= nw || y >= nw)
-                return -1;
-            targets[x / 64] |= (uint64_t)1 << (x % 64);
-            targets[y / 64] |= (uint64_t)1 << (y % 64);
-            dst[0] = x ? (mp_img_word)(base + x) : 0;
-            dst[1] = y ? (mp_img_word)(base + y) : 0;
+        case FAST_REF2: /* pairs of references, while the header repeats */
+            do {
+                x = img_rd64(src + 8 * (p + 1));
+                y = img_rd64(src + 8 * (p + 2));
+                if (x >= nw || y >= nw) {
+                    bad = 1;
+                    break;
+                }
+                MARK_START(p + 1);
+                put(base + p, h);
+                put(base + p + 1, REF(x));
+                put(base + p + 2, REF(y));
+                p += 3;
+            } while (p < window && nw - p >= 3 && img_rd64(src + 8 * p) == h);
             continue;
         case FAST_WORD1:
-            dst[0] = img_rd64(us);
+            do {
+                MARK_START(p + 1);
+                put(base + p, h);
+                put(base + p + 1, img_rd64(src + 8 * (p + 1)));
+                p += 2;
+            } while (p < window && nw - p >= 2 && img_rd64(src + 8 * p) == h);
+            continue;
+        case FAST_WORD_BYTES:
+            do {
+                x = img_rd64(src + 8 * (p + 2));
+                if (BYTES_BAD(x)) {
+                    bad = 1;
+                    break;
+                }
+                MARK_START(p + 1);
+                put(base + p, h);
+                put(base + p + 1, img_rd64(src + 8 * (p + 1)));
+                put(base + p + 2, x ? (uint64_t)(blob + x) : 0);
+                p += 3;
+            } while (p < window && nw - p >= 3 && img_rd64(src + 8 * p) == h);
             continue;
         default:
             break;
         }
+        const unsigned char *const us = src + 8 * at;
+        mp_img_word *const dst = base + at;
+        put(dst - 1, h);
+        MARK_START(at);
+        p = at + units;
         uint64_t u = 0;
-        if (pl->code == PLAN_DYNAMIC && (units < 1 || img_rd64(us) != units - 1))
-            return -1;
+        if (pl->code == PLAN_DYNAMIC && (units < 1 || img_rd64(us) != units - 1)) {
+            bad = 1;
+            break;
+        }
         const uint64_t head = pl->head < units ? pl->head : units;
-        for (; u < head; u++) {
+        for (; u < head && !bad; u++) {
             x = img_rd64(us + 8 * u);
             switch (pl->kinds[u]) {
             case MP_IMG_REF:
-                if (x >= nw)
-                    return -1;
-                targets[x / 64] |= (uint64_t)1 << (x % 64);
-                dst[u] = x ? (mp_img_word)(base + x) : 0;
+                bad = x >= nw;
+                put(dst + u, bad ? 0 : REF(x));
                 break;
             case MP_IMG_WORD:
-                dst[u] = x;
+                put(dst + u, x);
                 break;
             case MP_IMG_BYTES:
-                if (x && (x < 8 || x % 8 || x > nb || img_rd64(blob_src + x - 8) >= nb - x ||
-                          blob_src[x + img_rd64(blob_src + x - 8)] != 0))
-                    return -1;
-                dst[u] = x ? (mp_img_word)(blob + x) : 0;
+                bad = BYTES_BAD(x);
+                put(dst + u, x ? (uint64_t)(blob + x) : 0);
                 break;
             default:
-                if (x > nf)
-                    return -1;
-                dst[u] = fvals[x];
+                bad = x > nf;
+                put(dst + u, bad ? 0 : fvals[x]);
                 break;
             }
         }
         switch (pl->tail) {
         case MP_IMG_REF:
-            for (; u < units; u++) {
+            for (; u < units && !bad; u++) {
                 x = img_rd64(us + 8 * u);
-                if (x >= nw)
-                    return -1;
-                targets[x / 64] |= (uint64_t)1 << (x % 64);
-                dst[u] = x ? (mp_img_word)(base + x) : 0;
+                bad = x >= nw;
+                put(dst + u, bad ? 0 : REF(x));
             }
             break;
         case MP_IMG_WORD:
             for (; u < units; u++)
-                dst[u] = img_rd64(us + 8 * u);
+                put(dst + u, img_rd64(us + 8 * u));
             break;
         case MP_IMG_BYTES:
-            for (; u < units; u++) {
+            for (; u < units && !bad; u++) {
                 x = img_rd64(us + 8 * u);
-                if (x && (x < 8 || x % 8 || x > nb || img_rd64(blob_src + x - 8) >= nb - x ||
-                          blob_src[x + img_rd64(blob_src + x - 8)] != 0))
-                    return -1;
-                dst[u] = x ? (mp_img_word)(blob + x) : 0;
+                bad = BYTES_BAD(x);
+                put(dst + u, x ? (uint64_t)(blob + x) : 0);
             }
             break;
         default:
-            for (; u < units; u++) {
+            for (; u < units && !bad; u++) {
                 x = img_rd64(us + 8 * u);
-                if (x > nf)
-                    return -1;
-                dst[u] = fvals[x];
+                bad = x > nf;
+                put(dst + u, bad ? 0 : fvals[x]);
             }
             break;
         }
     }
+    put_done();
+    if (bad)
+        return -1;
     /* As many objects as the header says, the whole file as its writer
      * wrote it, every reference at an object, every root an object. */
     uint64_t objects = 0;
@@ -589,6 +654,9 @@ static int fast_fill(struct pass *ps)
     }
     return 0;
 }
+#undef MARK_START
+#undef REF
+#undef BYTES_BAD
 
 /* Bits for every word of the region, zeroed. */
 static uint64_t *region_bits(const struct img_view *v)
@@ -774,8 +842,11 @@ mp_img_status mp_img_load_memory(mp_img_registry *reg, const void *data, size_t 
     return st;
 }
 
-/* An image file in memory: mapped read-only (MAP_POPULATE: no copy and one
- * batch of faults), or read into a buffer when it cannot be mapped. A file
+/* An image file in memory: mapped read-only (no copy), or read into a
+ * buffer when it cannot be mapped. Not MAP_POPULATE: populating walks the
+ * file page by page (1.3 ms for 36 MB here), where the faults of the pass,
+ * which reads the file front to back, map the page cache's folios a batch
+ * at a time (0.3 ms; BENCHMARKS.md). A file
  * truncated by another process while mapped raises SIGBUS, as any mapped
  * file does; mp_img_write() replaces images by rename, never in place. */
 struct img_file {
@@ -807,7 +878,7 @@ static mp_img_status file_open(const char *path, struct img_file *f, mp_img_erro
     }
     size_t size = (size_t)sb.st_size;
     if (size > 0) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m != MAP_FAILED) {
             close(fd);
             f->map = m;
