@@ -1,5 +1,5 @@
 /* pprof encoding of a jemalloc heap dump (protobuf-c, generated from the
- * vendored proto/profile.proto). */
+ * profiling package's profile.proto: meson.build, `protodir`). */
 #define _GNU_SOURCE
 #include "pprof_heap.h"
 
