@@ -138,6 +138,7 @@ Test(reconstruct, known_population_per_site, .timeout = 120)
     mp_profiler_free(p);
 }
 
+#if !defined(TEST_PLATFORM_MAPPINGS) || TEST_PLATFORM_MAPPINGS
 /* Mappings: every sample's leaf lies in a mapping of the report, and the
  * first mapping is the main program (the report side's contract, checked
  * here on a real session). */
@@ -165,3 +166,4 @@ Test(reconstruct, addresses_fall_in_mappings, .timeout = 60)
     tmi_dealloc(x, 4000, 16);
     mp_profiler_free(p);
 }
+#endif
