@@ -13,11 +13,16 @@
  *                 random, at the default 512 KiB interval: throughput ratio
  *                 to raw mimalloc; "small" sizes 16..512 B, "mixed" sizes
  *                 16 B..64 KiB (mean 2.4 KiB)
+ *     split       the churn overhead taken apart: allocation countdown
+ *                 alone, free filter alone, both with nothing sampled,
+ *                 everything at 512 KiB (ratios to raw, same round)
  *   bench_ops icount VARIANT N          N iterations of one variant with
  *                                       callgrind instrumentation on around
  *                                       the loop only (see callgrind.sh):
  *     pair-raw pair-sampled free-raw free-sampled small-raw small-sampled
  *     churn-raw churn-sampled (churn = the mixed workload)
+ *
+ * Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
  *
  * Sampled variants use MP_PROF_SAMPLING_ALLOCATOR_INLINE over
  * mp_sys_mimalloc (what the LD_PRELOAD object does inside malloc()); raw
@@ -39,10 +44,13 @@ MP_PROF_SAMPLING_ALLOCATOR_INLINE(bm, mp_sys_mimalloc);
 static int quick;
 static void *volatile sink;
 
+/* The measuring thread's CPU time: on a shared machine the time the thread
+ * spends descheduled would otherwise land in whichever variant was running
+ * (cache and memory-bandwidth interference from other jobs still counts). */
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -294,6 +302,12 @@ CHURN(churn_raw, mp_sys_mimalloc_alloc, mp_sys_mimalloc_dealloc, churn_size)
 CHURN(churn_sampled, bm_alloc, bm_dealloc, churn_size)
 CHURN(small_raw, mp_sys_mimalloc_alloc, mp_sys_mimalloc_dealloc, small_size)
 CHURN(small_sampled, bm_alloc, bm_dealloc, small_size)
+/* One fast path at a time (split case): the allocation's countdown alone,
+ * the free's filter alone. */
+CHURN(small_countdown, bm_alloc, mp_sys_mimalloc_dealloc, small_size)
+CHURN(small_filter, mp_sys_mimalloc_alloc, bm_dealloc, small_size)
+CHURN(churn_countdown, bm_alloc, mp_sys_mimalloc_dealloc, churn_size)
+CHURN(churn_filter, mp_sys_mimalloc_alloc, bm_dealloc, churn_size)
 
 typedef double (*churn_fn)(long n, uint64_t seed);
 
@@ -344,6 +358,47 @@ static void case_churn(void)
     int rounds = quick ? 3 : 15;
     run_churn("small", small_raw, small_sampled, n, rounds);
     run_churn("mixed", churn_raw, churn_sampled, n, rounds);
+}
+
+/* ----------------------------------------------------------------- split */
+
+/* Where the churn overhead comes from: each round runs raw, the
+ * allocation countdown alone, the free filter alone, both fast paths with
+ * nothing sampled (interval 2^40), and everything at 512 KiB, in an order
+ * rotated per round; ratios are to the same round's raw run. */
+static void run_split(const char *label, churn_fn fns[5], long n, int rounds)
+{
+    static const char *names[5] = {"raw", "countdown only", "free filter only", "both fast paths",
+                                   "all, 512 KiB"};
+    double v[5][32], ratio[5][32];
+    for (int k = 0; k < 5; k++)
+        fns[k](n / 10, 1); /* warm every path */
+    for (int r = 0; r < rounds; r++) {
+        uint64_t seed = (uint64_t)r + 9;
+        for (int j = 0; j < 5; j++) {
+            int k = (j + r) % 5;
+            mp_profiler *p = start(k == 4 ? (512 << 10) : MP_PROF_MAX_INTERVAL, 0);
+            v[k][r] = fns[k](n, seed);
+            mp_profiler_free(p);
+        }
+        for (int k = 0; k < 5; k++)
+            ratio[k][r] = v[k][r] / v[0][r];
+    }
+    for (int k = 0; k < 5; k++) {
+        double q = median(ratio[k], rounds);
+        printf("split %-6s %-17s %7.2f Mops/s  median ratio to raw %.4f (%+.2f%%)\n", label,
+               names[k], median(v[k], rounds) / 1e6, q, (q - 1) * 100);
+    }
+}
+
+static void case_split(void)
+{
+    long n = quick ? 2000000 : 10000000;
+    int rounds = quick ? 5 : 15;
+    churn_fn small[5] = {small_raw, small_countdown, small_filter, small_sampled, small_sampled};
+    churn_fn mixed[5] = {churn_raw, churn_countdown, churn_filter, churn_sampled, churn_sampled};
+    run_split("small", small, n, rounds);
+    run_split("mixed", mixed, n, rounds);
 }
 
 /* ---------------------------------------------------------------- icount */
@@ -416,6 +471,8 @@ int main(int argc, char **argv)
             case_sample();
         if (all || strcmp(c, "churn") == 0)
             case_churn();
+        if (all || strcmp(c, "split") == 0)
+            case_split();
         if (all)
             break;
     }
