@@ -53,9 +53,10 @@
  *
  * The functions are placed in the section `mimprof_hooks` (ELF; on Mach-O
  * `__TEXT,mimprof_hooks`), whose range a constructor registers with the
- * profiler, so that captured stacks start at the application's frame. The instantiating object must be linked with
- * libmimprof-profiling (dependency `mimprof-profiling`) and the provider's
- * own dependency; the profiling library itself depends on no allocator.
+ * profiler, so that captured stacks start at the application's frame. The
+ * instantiating object must be linked with libmimprof-profiling
+ * (dependency `mimprof-profiling`) and the provider's own dependency; the
+ * profiling library itself depends on no allocator.
  *
  * The declarations below prefixed `mp_prof_hook_` are the template's
  * interface to the library: they are exported for the template only and
