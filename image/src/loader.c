@@ -72,7 +72,8 @@ struct pass {
     uint64_t *starts;       /* one bit per region word: unit 0 of an object */
     uint64_t *targets;      /* one bit per region word a reference names */
     struct img_hash hash;
-    size_t hashed; /* file bytes [IMG_CHECKSUM_FROM, hashed) are hashed */
+    size_t hashed;   /* file bytes [IMG_CHECKSUM_FROM, hashed) are hashed */
+    int blob_copied; /* the blob is in the heap already */
 };
 
 static uint64_t header_word(uint32_t units, uint16_t type, uint16_t flags)
@@ -161,7 +162,7 @@ static void hash_to(struct pass *ps, size_t upto)
     while (ps->hashed < upto) {
         size_t n = upto - ps->hashed < WINDOW ? upto - ps->hashed : WINDOW;
         img_hash_update(&ps->hash, v->data + ps->hashed, n);
-        if (ps->blob && ps->hashed + n > blob_at) {
+        if (ps->blob && !ps->blob_copied && ps->hashed + n > blob_at) {
             size_t from = ps->hashed > blob_at ? ps->hashed : blob_at;
             memcpy(ps->blob + (from - blob_at), v->data + from, ps->hashed + n - from);
         }
@@ -469,16 +470,34 @@ static inline void put(mp_img_word *d, uint64_t v) { *d = (mp_img_word)v; }
 static inline void put_done(void) {}
 #endif
 
-/* The start bit of the object whose unit 0 is word `at`. Objects come in
- * region order, so each word of `starts` is built in a register and stored
- * (never read back: no chain of loads and stores through one word). */
-#define MARK_START(at)                                                                             \
-    do {                                                                                           \
-        const uint64_t g_ = (at) / 64;                                                             \
-        sacc = (g_ == sg ? sacc : 0) | (uint64_t)1 << ((at) % 64);                                 \
-        starts[g_] = sacc;                                                                         \
-        sg = g_;                                                                                   \
-    } while (0)
+/* The start bit of the object whose unit 0 is word `at`. */
+#define MARK_START(at) (starts[(at) / 64] |= (uint64_t)1 << ((at) % 64))
+
+/* The start bits of a run of n objects of `stride` words whose first unit
+ * 0 is word a: a periodic pattern, set a word of bits at a time. */
+static void mark_run(uint64_t *starts, uint64_t a, uint64_t stride, uint64_t n)
+{
+    if (n == 0)
+        return;
+    const uint64_t last = a + (n - 1) * stride;
+    if (stride != 2 && stride != 3) {
+        for (uint64_t q = a; q <= last; q += stride)
+            MARK_START(q);
+        return;
+    }
+    for (uint64_t g = a / 64; g <= last / 64; g++) {
+        /* Word g holds bit i for word 64g + i: with stride 2 the bits of
+         * a's parity; with stride 3 (64 = 1 mod 3) those with i = a - g. */
+        uint64_t m = stride == 2
+                         ? (a % 2 ? UINT64_C(0xAAAAAAAAAAAAAAAA) : UINT64_C(0x5555555555555555))
+                         : UINT64_C(0x9249249249249249) << ((a % 3 + 3 - g % 3) % 3);
+        if (g == a / 64)
+            m &= ~(uint64_t)0 << (a % 64);
+        if (g == last / 64)
+            m &= ~(uint64_t)0 >> (63 - last % 64);
+        starts[g] |= m;
+    }
+}
 
 /* A reference x (checked < nw): its target bit, its address. */
 #define REF(x) (targets[(x) / 64] |= (uint64_t)1 << ((x) % 64), (x) ? (uint64_t)(base + (x)) : 0)
@@ -502,14 +521,21 @@ static int fast_fill(struct pass *ps)
     const uint64_t nw = v->words, nf = v->hd.n_foreign, nb = v->hd.n_bytes;
     const size_t region_at = (size_t)(v->objects_at - v->data);
     const unsigned char *const src = v->objects_at;
-    const unsigned char *const blob_src = v->blob_at;
     mp_img_word *const base = ps->base;
     const unsigned char *const blob = ps->blob;
+    /* The byte blob first, in one sequential copy: the bytes units are
+     * then checked against the heap's copy, in the cache, rather than at
+     * random places of the file. */
+    if (blob) {
+        memcpy(ps->blob, v->blob_at, (size_t)nb);
+        ps->blob_copied = 1;
+    }
+    const unsigned char *const blob_src = blob ? blob : v->blob_at;
     const uintptr_t *const fvals = ps->fvals;
     uint64_t *const starts = ps->starts, *const targets = ps->targets;
     const struct plan *const plans = ps->plans;
     const uint32_t tmask = ps->tmask;
-    uint64_t p = 0, window = 0, sacc = 0, sg = UINT64_MAX;
+    uint64_t p = 0, window = 0;
     int bad = 0;
 
     hash_to(ps, region_at);
@@ -529,43 +555,56 @@ static int fast_fill(struct pass *ps)
         }
         uint64_t x, y;
         switch (pl->fast) {
-        case FAST_REF2: /* pairs of references, while the header repeats */
+        case FAST_REF2: { /* pairs of references, while the header repeats */
+            /* Objects start before lim: inside the window and the region. */
+            const uint64_t lim = window < nw - 2 ? window : nw - 2;
+            uint64_t q = p;
             do {
-                x = img_rd64(src + 8 * (p + 1));
-                y = img_rd64(src + 8 * (p + 2));
+                x = img_rd64(src + 8 * (q + 1));
+                y = img_rd64(src + 8 * (q + 2));
                 if (x >= nw || y >= nw) {
                     bad = 1;
                     break;
                 }
-                MARK_START(p + 1);
-                put(base + p, h);
-                put(base + p + 1, REF(x));
-                put(base + p + 2, REF(y));
-                p += 3;
-            } while (p < window && nw - p >= 3 && img_rd64(src + 8 * p) == h);
+                put(base + q, h);
+                put(base + q + 1, REF(x));
+                put(base + q + 2, REF(y));
+                q += 3;
+            } while (q < lim && img_rd64(src + 8 * q) == h);
+            mark_run(starts, p + 1, 3, (q - p) / 3);
+            p = q;
             continue;
-        case FAST_WORD1:
+        }
+        case FAST_WORD1: {
+            const uint64_t lim = window < nw - 1 ? window : nw - 1;
+            uint64_t q = p;
             do {
-                MARK_START(p + 1);
-                put(base + p, h);
-                put(base + p + 1, img_rd64(src + 8 * (p + 1)));
-                p += 2;
-            } while (p < window && nw - p >= 2 && img_rd64(src + 8 * p) == h);
+                put(base + q, h);
+                put(base + q + 1, img_rd64(src + 8 * (q + 1)));
+                q += 2;
+            } while (q < lim && img_rd64(src + 8 * q) == h);
+            mark_run(starts, p + 1, 2, (q - p) / 2);
+            p = q;
             continue;
-        case FAST_WORD_BYTES:
+        }
+        case FAST_WORD_BYTES: {
+            const uint64_t lim = window < nw - 2 ? window : nw - 2;
+            uint64_t q = p;
             do {
-                x = img_rd64(src + 8 * (p + 2));
+                x = img_rd64(src + 8 * (q + 2));
                 if (BYTES_BAD(x)) {
                     bad = 1;
                     break;
                 }
-                MARK_START(p + 1);
-                put(base + p, h);
-                put(base + p + 1, img_rd64(src + 8 * (p + 1)));
-                put(base + p + 2, x ? (uint64_t)(blob + x) : 0);
-                p += 3;
-            } while (p < window && nw - p >= 3 && img_rd64(src + 8 * p) == h);
+                put(base + q, h);
+                put(base + q + 1, img_rd64(src + 8 * (q + 1)));
+                put(base + q + 2, x ? (uint64_t)(blob + x) : 0);
+                q += 3;
+            } while (q < lim && img_rd64(src + 8 * q) == h);
+            mark_run(starts, p + 1, 3, (q - p) / 3);
+            p = q;
             continue;
+        }
         default:
             break;
         }
