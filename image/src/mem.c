@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#ifndef MAP_POPULATE /* Linux only (not macOS): pages fault in on first touch */
+#define MAP_POPULATE 0
+#endif
+
 #define MAP_THRESHOLD  ((size_t)1 << 20)
 #define HUGE_THRESHOLD ((size_t)4 << 20)
 #define HUGE_PAGE      ((size_t)2 << 20)

@@ -30,6 +30,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__APPLE__) /* macOS declares no fdatasync(2); fsync(2) flushes the data too */
+#define fdatasync(fd) fsync(fd)
+#endif
+
 /* One distinct foreign value (per naming class), in first-occurrence order. */
 struct value_ent {
     uintptr_t value;
