@@ -7,6 +7,7 @@
 #endif
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,37 @@
 /* Keeps a call from being a tail call, so that the calling function's frame
  * is on the stack when the callee captures it. */
 #define TEST_NO_TAIL(x) __asm__ volatile("" : : "g"(x) : "memory")
+
+/* A thread barrier (POSIX barriers are optional: macOS has none). */
+typedef struct test_barrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned count, waiting, round;
+} test_barrier;
+
+static inline void test_barrier_init(test_barrier *b, unsigned count)
+{
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->count = count;
+    b->waiting = 0;
+    b->round = 0;
+}
+
+static inline void test_barrier_wait(test_barrier *b)
+{
+    pthread_mutex_lock(&b->mu);
+    unsigned round = b->round;
+    if (++b->waiting == b->count) {
+        b->waiting = 0;
+        b->round++;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        while (round == b->round)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
 
 /* Number of standard deviations a statistical check allows. With fixed
  * seeds the checks are deterministic; 5 sigma keeps a fresh seed's chance

@@ -94,7 +94,7 @@ __attribute__((noinline)) void *rd_second(void)
     return p;
 }
 
-static pthread_barrier_t filled, reported;
+static test_barrier filled, reported;
 /* The two threads fill one after the other: a ring registers at its
  * thread's first hit, and two registrations at the same instant may meet
  * on the registry lock, which is a counted drop by design (tested in
@@ -110,8 +110,8 @@ static void *two_phase(void *arg)
     for (int i = 0; i < 5; i++)
         tmi_dealloc(rd_second(), 64, 8);
     pthread_mutex_unlock(&fill_one_at_a_time);
-    pthread_barrier_wait(&filled);   /* rings stay registered ... */
-    pthread_barrier_wait(&reported); /* ... until the reports are done */
+    test_barrier_wait(&filled);   /* rings stay registered ... */
+    test_barrier_wait(&reported); /* ... until the reports are done */
     return NULL;
 }
 
@@ -139,12 +139,12 @@ Test(drain, partial_drains_take_the_oldest_fairly, .timeout = 60)
     c.ring_capacity = 64;
     c.report_max_records = 10;
     mp_profiler *p = test_start(&c);
-    pthread_barrier_init(&filled, NULL, 3);
-    pthread_barrier_init(&reported, NULL, 3);
+    test_barrier_init(&filled, 3);
+    test_barrier_init(&reported, 3);
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, two_phase, NULL);
-    pthread_barrier_wait(&filled);
+    test_barrier_wait(&filled);
     mp_prof_stats s = stats();
     cr_assert_eq(s.ring_records, 20);
     cr_assert_eq(s.registered_threads, 2);
@@ -162,7 +162,7 @@ Test(drain, partial_drains_take_the_oldest_fairly, .timeout = 60)
     cr_assert_eq(stats().ring_records, 0);
     tp_free(&a);
     tp_free(&b);
-    pthread_barrier_wait(&reported);
+    test_barrier_wait(&reported);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     mp_profiler_free(p);
