@@ -68,6 +68,14 @@ static void m_ref(unsigned char *p, size_t n)
     uint64_t bad = hd(p)->objects_size / 8 + 5;
     memcpy(p + objects_at(p) + 16, &bad, 8);
 }
+/* The list is one run of nodes: header word with the run mark, count;
+ * the count made larger than the region holds. */
+static void m_run(unsigned char *p, size_t n)
+{
+    (void)n;
+    uint64_t bad = 1000;
+    memcpy(p + objects_at(p) + 8, &bad, 8);
+}
 static void m_flip(unsigned char *p, size_t n) { p[n / 2] ^= 0x20; }
 static void m_arch(unsigned char *p, size_t n)
 {
@@ -163,6 +171,7 @@ int main(int argc, char **argv)
     variant("all-kinds", "incomplete", m_incomplete, 0, 1);
     variant("list", "bad-count", m_objects, 0, 1);
     variant("list", "bad-magic", m_magic, 0, 0);
+    variant("list", "bad-run", m_run, 0, 1);
     fx_free(&f);
     return 0;
 }

@@ -24,8 +24,8 @@
 
 /* Format version. Not equal to its own byte swap (0x02000000), so a
  * byte-swapped header can never pass as a valid version. */
-#define IMG_VERSION         UINT32_C(2)
-#define IMG_VERSION_SWAPPED UINT32_C(0x02000000)
+#define IMG_VERSION         UINT32_C(3)
+#define IMG_VERSION_SWAPPED UINT32_C(0x03000000)
 _Static_assert(IMG_VERSION != IMG_VERSION_SWAPPED, "format version must not be swap-invariant");
 
 /* Read as a native word: reveals the writer's byte order. */
@@ -69,7 +69,8 @@ struct img_header {
     uint64_t roots_size;          /* 168 bytes of the root table */
     uint64_t objects_size;        /* 176 bytes of the object region */
     uint64_t shapes_size;         /* 184 bytes of the shape table */
-    uint64_t reserved[2];         /* 192 zero */
+    uint64_t region_words;        /* 192 words the region takes in memory */
+    uint64_t reserved;            /* 200 zero */
 };                                /* 208 */
 _Static_assert(sizeof(struct img_header) == 208, "header layout");
 _Static_assert(offsetof(struct img_header, checksum) + 8 == IMG_CHECKSUM_FROM, "checksum start");
@@ -102,24 +103,36 @@ enum img_foreign_kind {
 /* Root table entry: u64 object (word offset of its unit 0 in the region,
  * 0 = nil) | str name. Sorted by name, names unique. */
 
-/* Object region: per object, breadth first from the roots in name order:
+/* Object region: per object, type by type (breadth first within a type):
  *   [meta_width words] [header word] [units]
  * The header word is the heap's object header (struct img_obj) as the
  * writer's memory holds it: u32 unit count, u16 type index, u16 user
  * flags. On a little-endian writer that is the word
  *   bits 0..31 unit count | bits 32..47 type | bits 48..63 user flags.
  * A unit is written per its kind:
- *   ref:     word offset of the target's unit 0 in the region (0 = nil)
+ *   ref:     word offset of the target's unit 0 in the region as loaded
+ *            (every object with its header word; 0 = nil)
  *   word:    the value
  *   bytes:   0 for NULL, else the blob offset of the data; the u64 length
  *            sits in the word before it
  *   foreign: foreign index (0 = nil)
+ *
+ * A run (metadata width 0 only): N >= 2 consecutive objects of one
+ * fixed-shape type of at least one unit with one header word are stored as
+ *   [header word | IMG_RUN] [N] [units of object 1] ... [units of object N]
+ * and load as N objects, each with its header word. The region as loaded
+ * (what references and roots count in) takes region_words words; the file
+ * holds objects_size / 8 words, at least half as many.
  *
  * Shape table: u64 described | u64 mask per object of a per-object-shape
  * type, in region order.
  *
  * Byte blob: per bytes unit, in unit order: u64 length | data | zero
  * padding, at least one byte, to the next word. */
+/* The run mark: the header flag bit that is never a user flag (the trace
+ * bit in memory, which is never imaged). */
+#define IMG_RUN 0x8000u
+
 #define IMG_MAX_UNITS UINT32_MAX
 #define IMG_MAX_TYPES 0xFFFFu
 

@@ -181,12 +181,13 @@ static mp_img_status bad_checksum(mp_img_error *err)
 static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
 {
     const struct img_view *v = ps->v;
-    const unsigned char *src = v->objects_at;
-    const size_t w = v->hd.meta_width;
     size_t shape = 0;
-    for (uint64_t p = 0, i = 1; p < v->words; i++) {
-        struct img_obj o;
-        memcpy(&o, src + 8 * (p + w), sizeof o);
+    struct img_walk it;
+    struct img_obj o;
+    uint64_t at;
+    const unsigned char *us;
+    img_walk_init(&it, v);
+    for (uint64_t i = 1; img_walk_next(&it, &o, &at, &us); i++) {
         const struct plan *pl = &ps->plans[o.type & ps->tmask];
         mp_img_shape s = pl->shape;
         if (pl->code == PLAN_CUSTOM) {
@@ -194,16 +195,14 @@ static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
                                img_rd64(v->shapes_at + 16 * shape + 8)};
             shape++;
         }
-        uint64_t at = p + w + 1;
         for (uint32_t u = 0; u < o.units; u++) {
-            uint64_t x = img_rd64(src + 8 * (at + u));
+            uint64_t x = img_rd64(us + 8 * u);
             if (img_kind(&s, u) == MP_IMG_REF && x && !((ps->starts[x / 64] >> (x % 64)) & 1))
                 return img_fail(err, MP_IMG_ERR_CORRUPT,
                                 "object %llu unit %u: reference to word %llu of the region, "
                                 "which is not an object",
                                 (unsigned long long)i, (unsigned)u, (unsigned long long)x);
         }
-        p = at + o.units;
     }
     return img_fail(err, MP_IMG_ERR_CORRUPT, "a reference names no object");
 }
@@ -262,23 +261,46 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
     uint64_t *const starts = ps->starts, *const targets = ps->targets;
     const struct plan *const plans = ps->plans;
     const uint32_t tmask = ps->tmask;
-    uint64_t shape = 0, i = 0, p = 0, window = 0;
+    const uint64_t fw = v->file_words;
+    uint64_t shape = 0, i = 0, p = 0, f = 0, window = 0, run_left = 0, run_h = 0;
     mp_img_status st;
 
     hash_to(ps, region_at);
-    while (p < nw) {
-        if (p >= window) {
-            window = nw - p > WINDOW / 8 ? p + WINDOW / 8 : nw;
+    while (f < fw || run_left) {
+        if (f >= window && f < fw) {
+            window = fw - f > WINDOW / 8 ? f + WINDOW / 8 : fw;
             hash_to(ps, region_at + 8 * window);
         }
         i++;
-        if (nw - p < w + 1) {
+        if (nw - p < w + 1 || (!run_left && fw - f < w + 1)) {
             st = img_fail(err, MP_IMG_ERR_CORRUPT,
                           "object %llu: its header is past the end of the region",
                           (unsigned long long)i);
             goto fail;
         }
-        const uint64_t h = img_rd64(src + 8 * (p + w));
+        uint64_t h, run = 0; /* the count, at the first object of a run */
+        int runs = 0;        /* this object starts a run */
+        if (run_left) {
+            h = run_h;
+            run_left--;
+        } else {
+            h = img_rd64(src + 8 * (f + w));
+            f += w + 1;
+            struct img_obj r;
+            memcpy(&r, &h, sizeof r);
+            if (r.flags & IMG_RUN) {
+                r.flags &= (uint16_t)~IMG_RUN;
+                memcpy(&h, &r, sizeof h);
+                if (f >= fw) {
+                    st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                                  "object %llu: its run count is past the end of the region",
+                                  (unsigned long long)i);
+                    goto fail;
+                }
+                run = img_rd64(src + 8 * f++);
+                runs = 1;
+            }
+        }
         struct img_obj o;
         memcpy(&o, &h, sizeof o);
         const struct plan *pl = &plans[o.type & tmask];
@@ -286,20 +308,39 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
             goto bad_header;
         const uint64_t at = p + w + 1;
         const uint32_t units = o.units;
-        if (units > nw - at) {
+        if (runs) {
+            if (w || pl->code != PLAN_FIXED) {
+                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                              "object %llu: a run of type '%.*s', which has %s",
+                              (unsigned long long)i, (int)v->types[o.type].name_len,
+                              v->types[o.type].name, w ? "metadata words" : "no fixed shape");
+                goto fail;
+            }
+            if (run < 2 || units == 0 || run > (fw - f) / units || run > (nw - p) / (1 + units)) {
+                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                              "object %llu: a run of %llu objects of %u units does not fit the "
+                              "region",
+                              (unsigned long long)i, (unsigned long long)run, (unsigned)units);
+                goto fail;
+            }
+            run_left = run - 1;
+            run_h = h;
+        }
+        if (units > nw - at || units > fw - f) {
             st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: its %u units overrun the region",
                           (unsigned long long)i, (unsigned)units);
             goto fail;
         }
-        const unsigned char *const us = src + 8 * at;
+        const unsigned char *const us = src + 8 * f;
         mp_img_word *const dst = fill ? base + at : NULL;
-        if (fill) { /* metadata, imaged as words, and the header */
+        if (fill) { /* metadata, imaged as words (never in a run), and the header */
             for (size_t m = 0; m < w; m++)
                 dst[(ptrdiff_t)m - 1 - (ptrdiff_t)w] = img_rd64(us - 8 * (w + 1 - m));
             dst[-1] = h;
         }
         starts[at / 64] |= (uint64_t)1 << (at % 64);
         p = at + units;
+        f += units;
         uint32_t u = 0, head = pl->head;
         unsigned tail = pl->tail;
         uint64_t x = 0;
@@ -415,6 +456,12 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         st = img_fail(err, MP_IMG_ERR_CORRUPT,
                       "the region holds %llu objects, the header declares %llu",
                       (unsigned long long)i, (unsigned long long)v->hd.n_objects);
+        goto fail;
+    }
+    if (p != nw) {
+        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                      "header field 'region words' is %llu, the region's objects take %llu",
+                      (unsigned long long)nw, (unsigned long long)p);
         goto fail;
     }
     if (shape != n_shapes) {
@@ -535,138 +582,152 @@ static int fast_fill(struct pass *ps)
     uint64_t *const starts = ps->starts, *const targets = ps->targets;
     const struct plan *const plans = ps->plans;
     const uint32_t tmask = ps->tmask;
-    uint64_t p = 0, window = 0;
+    const uint64_t fw = v->file_words;
+    uint64_t p = 0, f = 0, window = 0; /* memory word, file word */
     int bad = 0;
 
     hash_to(ps, region_at);
-    while (p < nw && !bad) {
-        if (p >= window) {
-            window = nw - p > WINDOW / 8 ? p + WINDOW / 8 : nw;
+    while (f < fw && !bad) {
+        if (f >= window) {
+            window = fw - f > WINDOW / 8 ? f + WINDOW / 8 : fw;
             hash_to(ps, region_at + 8 * window);
         }
-        const uint64_t h = img_rd64(src + 8 * p);
+        uint64_t h = img_rd64(src + 8 * f++), n = 1;
         struct img_obj o;
         memcpy(&o, &h, sizeof o);
+        const int runs = (o.flags & IMG_RUN) != 0;
+        if (runs) { /* n objects with this header word */
+            o.flags &= (uint16_t)~IMG_RUN;
+            memcpy(&h, &o, sizeof h);
+            if (f >= fw) {
+                bad = 1;
+                break;
+            }
+            n = img_rd64(src + 8 * f++);
+        }
         const struct plan *pl = &plans[o.type & tmask];
-        const uint64_t at = p + 1, units = o.units;
-        if ((h & pl->hmask) != pl->expect || units > nw - at) {
+        const uint64_t units = o.units;
+        if ((h & pl->hmask) != pl->expect ||
+            (runs && (n < 2 || pl->code != PLAN_FIXED || units == 0)) ||
+            (units && n > (fw - f) / units) || n > (nw - p) / (1 + units)) {
             bad = 1;
             break;
         }
-        uint64_t x, y;
-        switch (pl->fast) {
-        case FAST_REF2: { /* pairs of references, while the header repeats */
-            /* Objects start before lim: inside the window and the region. */
-            const uint64_t lim = window < nw - 2 ? window : nw - 2;
-            uint64_t q = p;
-            do {
-                x = img_rd64(src + 8 * (q + 1));
-                y = img_rd64(src + 8 * (q + 2));
-                if (x >= nw || y >= nw) {
-                    bad = 1;
-                    break;
+        /* The objects of the run, a window's worth at a time. */
+        for (uint64_t left = n; left && !bad;) {
+            if (f >= window && f < fw) {
+                window = fw - f > WINDOW / 8 ? f + WINDOW / 8 : fw;
+                hash_to(ps, region_at + 8 * window);
+            }
+            uint64_t m = left;
+            if (units && f < window && (window - f + units - 1) / units < m)
+                m = (window - f + units - 1) / units; /* those starting in the window */
+            left -= m;
+            const uint64_t p0 = p;
+            uint64_t x, y;
+            switch (pl->fast) {
+            case FAST_REF2: /* pairs of references */
+                for (uint64_t j = 0; j < m; j++, f += 2, p += 3) {
+                    x = img_rd64(src + 8 * f);
+                    y = img_rd64(src + 8 * f + 8);
+                    if (x >= nw || y >= nw) {
+                        bad = 1;
+                        break;
+                    }
+                    put(base + p, h);
+                    put(base + p + 1, REF(x));
+                    put(base + p + 2, REF(y));
                 }
-                put(base + q, h);
-                put(base + q + 1, REF(x));
-                put(base + q + 2, REF(y));
-                q += 3;
-            } while (q < lim && img_rd64(src + 8 * q) == h);
-            mark_run(starts, p + 1, 3, (q - p) / 3);
-            p = q;
-            continue;
-        }
-        case FAST_WORD1: {
-            const uint64_t lim = window < nw - 1 ? window : nw - 1;
-            uint64_t q = p;
-            do {
-                put(base + q, h);
-                put(base + q + 1, img_rd64(src + 8 * (q + 1)));
-                q += 2;
-            } while (q < lim && img_rd64(src + 8 * q) == h);
-            mark_run(starts, p + 1, 2, (q - p) / 2);
-            p = q;
-            continue;
-        }
-        case FAST_WORD_BYTES: {
-            const uint64_t lim = window < nw - 2 ? window : nw - 2;
-            uint64_t q = p;
-            do {
-                x = img_rd64(src + 8 * (q + 2));
-                if (BYTES_BAD(x)) {
-                    bad = 1;
-                    break;
+                mark_run(starts, p0 + 1, 3, (p - p0) / 3);
+                continue;
+            case FAST_WORD1:
+                for (uint64_t j = 0; j < m; j++, f += 1, p += 2) {
+                    put(base + p, h);
+                    put(base + p + 1, img_rd64(src + 8 * f));
                 }
-                put(base + q, h);
-                put(base + q + 1, img_rd64(src + 8 * (q + 1)));
-                put(base + q + 2, x ? (uint64_t)(blob + x) : 0);
-                q += 3;
-            } while (q < lim && img_rd64(src + 8 * q) == h);
-            mark_run(starts, p + 1, 3, (q - p) / 3);
-            p = q;
-            continue;
-        }
-        default:
-            break;
-        }
-        const unsigned char *const us = src + 8 * at;
-        mp_img_word *const dst = base + at;
-        put(dst - 1, h);
-        MARK_START(at);
-        p = at + units;
-        uint64_t u = 0;
-        if (pl->code == PLAN_DYNAMIC && (units < 1 || img_rd64(us) != units - 1)) {
-            bad = 1;
-            break;
-        }
-        const uint64_t head = pl->head < units ? pl->head : units;
-        for (; u < head && !bad; u++) {
-            x = img_rd64(us + 8 * u);
-            switch (pl->kinds[u]) {
-            case MP_IMG_REF:
-                bad = x >= nw;
-                put(dst + u, bad ? 0 : REF(x));
-                break;
-            case MP_IMG_WORD:
-                put(dst + u, x);
-                break;
-            case MP_IMG_BYTES:
-                bad = BYTES_BAD(x);
-                put(dst + u, x ? (uint64_t)(blob + x) : 0);
-                break;
+                mark_run(starts, p0 + 1, 2, m);
+                continue;
+            case FAST_WORD_BYTES:
+                for (uint64_t j = 0; j < m; j++, f += 2, p += 3) {
+                    x = img_rd64(src + 8 * f + 8);
+                    if (BYTES_BAD(x)) {
+                        bad = 1;
+                        break;
+                    }
+                    put(base + p, h);
+                    put(base + p + 1, img_rd64(src + 8 * f));
+                    put(base + p + 2, x ? (uint64_t)(blob + x) : 0);
+                }
+                mark_run(starts, p0 + 1, 3, (p - p0) / 3);
+                continue;
             default:
-                bad = x > nf;
-                put(dst + u, bad ? 0 : fvals[x]);
                 break;
             }
-        }
-        switch (pl->tail) {
-        case MP_IMG_REF:
-            for (; u < units && !bad; u++) {
-                x = img_rd64(us + 8 * u);
-                bad = x >= nw;
-                put(dst + u, bad ? 0 : REF(x));
+            for (uint64_t j = 0; j < m && !bad; j++) {
+                const unsigned char *const us = src + 8 * f;
+                mp_img_word *const dst = base + p + 1;
+                put(dst - 1, h);
+                MARK_START(p + 1);
+                p += 1 + units;
+                f += units;
+                uint64_t u = 0;
+                if (pl->code == PLAN_DYNAMIC && (units < 1 || img_rd64(us) != units - 1)) {
+                    bad = 1;
+                    break;
+                }
+                const uint64_t head = pl->head < units ? pl->head : units;
+                for (; u < head && !bad; u++) {
+                    x = img_rd64(us + 8 * u);
+                    switch (pl->kinds[u]) {
+                    case MP_IMG_REF:
+                        bad = x >= nw;
+                        put(dst + u, bad ? 0 : REF(x));
+                        break;
+                    case MP_IMG_WORD:
+                        put(dst + u, x);
+                        break;
+                    case MP_IMG_BYTES:
+                        bad = BYTES_BAD(x);
+                        put(dst + u, x ? (uint64_t)(blob + x) : 0);
+                        break;
+                    default:
+                        bad = x > nf;
+                        put(dst + u, bad ? 0 : fvals[x]);
+                        break;
+                    }
+                }
+                switch (pl->tail) {
+                case MP_IMG_REF:
+                    for (; u < units && !bad; u++) {
+                        x = img_rd64(us + 8 * u);
+                        bad = x >= nw;
+                        put(dst + u, bad ? 0 : REF(x));
+                    }
+                    break;
+                case MP_IMG_WORD:
+                    for (; u < units; u++)
+                        put(dst + u, img_rd64(us + 8 * u));
+                    break;
+                case MP_IMG_BYTES:
+                    for (; u < units && !bad; u++) {
+                        x = img_rd64(us + 8 * u);
+                        bad = BYTES_BAD(x);
+                        put(dst + u, x ? (uint64_t)(blob + x) : 0);
+                    }
+                    break;
+                default:
+                    for (; u < units && !bad; u++) {
+                        x = img_rd64(us + 8 * u);
+                        bad = x > nf;
+                        put(dst + u, bad ? 0 : fvals[x]);
+                    }
+                    break;
+                }
             }
-            break;
-        case MP_IMG_WORD:
-            for (; u < units; u++)
-                put(dst + u, img_rd64(us + 8 * u));
-            break;
-        case MP_IMG_BYTES:
-            for (; u < units && !bad; u++) {
-                x = img_rd64(us + 8 * u);
-                bad = BYTES_BAD(x);
-                put(dst + u, x ? (uint64_t)(blob + x) : 0);
-            }
-            break;
-        default:
-            for (; u < units && !bad; u++) {
-                x = img_rd64(us + 8 * u);
-                bad = x > nf;
-                put(dst + u, bad ? 0 : fvals[x]);
-            }
-            break;
         }
     }
+    if (p != nw)
+        bad = 1;
     put_done();
     if (bad)
         return -1;
@@ -776,7 +837,7 @@ static mp_img_status allocate(mp_img_heap *h, const struct img_view *v, struct p
     *chunk = NULL;
     if (v->words == 0)
         return MP_IMG_OK; /* no objects: roots are all nil, no bytes unit */
-    size_t cap = (size_t)v->hd.objects_size, size = cap + (size_t)v->hd.n_bytes;
+    size_t cap = (size_t)v->words * sizeof(mp_img_word), size = cap + (size_t)v->hd.n_bytes;
     int mapped;
     void *base = img_big_alloc_lazy(size, &mapped);
     uint64_t *starts = region_bits(v);

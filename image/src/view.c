@@ -125,17 +125,25 @@ static mp_img_status check_sizes(struct img_view *v, mp_img_error *err)
         return img_fail(err, MP_IMG_ERR_CORRUPT,
                         "the header accounts for %llu bytes, the image has %zu",
                         (unsigned long long)at, v->len);
-    for (int i = 0; i < 2; i++)
-        if (hd->reserved[i])
-            return img_fail(err, MP_IMG_ERR_CORRUPT, "header field 'reserved' is not zero");
-    /* Every object takes a header word at least. */
-    if (hd->n_objects > hd->objects_size / 8 || (hd->objects_size == 0) != (hd->n_objects == 0))
+    if (hd->reserved)
+        return img_fail(err, MP_IMG_ERR_CORRUPT, "header field 'reserved' is not zero");
+    /* Every object takes a header word at least in memory; a run stores
+     * N >= 2 header words as two, so the file never holds more words than
+     * memory will, and (its objects have a unit at least) memory never
+     * more than twice the file's. */
+    if (hd->region_words < hd->objects_size / 8 || hd->region_words / 2 > hd->objects_size / 8 ||
+        hd->region_words > IMG_MAX_REGION_WORDS)
+        return img_fail(err, MP_IMG_ERR_CORRUPT,
+                        "header field 'region words': %llu words for a %llu-byte region",
+                        (unsigned long long)hd->region_words, (unsigned long long)hd->objects_size);
+    if (hd->n_objects > hd->region_words || (hd->objects_size == 0) != (hd->n_objects == 0))
         return img_fail(err, MP_IMG_ERR_CORRUPT, "header declares %llu objects in %llu bytes",
                         (unsigned long long)hd->n_objects, (unsigned long long)hd->objects_size);
     if (hd->shapes_size % 16)
         return img_fail(err, MP_IMG_ERR_CORRUPT, "the shape table size %llu is not whole entries",
                         (unsigned long long)hd->shapes_size);
-    v->words = hd->objects_size / 8;
+    v->words = hd->region_words;
+    v->file_words = hd->objects_size / 8;
     return MP_IMG_OK;
 }
 

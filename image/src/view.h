@@ -30,7 +30,8 @@ struct img_view {
     const unsigned char *data;
     size_t len;
     const unsigned char *types_at, *foreign_at, *roots_at, *objects_at, *shapes_at, *blob_at;
-    uint64_t words; /* of the object region */
+    uint64_t words;      /* of the object region in memory (references count in these) */
+    uint64_t file_words; /* of the object region in the file (runs store fewer) */
     struct img_vtype *types;
     struct img_foreign *foreign; /* foreign[k] is entry k + 1 */
     struct img_vroot *roots;
@@ -56,6 +57,56 @@ static inline uint64_t img_rd64(const unsigned char *p)
     uint64_t w;
     memcpy(&w, p, 8);
     return w;
+}
+
+/* The objects of a region that passed img_view_check_objects(), in region
+ * order: runs expanded, each object's header word and where its units are
+ * (in the file, and its unit 0 in memory). */
+struct img_walk {
+    const struct img_view *v;
+    uint64_t f;        /* file word of the next header (or run unit) */
+    uint64_t p;        /* memory word of the next object's first word */
+    uint64_t run_left; /* objects of the current run not yet returned */
+    uint64_t run_h;    /* their header word */
+};
+
+static inline void img_walk_init(struct img_walk *it, const struct img_view *v)
+{
+    memset(it, 0, sizeof *it);
+    it->v = v;
+}
+
+/* The next object: its header word (without the run mark), the memory word
+ * of its unit 0, its units in the file. False at the end. */
+static inline bool img_walk_next(struct img_walk *it, struct img_obj *o, uint64_t *at,
+                                 const unsigned char **units)
+{
+    const struct img_view *v = it->v;
+    const uint64_t w = v->hd.meta_width;
+    uint64_t h;
+    if (it->run_left) {
+        h = it->run_h;
+        it->run_left--;
+    } else {
+        if (it->f >= v->file_words)
+            return false;
+        h = img_rd64(v->objects_at + 8 * (it->f + w));
+        memcpy(o, &h, sizeof *o);
+        it->f += w + 1;
+        if (o->flags & IMG_RUN) {
+            o->flags &= (uint16_t)~IMG_RUN;
+            memcpy(&h, o, sizeof h);
+            it->run_left = img_rd64(v->objects_at + 8 * it->f) - 1;
+            it->run_h = h;
+            it->f++;
+        }
+    }
+    memcpy(o, &h, sizeof *o);
+    *units = v->objects_at + 8 * it->f;
+    *at = it->p + w + 1;
+    it->f += o->units;
+    it->p = *at + o->units;
+    return true;
 }
 
 /* A header text field as a C string (fields are NUL-padded; a field without

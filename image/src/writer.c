@@ -9,7 +9,9 @@
  *   3. place  - lay the records out as the object region: type by type, each
  *              type's objects in index order (so that a loader meets long
  *              runs of one type); the write streams them in that order,
- *              references turned into word offsets.
+ *              references turned into word offsets, consecutive objects
+ *              with one header word of a fixed-shape type as a run (one
+ *              header word and a count for all of them).
  *   4. write - one pass of write(2) calls to a temporary (the header and
  *              tables carry their own head checksum), the checksum,
  *              fdatasync, clear the incomplete marker last, rename.
@@ -208,6 +210,7 @@ struct layout {
     uint32_t *by_type; /* indices - 1, in region order */
     uint64_t *shapes;  /* (described, mask) per per-object-shape object */
     struct img_block off_block, pos_block, by_type_block;
+    uint64_t file_words; /* of the region as written (runs take fewer) */
 };
 
 static void big_release(struct img_block *b)
@@ -238,6 +241,24 @@ static inline uint16_t rec_type(const uint64_t *hw)
     struct img_obj o;
     memcpy(&o, hw, sizeof o);
     return o.type;
+}
+
+/* How many objects, from region position k on, one run holds: consecutive
+ * objects of one fixed-shape type of at least one unit with one header
+ * word (metadata width 0 only); 1 when the object at k starts no run. (At
+ * least one unit: so the region never takes more than twice its file
+ * words in memory, and the loader can bound the allocation by the file.) */
+static size_t run_at(const mp_img_heap *h, const struct img_trace *tr, const struct layout *L,
+                     size_t k)
+{
+    const uint64_t hw = tr->rec[L->pos[L->by_type[k]] + h->meta_width];
+    const mp_img_type *t = h->reg->types[rec_type(&hw)];
+    if (h->meta_width || t->shape_class != IMG_SHAPE_FIXED || t->shape.count == 0)
+        return 1;
+    size_t n = 1;
+    while (k + n < tr->n && tr->rec[L->pos[L->by_type[k + n]]] == hw)
+        n++;
+    return n;
 }
 
 static mp_img_status place(const mp_img_heap *h, const struct img_trace *tr, struct layout *L,
@@ -287,6 +308,14 @@ static mp_img_status place(const mp_img_heap *h, const struct img_trace *tr, str
     free(cur);
     free(scur);
     free(ncur);
+    /* A run of n objects stores n - 2 header words fewer. */
+    L->file_words = tr->rec_len;
+    for (size_t k = 0; k < n;) {
+        size_t r = run_at(h, tr, L, k);
+        if (r >= 2)
+            L->file_words -= r - 2;
+        k += r;
+    }
     return MP_IMG_OK;
 }
 
@@ -308,24 +337,35 @@ static void put_region(struct img_sink *sk, const mp_img_heap *h, const struct i
             if (h->reg->types[rec_type(tr->rec + L->pos[i] + w)]->shape_class == IMG_SHAPE_CUSTOM)
                 shape_at[i] = k++;
     }
-    for (size_t k = 0; k < tr->n; k++) {
-        const size_t i = L->by_type[k];
-        const uint64_t *rec = tr->rec + L->pos[i];
-        const mp_img_type *t = h->reg->types[rec_type(rec + w)];
-        const uint32_t units = tr->units[i];
-        img_sink_put(sk, rec, (w + 1) * 8); /* metadata, header word */
-        rec += w + 1;
-        mp_img_shape s = t->shape;
-        if (t->shape_class == IMG_SHAPE_CUSTOM)
-            s = (mp_img_shape){false, units, (uint32_t)tr->shapes[2 * shape_at[i]],
-                               tr->shapes[2 * shape_at[i] + 1]};
-        if (s.mask == 0) {
-            for (uint32_t u = 0; u < units; u++)
-                img_sink_word(sk, rec[u] ? L->off[rec[u]] : 0);
-        } else {
-            for (uint32_t u = 0; u < units; u++)
-                img_sink_word(sk,
-                              img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]] : rec[u]);
+    for (size_t k = 0; k < tr->n;) {
+        const size_t run = run_at(h, tr, L, k);
+        if (run >= 2) { /* header word with the run mark, the count */
+            struct img_obj o;
+            memcpy(&o, tr->rec + L->pos[L->by_type[k]], sizeof o);
+            o.flags |= IMG_RUN;
+            img_sink_put(sk, &o, sizeof o);
+            img_sink_word(sk, run);
+        }
+        for (size_t j = 0; j < run; j++, k++) {
+            const size_t i = L->by_type[k];
+            const uint64_t *rec = tr->rec + L->pos[i];
+            const mp_img_type *t = h->reg->types[rec_type(rec + w)];
+            const uint32_t units = tr->units[i];
+            if (run < 2)
+                img_sink_put(sk, rec, (w + 1) * 8); /* metadata, header word */
+            rec += w + 1;
+            mp_img_shape s = t->shape;
+            if (t->shape_class == IMG_SHAPE_CUSTOM)
+                s = (mp_img_shape){false, units, (uint32_t)tr->shapes[2 * shape_at[i]],
+                                   tr->shapes[2 * shape_at[i] + 1]};
+            if (s.mask == 0) {
+                for (uint32_t u = 0; u < units; u++)
+                    img_sink_word(sk, rec[u] ? L->off[rec[u]] : 0);
+            } else {
+                for (uint32_t u = 0; u < units; u++)
+                    img_sink_word(sk, img_kind(&s, u) == MP_IMG_REF && rec[u] ? L->off[rec[u]]
+                                                                              : rec[u]);
+            }
         }
     }
     free(shape_at);
@@ -371,7 +411,8 @@ static unsigned char *put_head(const mp_img_heap *h, const struct img_trace *tr,
     hd.types_size = p->types_size;
     hd.foreign_size = p->ftab_size;
     hd.roots_size = p->roots_size;
-    hd.objects_size = tr->rec_len * 8;
+    hd.objects_size = L->file_words * 8;
+    hd.region_words = tr->rec_len;
     hd.shapes_size = tr->n_shapes * 16;
     unsigned char *at = buf + sizeof hd;
     memcpy(at, p->types, p->types_size);

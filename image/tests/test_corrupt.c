@@ -181,7 +181,11 @@ Test(corrupt, header_word)
     structural(UNIT(0), header_word(2, 200, 0), "type index 200");
     structural(UNIT(0), header_word(3, 0, 0), "contradict the shape of type 'node'");
     structural(UNIT(0), header_word(2, 10, 0), "contradict the shape of type 'blob'");
-    structural(UNIT(0), header_word(2, 0, 0x8000), "flags 0x8000 are not user flags");
+    /* The flag bit that is not a user flag marks a run: of a fixed shape,
+     * with a count that fits. */
+    structural(UNIT(5), header_word(3, 2, IMG_RUN),
+               "a run of type 'vec', which has no fixed shape");
+    structural(UNIT(3), header_word(1, 1, IMG_RUN), "a run of 77 objects of 1 units does not fit");
     structural(UNIT(5), header_word(10, 2, 0), "its 10 units overrun the region");
     structural(UNIT(12), header_word(0, 1, 0), "contradict the shape of type 'leaf'");
 }
@@ -236,4 +240,58 @@ Test(corrupt, random_damage_never_crashes)
     }
     cr_log_info("%d of 3000 damaged images still loaded (word units may hold anything)", accepted);
     free(copy);
+}
+
+/* A list of three nodes is one run: [node header | IMG_RUN] [3] then the
+ * units of each node; damage to the run is refused like damage to a
+ * header word, by load and verify alike. */
+Test(corrupt, runs)
+{
+    mp_img_heap *h;
+    mp_img_heap_new(f.reg, &h, NULL);
+    void *list = NULL;
+    for (int i = 0; i < 3; i++) {
+        mp_img_word *x = mp_img_alloc(h, f.node, 2);
+        x[1] = (mp_img_word)list;
+        list = x;
+    }
+    mp_img_root_set(h, "list", list, NULL);
+    char *path = fx_path("corrupt-run.mpimg");
+    cr_assert_eq(mp_img_write(h, path, NULL), MP_IMG_OK);
+    mp_img_heap_free(h);
+    size_t rlen;
+    unsigned char *run = fx_read(path, &rlen);
+    free(path);
+    struct img_header rh;
+    memcpy(&rh, run, sizeof rh);
+    size_t at = sizeof rh + rh.types_size + rh.foreign_size + rh.roots_size;
+    cr_assert_eq(rh.objects_size, 8 * 8, "header, count, 3 x 2 units");
+    cr_assert_eq(rh.region_words, 9, "3 x (header + 2 units)");
+    cr_assert_eq(get(run, at), header_word(2, 0, IMG_RUN));
+    cr_assert_eq(get(run, at + 8), 3);
+    mp_img_error err;
+    cr_assert_eq(load(run, rlen, &err), MP_IMG_OK, "%s", err.detail);
+    static const struct {
+        size_t word;
+        uint64_t value;
+        const char *words;
+    } cases[] = {
+        {1, 4, "a run of 4 objects of 2 units does not fit"},
+        {1, 1, "a run of 1 objects"},
+        {1, 0, "a run of 0 objects"},
+        {0, 0, "units contradict the shape of type 'node'"}, /* header word 0: no run */
+        {2, 5, "object 1 unit 0: reference to word 5 of the region, which is not an object"},
+    };
+    unsigned char *copy = malloc(rlen);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        memcpy(copy, run, rlen);
+        put(copy, at + 8 * cases[c].word, cases[c].value);
+        fx_fix_checksum(copy, rlen);
+        cr_assert_neq(load(copy, rlen, &err), MP_IMG_OK, "case %zu", c);
+        cr_assert(strstr(err.detail, cases[c].words), "'%s' not in: %s", cases[c].words,
+                  err.detail);
+        cr_assert_neq(verify(copy, rlen, &err), MP_IMG_OK, "case %zu: verify", c);
+    }
+    free(copy);
+    free(run);
 }

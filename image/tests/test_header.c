@@ -85,7 +85,7 @@ static void set_text(char field[IMG_TEXT_FIELD], const char *s)
 }
 
 static void m_magic(unsigned char *p) { p[1] = 'X'; }
-static void m_version(unsigned char *p) { hdr(p)->version = 3; }
+static void m_version(unsigned char *p) { hdr(p)->version = IMG_VERSION + 1; }
 static void m_version_swapped(unsigned char *p) { hdr(p)->version = IMG_VERSION_SWAPPED; }
 static void m_header_size(unsigned char *p) { hdr(p)->header_size = 200; }
 static void m_byte_order(unsigned char *p) { hdr(p)->byte_order = IMG_BYTE_ORDER_SWAPPED; }
@@ -103,7 +103,7 @@ static void m_foreign_table(unsigned char *p)
 {
     p[sizeof(struct img_header) + hdr(p)->types_size] ^= 1;
 }
-static void m_reserved(unsigned char *p) { hdr(p)->reserved[1] = 1; }
+static void m_reserved(unsigned char *p) { hdr(p)->reserved = 1; }
 static void m_objects(unsigned char *p) { hdr(p)->n_objects += 1; }
 static void m_blob(unsigned char *p) { hdr(p)->n_bytes -= 8; }
 

@@ -136,14 +136,16 @@ static void print_foreign(const struct img_view *v)
  * 0 is at word x of a verified region. */
 static uint64_t object_at(const struct img_view *v, uint64_t x, uint32_t *type)
 {
-    uint64_t i = 1;
-    for (uint64_t p = 0; p < v->words; i++) {
-        struct img_obj o;
-        memcpy(&o, v->objects_at + 8 * (p + v->hd.meta_width), sizeof o);
+    uint64_t i = 0, at;
+    struct img_walk it;
+    struct img_obj o;
+    const unsigned char *units;
+    img_walk_init(&it, v);
+    while (img_walk_next(&it, &o, &at, &units)) {
+        i++;
         *type = o.type;
-        if (p + v->hd.meta_width + 1 == x)
+        if (at == x)
             break;
-        p += v->hd.meta_width + 1 + o.units;
     }
     return i;
 }
@@ -174,12 +176,14 @@ static void print_census(const struct img_view *v)
         return;
     }
     /* The region is verified: every header word is sound. */
-    for (uint64_t p = 0; p < v->words;) {
-        struct img_obj o;
-        memcpy(&o, v->objects_at + 8 * (p + v->hd.meta_width), sizeof o);
+    struct img_walk it;
+    struct img_obj o;
+    uint64_t at;
+    const unsigned char *us;
+    img_walk_init(&it, v);
+    while (img_walk_next(&it, &o, &at, &us)) {
         objects[o.type]++;
         units[o.type] += o.units;
-        p += v->hd.meta_width + 1 + o.units;
     }
     printf("%-24s %12s %12s  %s\n", "type", "objects", "units", "shape");
     for (uint64_t t = 0; t < v->hd.n_types; t++) {
