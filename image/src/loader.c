@@ -5,9 +5,11 @@
  * Order is the contract: nothing is allocated before every header field,
  * the sizes, the head checksum and the tables have passed; every foreign
  * entry is reacquired before the heap memory is allocated. The region is
- * the heap's own layout (metadata, header word, units per object), so the
- * pass is a copy in which every header word is checked against the type
- * table and every unit is range-checked before it is used; a reference is
+ * the heap's own layout (metadata, header word, units per object; a run
+ * stores the header word once for all its objects, and an all-reference
+ * run its units in 32 bits), so the pass is a copy in which every header
+ * word is checked against the type table and every unit is range-checked
+ * before it is used; a reference is
  * a word offset into the region, and must name the unit 0 of an object of
  * the region (checked in bulk at the end: one bit per word a reference
  * names, one per object start). Identity comes from the offsets: one
@@ -196,7 +198,7 @@ static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
             shape++;
         }
         for (uint32_t u = 0; u < o.units; u++) {
-            uint64_t x = img_rd64(us + 8 * u);
+            uint64_t x = it.packed ? img_rd32(us + 4 * u) : img_rd64(us + 8 * u);
             if (img_kind(&s, u) == MP_IMG_REF && x && !((ps->starts[x / 64] >> (x % 64)) & 1))
                 return img_fail(err, MP_IMG_ERR_CORRUPT,
                                 "object %llu unit %u: reference to word %llu of the region, "
@@ -262,14 +264,17 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
     const struct plan *const plans = ps->plans;
     const uint32_t tmask = ps->tmask;
     const uint64_t fw = v->file_words;
-    uint64_t shape = 0, i = 0, p = 0, f = 0, window = 0, run_left = 0, run_h = 0;
+    uint64_t shape = 0, i = 0, p = 0, f = 0, run_left = 0, run_h = 0;
+    const unsigned char *rnext = NULL; /* the units of the next object of a run */
+    int packed = 0;                    /* the current run's units are 32-bit */
     mp_img_status st;
 
     hash_to(ps, region_at);
     while (f < fw || run_left) {
-        if (f >= window && f < fw) {
-            window = fw - f > WINDOW / 8 ? f + WINDOW / 8 : fw;
-            hash_to(ps, region_at + 8 * window);
+        { /* hashed a window ahead of what is read */
+            const size_t at = (size_t)((run_left ? rnext : src + 8 * f) - v->data);
+            if (at + 64 > ps->hashed)
+                hash_to(ps, v->len - at > WINDOW ? at + WINDOW : v->len);
         }
         i++;
         if (nw - p < w + 1 || (!run_left && fw - f < w + 1)) {
@@ -280,6 +285,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         }
         uint64_t h, run = 0; /* the count, at the first object of a run */
         int runs = 0;        /* this object starts a run */
+        const int inrun = run_left != 0;
         if (run_left) {
             h = run_h;
             run_left--;
@@ -316,22 +322,37 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
                               v->types[o.type].name, w ? "metadata words" : "no fixed shape");
                 goto fail;
             }
-            if (run < 2 || units == 0 || run > (fw - f) / units || run > (nw - p) / (1 + units)) {
+            packed = img_run_packed(&v->types[o.type]);
+            if (run < 2 || units == 0 || run > (packed ? 2 * (fw - f) : fw - f) / units ||
+                run > (nw - p) / (1 + units)) {
                 st = img_fail(err, MP_IMG_ERR_CORRUPT,
                               "object %llu: a run of %llu objects of %u units does not fit the "
                               "region",
                               (unsigned long long)i, (unsigned long long)run, (unsigned)units);
                 goto fail;
             }
+            rnext = src + 8 * f;
+            f += img_run_words(packed, run, units);
+            if (packed && run * units % 2 && img_rd32(src + 8 * f - 4) != 0) {
+                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                              "object %llu: the padding after its run is not zero",
+                              (unsigned long long)i);
+                goto fail;
+            }
             run_left = run - 1;
             run_h = h;
         }
-        if (units > nw - at || units > fw - f) {
+        const int packed_obj = (runs || inrun) && packed;
+        if (units > nw - at || (!runs && !inrun && units > fw - f)) {
             st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: its %u units overrun the region",
                           (unsigned long long)i, (unsigned)units);
             goto fail;
         }
-        const unsigned char *const us = src + 8 * f;
+        const unsigned char *const us = runs || inrun ? rnext : src + 8 * f;
+        if (runs || inrun)
+            rnext += (packed ? 4 : 8) * (size_t)units;
+        else
+            f += units;
         mp_img_word *const dst = fill ? base + at : NULL;
         if (fill) { /* metadata, imaged as words (never in a run), and the header */
             for (size_t m = 0; m < w; m++)
@@ -340,7 +361,6 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         }
         starts[at / 64] |= (uint64_t)1 << (at % 64);
         p = at + units;
-        f += units;
         uint32_t u = 0, head = pl->head;
         unsigned tail = pl->tail;
         uint64_t x = 0;
@@ -398,7 +418,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         switch (tail) {
         case MP_IMG_REF:
             for (; u < units; u++) {
-                x = img_rd64(us + 8 * (size_t)u);
+                x = packed_obj ? img_rd32(us + 4 * (size_t)u) : img_rd64(us + 8 * (size_t)u);
                 if (x >= nw)
                     goto bad_ref;
                 targets[x / 64] |= (uint64_t)1 << (x % 64);
@@ -556,10 +576,12 @@ static void mark_run(uint64_t *starts, uint64_t a, uint64_t stride, uint64_t n)
 
 /* The fill for the common case (no metadata words, no per-object shapes):
  * the same checks as region_pass, in a loop lean enough for the compiler
- * to keep in registers. The writer lays the region out type by type, so
- * the objects come in long runs of one header word; the commonest shapes
- * (two references, one word, a word and bytes) have a loop of their own
- * that runs while the header word repeats. Any anomaly stops it (-1) and
+ * to keep in registers. The writer lays the region out type by type, in
+ * runs (one header word, a count, the units): the commonest shapes (two
+ * references, packed or not, one word, a word and bytes) have a loop of
+ * their own over a window's worth of a run, with no header word to read or
+ * compare per object, and start bits set a word at a time. Any anomaly
+ * stops it (-1) and
  * the load is refused with what the careful pass (img_view_check_objects)
  * finds; 0 when the region is sound, its checksum included. */
 static int fast_fill(struct pass *ps)
@@ -607,11 +629,58 @@ static int fast_fill(struct pass *ps)
         }
         const struct plan *pl = &plans[o.type & tmask];
         const uint64_t units = o.units;
+        const int packed = runs && pl->code == PLAN_FIXED && pl->shape.mask == 0;
         if ((h & pl->hmask) != pl->expect ||
             (runs && (n < 2 || pl->code != PLAN_FIXED || units == 0)) ||
-            (units && n > (fw - f) / units) || n > (nw - p) / (1 + units)) {
+            (units && n > (packed ? 2 * (fw - f) : fw - f) / units) || n > (nw - p) / (1 + units)) {
             bad = 1;
             break;
+        }
+        if (packed) { /* references of 32 bits, a window's worth at a time */
+            const unsigned char *rp = src + 8 * f;
+            f += img_run_words(1, n, units);
+            if (n * units % 2 && img_rd32(src + 8 * f - 4) != 0) {
+                bad = 1;
+                break;
+            }
+            for (uint64_t left = n; left && !bad;) {
+                const size_t pos = (size_t)(rp - v->data);
+                if (pos + 4 * units > ps->hashed)
+                    hash_to(ps, v->len - pos > WINDOW ? pos + WINDOW : v->len);
+                uint64_t m = (ps->hashed - pos) / (4 * units) + 1, x, y;
+                if (m > left)
+                    m = left;
+                left -= m;
+                const uint64_t p0 = p;
+                if (units == 2) {
+                    for (uint64_t j = 0; j < m; j++, rp += 8, p += 3) {
+                        x = img_rd32(rp);
+                        y = img_rd32(rp + 4);
+                        if (x >= nw || y >= nw) {
+                            bad = 1;
+                            break;
+                        }
+                        put(base + p, h);
+                        put(base + p + 1, REF(x));
+                        put(base + p + 2, REF(y));
+                    }
+                    mark_run(starts, p0 + 1, 3, (p - p0) / 3);
+                    continue;
+                }
+                for (uint64_t j = 0; j < m && !bad; j++, rp += 4 * units, p += 1 + units) {
+                    put(base + p, h);
+                    MARK_START(p + 1);
+                    for (uint64_t u = 0; u < units; u++) {
+                        x = img_rd32(rp + 4 * u);
+                        if (x >= nw) {
+                            bad = 1;
+                            break;
+                        }
+                        put(base + p + 1 + u, REF(x));
+                    }
+                }
+            }
+            continue;
         }
         /* The objects of the run, a window's worth at a time. */
         for (uint64_t left = n; left && !bad;) {

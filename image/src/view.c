@@ -129,9 +129,9 @@ static mp_img_status check_sizes(struct img_view *v, mp_img_error *err)
         return img_fail(err, MP_IMG_ERR_CORRUPT, "header field 'reserved' is not zero");
     /* Every object takes a header word at least in memory; a run stores
      * N >= 2 header words as two, so the file never holds more words than
-     * memory will, and (its objects have a unit at least) memory never
-     * more than twice the file's. */
-    if (hd->region_words < hd->objects_size / 8 || hd->region_words / 2 > hd->objects_size / 8 ||
+     * memory will, and (its objects have a unit at least, of 32 bits when
+     * packed) memory never more than four times the file's. */
+    if (hd->region_words < hd->objects_size / 8 || hd->region_words / 4 > hd->objects_size / 8 ||
         hd->region_words > IMG_MAX_REGION_WORDS)
         return img_fail(err, MP_IMG_ERR_CORRUPT,
                         "header field 'region words': %llu words for a %llu-byte region",

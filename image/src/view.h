@@ -59,15 +59,35 @@ static inline uint64_t img_rd64(const unsigned char *p)
     return w;
 }
 
+/* Reads a native 32-bit word at any alignment (a packed run's unit). */
+static inline uint64_t img_rd32(const unsigned char *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* A run of n objects of `units` units each: whether its units are packed
+ * (32 bits each: a type whose units are all references) and how many file
+ * words they take (packed: padded to a word). */
+static inline bool img_run_packed(const struct img_vtype *t) { return t->shape.mask == 0; }
+static inline uint64_t img_run_words(bool packed, uint64_t n, uint64_t units)
+{
+    return packed ? (n * units + 1) / 2 : n * units;
+}
+
 /* The objects of a region that passed img_view_check_objects(), in region
  * order: runs expanded, each object's header word and where its units are
- * (in the file, and its unit 0 in memory). */
+ * (in the file, 64 or, in a packed run, 32 bits each; and its unit 0 in
+ * memory). */
 struct img_walk {
     const struct img_view *v;
-    uint64_t f;        /* file word of the next header (or run unit) */
-    uint64_t p;        /* memory word of the next object's first word */
-    uint64_t run_left; /* objects of the current run not yet returned */
-    uint64_t run_h;    /* their header word */
+    uint64_t f;                    /* file word of the next header */
+    uint64_t p;                    /* memory word of the next object's first word */
+    uint64_t run_left;             /* objects of the current run not yet returned */
+    uint64_t run_h;                /* their header word */
+    const unsigned char *run_next; /* the units of the next one */
+    bool packed;                   /* the last object returned is in a packed run */
 };
 
 static inline void img_walk_init(struct img_walk *it, const struct img_view *v)
@@ -77,40 +97,41 @@ static inline void img_walk_init(struct img_walk *it, const struct img_view *v)
 }
 
 /* The next object: its header word (without the run mark), the memory word
- * of its unit 0, its units in the file. False at the end. */
+ * of its unit 0, its units in the file (it->packed says their width). False
+ * at the end. */
 static inline bool img_walk_next(struct img_walk *it, struct img_obj *o, uint64_t *at,
                                  const unsigned char **units)
 {
     const struct img_view *v = it->v;
     const uint64_t w = v->hd.meta_width;
-    uint64_t h;
     if (it->run_left) {
-        h = it->run_h;
+        memcpy(o, &it->run_h, sizeof *o);
         it->run_left--;
     } else {
         if (it->f >= v->file_words)
             return false;
-        h = img_rd64(v->objects_at + 8 * (it->f + w));
+        uint64_t h = img_rd64(v->objects_at + 8 * (it->f + w));
         memcpy(o, &h, sizeof *o);
         it->f += w + 1;
+        it->packed = false;
         if (o->flags & IMG_RUN) {
             o->flags &= (uint16_t)~IMG_RUN;
-            memcpy(&h, o, sizeof h);
-            it->run_left = img_rd64(v->objects_at + 8 * it->f) - 1;
-            it->run_h = h;
-            it->f++;
+            memcpy(&it->run_h, o, sizeof *o);
+            const uint64_t n = img_rd64(v->objects_at + 8 * it->f++);
+            it->run_left = n - 1;
+            it->packed = img_run_packed(&v->types[o->type]);
+            it->run_next = v->objects_at + 8 * it->f;
+            it->f += img_run_words(it->packed, n, o->units);
+        } else {
+            it->run_next = v->objects_at + 8 * it->f;
+            it->f += o->units;
         }
     }
-    memcpy(o, &h, sizeof *o);
-    *units = v->objects_at + 8 * it->f;
+    *units = it->run_next;
+    it->run_next += (it->packed ? 4 : 8) * (uint64_t)o->units;
     *at = it->p + w + 1;
-    it->f += o->units;
     it->p = *at + o->units;
     return true;
 }
-
-/* A header text field as a C string (fields are NUL-padded; a field without
- * a NUL is cut at 15 bytes). */
-void img_text_field(const char field[IMG_TEXT_FIELD], char out[IMG_TEXT_FIELD]);
 
 #endif /* MP_IMG_VIEW_H */

@@ -308,12 +308,17 @@ static mp_img_status place(const mp_img_heap *h, const struct img_trace *tr, str
     free(cur);
     free(scur);
     free(ncur);
-    /* A run of n objects stores n - 2 header words fewer. */
+    /* A run of r objects stores r - 2 header words fewer; a packed one
+     * (all references) half its units, rounded up to a word. */
     L->file_words = tr->rec_len;
     for (size_t k = 0; k < n;) {
         size_t r = run_at(h, tr, L, k);
-        if (r >= 2)
+        if (r >= 2) {
+            const mp_img_type *t = h->reg->types[rec_type(tr->rec + L->pos[L->by_type[k]])];
             L->file_words -= r - 2;
+            if (t->shape.mask == 0)
+                L->file_words -= r * t->shape.count - (r * t->shape.count + 1) / 2;
+        }
         k += r;
     }
     return MP_IMG_OK;
@@ -345,6 +350,22 @@ static void put_region(struct img_sink *sk, const mp_img_heap *h, const struct i
             o.flags |= IMG_RUN;
             img_sink_put(sk, &o, sizeof o);
             img_sink_word(sk, run);
+            if (h->reg->types[o.type]->shape.mask == 0) {
+                /* Packed: every unit a reference, 32 bits each (the region
+                 * is under 2^32 words), padded to a word. */
+                uint64_t n32 = 0;
+                for (size_t j = 0; j < run; j++, k++) {
+                    const size_t i = L->by_type[k];
+                    const uint64_t *rec = tr->rec + L->pos[i] + 1;
+                    for (uint32_t u = 0; u < tr->units[i]; u++, n32++) {
+                        uint32_t x = rec[u] ? L->off[rec[u]] : 0;
+                        img_sink_put(sk, &x, 4);
+                    }
+                }
+                if (n32 % 2)
+                    img_sink_zeros(sk, 4);
+                continue;
+            }
         }
         for (size_t j = 0; j < run; j++, k++) {
             const size_t i = L->by_type[k];

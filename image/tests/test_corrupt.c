@@ -243,8 +243,9 @@ Test(corrupt, random_damage_never_crashes)
 }
 
 /* A list of three nodes is one run: [node header | IMG_RUN] [3] then the
- * units of each node; damage to the run is refused like damage to a
- * header word, by load and verify alike. */
+ * units of each node, packed (node units are all references: 32 bits
+ * each); damage to the run is refused like damage to a header word, by
+ * load and verify alike. */
 Test(corrupt, runs)
 {
     mp_img_heap *h;
@@ -265,7 +266,7 @@ Test(corrupt, runs)
     struct img_header rh;
     memcpy(&rh, run, sizeof rh);
     size_t at = sizeof rh + rh.types_size + rh.foreign_size + rh.roots_size;
-    cr_assert_eq(rh.objects_size, 8 * 8, "header, count, 3 x 2 units");
+    cr_assert_eq(rh.objects_size, 5 * 8, "header, count, 3 x 2 units of 32 bits");
     cr_assert_eq(rh.region_words, 9, "3 x (header + 2 units)");
     cr_assert_eq(get(run, at), header_word(2, 0, IMG_RUN));
     cr_assert_eq(get(run, at + 8), 3);
@@ -281,6 +282,7 @@ Test(corrupt, runs)
         {1, 0, "a run of 0 objects"},
         {0, 0, "units contradict the shape of type 'node'"}, /* header word 0: no run */
         {2, 5, "object 1 unit 0: reference to word 5 of the region, which is not an object"},
+        {2, (uint64_t)100 << 32 | 100, "object 1 unit 0: reference to word 100 of a 9-word region"},
     };
     unsigned char *copy = malloc(rlen);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
