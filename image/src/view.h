@@ -134,4 +134,8 @@ static inline bool img_walk_next(struct img_walk *it, struct img_obj *o, uint64_
     return true;
 }
 
+/* A header text field as a C string (fields are NUL-padded; a field without
+ * a NUL is cut at 15 bytes). */
+void img_text_field(const char field[IMG_TEXT_FIELD], char out[IMG_TEXT_FIELD]);
+
 #endif /* MP_IMG_VIEW_H */
