@@ -34,8 +34,9 @@ void mp_img_heap_free(mp_img_heap *h)
     if (!h)
         return;
     for (size_t i = 0; i < h->n_chunks; i++) {
+        if (!h->chunks[i].starts_in_base)
+            free(h->chunks[i].starts);
         img_big_free(h->chunks[i].base, h->chunks[i].size, h->chunks[i].mapped);
-        free(h->chunks[i].starts);
     }
     free(h->chunks);
     free(h->by_addr);

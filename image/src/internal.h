@@ -38,6 +38,10 @@ void *img_big_alloc_lazy(size_t size, int *mapped);
 /* img_big_alloc, zero-filled. */
 void *img_big_zalloc(size_t size, int *mapped);
 void img_big_free(void *p, size_t size, int mapped);
+/* The size a block of `size` bytes really occupies: one bound for huge
+ * pages is rounded up to whole 2 MiB pages (a partial last one would fault
+ * in 4 KiB at a time), and the slack can be used for free. */
+size_t img_big_size(size_t size);
 
 /* A block from img_big_alloc with what it takes to free it. */
 struct img_block {
@@ -115,10 +119,11 @@ struct img_chunk {
     size_t cap;  /* bytes */
     size_t used; /* bytes; objects occupy [base, base + used) */
     size_t objects;
-    uint64_t *starts; /* cap / 8 bits */
-    size_t size;      /* bytes allocated at base: cap, or more when a load put
-                         the byte blob after the objects */
-    int mapped;       /* base came from img_big_alloc's mapping */
+    uint64_t *starts;   /* cap / 8 bits */
+    size_t size;        /* bytes allocated at base: cap, or more when a load put
+                           the byte blob after the objects */
+    int mapped;         /* base came from img_big_alloc's mapping */
+    int starts_in_base; /* `starts` lies in the block at base (a load's), not malloc'ed */
 };
 
 struct img_root {

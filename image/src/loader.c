@@ -74,8 +74,9 @@ struct pass {
     uint64_t *starts;       /* one bit per region word: unit 0 of an object */
     uint64_t *targets;      /* one bit per region word a reference names */
     struct img_hash hash;
-    size_t hashed;   /* file bytes [IMG_CHECKSUM_FROM, hashed) are hashed */
-    int blob_copied; /* the blob is in the heap already */
+    int targets_in_heap; /* targets lies in the heap's block (freed with it) */
+    size_t hashed;       /* file bytes [IMG_CHECKSUM_FROM, hashed) are hashed */
+    int blob_copied;     /* the blob is in the heap already */
 };
 
 static uint64_t header_word(uint32_t units, uint16_t type, uint16_t flags)
@@ -689,7 +690,7 @@ static int fast_fill(struct pass *ps)
                 hash_to(ps, region_at + 8 * window);
             }
             uint64_t m = left;
-            if (units && f < window && (window - f + units - 1) / units < m)
+            if (m > 1 && units && f < window && (window - f + units - 1) / units < m)
                 m = (window - f + units - 1) / units; /* those starting in the window */
             left -= m;
             const uint64_t p0 = p;
@@ -833,15 +834,17 @@ static uint64_t *region_bits(const struct img_view *v)
     return calloc((size_t)(v->words + 63) / 64 + 1, sizeof(uint64_t));
 }
 
-static mp_img_status pass_begin(struct pass *ps, const struct img_view *v, mp_img_error *err)
+static mp_img_status pass_begin(struct pass *ps, const struct img_view *v, int targets,
+                                mp_img_error *err)
 {
     memset(ps, 0, sizeof *ps);
     ps->v = v;
     ps->hashed = IMG_CHECKSUM_FROM;
     img_hash_init(&ps->hash);
     ps->plans = make_plans(v, &ps->tmask);
-    ps->targets = region_bits(v);
-    if (!ps->plans || !ps->targets)
+    if (targets)
+        ps->targets = region_bits(v);
+    if (!ps->plans || (targets && !ps->targets))
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory checking %llu objects",
                         (unsigned long long)v->hd.n_objects);
     return MP_IMG_OK;
@@ -850,13 +853,14 @@ static mp_img_status pass_begin(struct pass *ps, const struct img_view *v, mp_im
 static void pass_end(struct pass *ps)
 {
     free(ps->plans);
-    free(ps->targets);
+    if (!ps->targets_in_heap)
+        free(ps->targets);
 }
 
 mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err)
 {
     struct pass ps;
-    mp_img_status st = pass_begin(&ps, v, err);
+    mp_img_status st = pass_begin(&ps, v, 1, err);
     uint64_t *starts = st == MP_IMG_OK ? region_bits(v) : NULL;
     if (st == MP_IMG_OK && !starts)
         st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory checking %llu objects",
@@ -899,31 +903,38 @@ static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintp
 }
 
 /* Allocate: one block for the region's copy with the byte blob after it,
- * owned by the heap as one chunk whose objects end where the blob begins. */
+ * owned by the heap as one chunk whose objects end where the blob begins.
+ * The chunk's start bits and the pass's target bits go in the same block,
+ * after the blob: fresh memory is zero, and a block of huge pages has its
+ * last one zeroed in full anyway. */
 static mp_img_status allocate(mp_img_heap *h, const struct img_view *v, struct pass *ps,
                               struct img_chunk **chunk, mp_img_error *err)
 {
     *chunk = NULL;
     if (v->words == 0)
         return MP_IMG_OK; /* no objects: roots are all nil, no bytes unit */
-    size_t cap = (size_t)v->words * sizeof(mp_img_word), size = cap + (size_t)v->hd.n_bytes;
+    const size_t cap = (size_t)v->words * sizeof(mp_img_word);
+    const size_t bits_at = cap + (size_t)img_pad8(v->hd.n_bytes);
+    const size_t bits = ((size_t)(v->words + 63) / 64 + 1) * sizeof(uint64_t);
+    const size_t size = img_big_size(bits_at + 2 * bits);
     int mapped;
-    void *base = img_big_alloc_lazy(size, &mapped);
-    uint64_t *starts = region_bits(v);
-    if (!base || !starts) {
-        if (base)
-            img_big_free(base, size, mapped);
-        free(starts);
+    unsigned char *base = img_big_alloc_lazy(size, &mapped);
+    if (!base)
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
                         (unsigned long long)v->hd.n_objects);
-    }
-    *chunk = img_heap_add_chunk(h, base, cap, size, mapped, starts);
+    if (!mapped) /* from malloc: not zero */
+        memset(base + bits_at, 0, 2 * bits);
+    *chunk = img_heap_add_chunk(h, base, cap, size, mapped, NULL);
     if (!*chunk)
         return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
                         (unsigned long long)v->hd.n_objects);
-    ps->base = base;
-    ps->starts = starts;
-    ps->blob = v->hd.n_bytes ? (unsigned char *)base + cap : NULL;
+    (*chunk)->starts = (uint64_t *)(void *)(base + bits_at);
+    (*chunk)->starts_in_base = 1;
+    ps->base = (mp_img_word *)(void *)base;
+    ps->starts = (*chunk)->starts;
+    ps->targets = (uint64_t *)(void *)(base + bits_at + bits);
+    ps->targets_in_heap = 1;
+    ps->blob = v->hd.n_bytes ? base + cap : NULL;
     return MP_IMG_OK;
 }
 
@@ -951,20 +962,23 @@ static mp_img_status load_view(mp_img_registry *reg, struct img_view *v, mp_img_
         return st;
     struct pass ps;
     memset(&ps, 0, sizeof ps);
-    uint64_t none = 0; /* the start bits of an empty region */
+    uint64_t none = 0, no_targets = 0; /* the bits of an empty region */
     struct img_chunk *chunk = NULL;
     uintptr_t *fvals = malloc((v->hd.n_foreign + 1) * sizeof *fvals);
     if (!fvals)
         st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory loading %llu objects",
                       (unsigned long long)v->hd.n_objects);
     if (st == MP_IMG_OK)
-        st = pass_begin(&ps, v, err);
+        st = pass_begin(&ps, v, 0, err);
     if (st == MP_IMG_OK)
         st = resolve_all(h, v, fvals, err);
     if (st == MP_IMG_OK)
         st = allocate(h, v, &ps, &chunk, err);
-    if (st == MP_IMG_OK && !chunk)
-        ps.starts = &none; /* no objects: the pass still checks the rest */
+    if (st == MP_IMG_OK && !chunk) { /* no objects: the pass still checks the rest */
+        ps.starts = &none;
+        ps.targets = &no_targets;
+        ps.targets_in_heap = 1;
+    }
     if (st == MP_IMG_OK) {
         ps.fvals = fvals;
         if (v->hd.meta_width == 0 && v->hd.shapes_size == 0) {

@@ -81,6 +81,15 @@ void *img_big_zalloc(size_t size, int *mapped)
     return calloc(1, size ? size : 1);
 }
 
+size_t img_big_size(size_t size)
+{
+#ifdef MADV_HUGEPAGE
+    if (size >= HUGE_THRESHOLD)
+        return round_up(size, HUGE_PAGE);
+#endif
+    return size;
+}
+
 void img_big_free(void *p, size_t size, int mapped)
 {
     if (mapped)
