@@ -5,11 +5,13 @@
  *
  * Each step runs ROUNDS times in a fresh child process (as a boot does)
  * and reports its best and median CPU time (user + system):
- *   map     open the file and map it populated (MAP_POPULATE), as the loader
- *   zero    first-touch a fresh block of the file's size (2 MiB pages, as
- *           the loader's heap): the kernel zero-fills it
- *   copy    map + zero + copy the object region into the block (the least
- *           a load that builds a private heap must do)
+ *   map     open the file, map it (as the loader: no MAP_POPULATE) and read
+ *           a byte of every cache line (faults + the file from memory)
+ *   zero    first-touch a fresh block of the loaded heap's size (the region
+ *           in memory and the blob; 2 MiB pages, as the loader's heap): the
+ *           kernel zero-fills it
+ *   copy    map + zero + copy the file's object region and blob into the
+ *           block (the least a load that builds a private heap must move)
  *   hash    map + the image checksum (XXH3-64) over the file
  * BENCHMARKS.md compares these with the load itself (bench-boot). */
 #define _GNU_SOURCE
@@ -50,17 +52,32 @@ static const unsigned char *map_file(size_t *len)
     if (fd < 0 || fstat(fd, &sb))
         _exit(1);
     *len = (size_t)sb.st_size;
-    void *m = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void *m = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
         _exit(1);
     return m;
 }
 
+/* The heap a load of the mapped image builds: the region in memory and
+ * the blob, and where the file holds them. */
+static size_t heap_size(const unsigned char *m, size_t len, size_t *region_at, size_t *file_bytes)
+{
+    struct img_header hd;
+    if (len < sizeof hd)
+        _exit(1);
+    memcpy(&hd, m, sizeof hd);
+    *region_at = sizeof hd + hd.types_size + hd.foreign_size + hd.roots_size;
+    *file_bytes = hd.objects_size;
+    if (*region_at > len || hd.objects_size > len - *region_at)
+        _exit(1);
+    return hd.region_words * 8 + hd.n_bytes;
+}
+
 static unsigned char *fresh(size_t len)
 {
     int mapped;
-    unsigned char *b = img_big_alloc_lazy(len, &mapped);
+    unsigned char *b = img_big_alloc_lazy(img_big_size(len), &mapped);
     if (!b)
         _exit(1);
     return b;
@@ -82,19 +99,21 @@ static double step(int which)
     if (pid == 0) {
         close(fds[0]);
         double c0 = cpu();
-        size_t len;
+        size_t len, at, file_bytes;
         const unsigned char *m = map_file(&len);
-        if (which == 1) {
+        const size_t heap = heap_size(m, len, &at, &file_bytes);
+        if (which == 0) {
+            uint64_t acc = 0;
+            for (size_t o = 0; o < len; o += 64)
+                acc += m[o];
+            sink = acc;
+        } else if (which == 1) {
             c0 = cpu(); /* zero alone */
-            touch(fresh(len), len);
+            touch(fresh(heap), heap);
         } else if (which == 2) {
-            struct img_header hd;
-            memcpy(&hd, m, sizeof hd);
-            size_t at = sizeof hd + hd.types_size + hd.foreign_size + hd.roots_size;
-            if (at > len || hd.objects_size > len - at)
-                _exit(1);
-            unsigned char *b = fresh(len);
-            memcpy(b, m + at, hd.objects_size);
+            unsigned char *b = fresh(heap);
+            memcpy(b, m + at, len - at); /* region, shape table, blob */
+            touch(b, heap);              /* the rest of the heap */
             sink = b[0];
         } else if (which == 3) {
             sink = img_hash(m + IMG_CHECKSUM_FROM, len - IMG_CHECKSUM_FROM);
@@ -130,9 +149,9 @@ int main(int argc, char **argv)
         rounds = 1;
     static const char *const names[] = {"map", "zero", "copy", "hash"};
     static const char *const what[] = {
-        "open + mmap(MAP_POPULATE) of the file",
-        "first touch of a fresh block of the file's size (2 MiB pages)",
-        "map + zero + copy of the object region into it",
+        "open + mmap of the file, a byte of every cache line read",
+        "first touch of a fresh block of the loaded heap's size (2 MiB pages)",
+        "map + zero + copy of the file's region and blob into it",
         "map + XXH3-64 of the file",
     };
     double *t = calloc((size_t)rounds * 4, sizeof *t);

@@ -134,9 +134,11 @@ static void run(const struct types *t, const char *name, mp_img_heap *h, const c
     fclose(f);
     struct stat sb;
     stat(path, &sb);
-    /* The region holds, per object, its metadata, its header word (the
-     * overhead) and its units. */
-    uint64_t units = (hd.objects_size - 8 * (hd.meta_width + 1) * hd.n_objects) / 8;
+    /* The region holds in memory, per object, its metadata, its header
+     * word and its units; the file's overhead is what it spends beyond a
+     * word per unit (negative: runs store no header word per object, and
+     * the references of an all-reference type in 32 bits). */
+    uint64_t units = hd.region_words - (hd.meta_width + 1) * hd.n_objects;
     double overhead =
         ((double)sb.st_size - (double)sizeof hd - (double)hd.types_size - (double)hd.foreign_size -
          (double)hd.roots_size - (double)hd.n_bytes - 8.0 * (double)units) /
