@@ -84,6 +84,7 @@ struct mp_img_registry {
     mp_img_type **types;
     size_t n_types, cap_types;
     size_t meta_width;
+    unsigned refused_foreign; /* MP_IMG_ALLOW_* bits the loader refuses (0: none) */
 };
 
 /* Serialises the registry's type table exactly as the writer stores it;

@@ -878,11 +878,40 @@ mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err
  * `code` entries come last, against the modules loaded by then (including
  * any a dlsym entry just opened), so the result does not depend on the
  * order of the table. */
+/* An entry of a kind the registry refuses (mp_img_registry_allow_foreign),
+ * named in the detail; checked for the whole table before any entry is
+ * reacquired, so a refused image opens no library. */
+static mp_img_status refuse_foreign(const mp_img_registry *reg, const struct img_view *v,
+                                    mp_img_error *err)
+{
+    static const char *const kind_name[] = {"nil", "dlsym", "fd", "code", "callback"};
+    for (uint64_t k = 0; k < v->hd.n_foreign; k++) {
+        const struct img_foreign *f = &v->foreign[k];
+        if (f->kind > IMG_FOREIGN_EXT || !(reg->refused_foreign & (1u << f->kind)))
+            continue;
+        if (f->kind == IMG_FOREIGN_DLSYM) {
+            const char *lib = f->a_len ? (const char *)f->a : "<main program>";
+            int la = f->a_len ? (f->a_len > 200 ? 200 : (int)f->a_len) : (int)strlen(lib);
+            int lb = f->b_len > 200 ? 200 : (int)f->b_len;
+            return img_fail(err, MP_IMG_ERR_FOREIGN,
+                            "foreign entry %llu is dlsym(%.*s, %.*s): this loader does not allow "
+                            "dlsym entries (loading it would open that library)",
+                            (unsigned long long)k + 1, la, lib, lb, (const char *)f->b);
+        }
+        return img_fail(err, MP_IMG_ERR_FOREIGN,
+                        "foreign entry %llu is of kind %s, which this loader does not allow",
+                        (unsigned long long)k + 1, kind_name[f->kind]);
+    }
+    return MP_IMG_OK;
+}
+
 static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintptr_t *fvals,
                                  mp_img_error *err)
 {
-    mp_img_status st = MP_IMG_OK;
+    mp_img_status st = refuse_foreign(h->reg, v, err);
     fvals[0] = 0;
+    if (st != MP_IMG_OK)
+        return st;
     for (uint64_t k = 0; k < v->hd.n_foreign && st == MP_IMG_OK; k++)
         if (v->foreign[k].kind != IMG_FOREIGN_CODE)
             st = img_resolve(h, &v->foreign[k], (size_t)k + 1, &fvals[k + 1], NULL, err);

@@ -22,6 +22,17 @@ mp_img_status mp_img_registry_new(size_t meta_width, mp_img_registry **out, mp_i
     return img_ok(err);
 }
 
+mp_img_status mp_img_registry_allow_foreign(mp_img_registry *reg, unsigned kinds, mp_img_error *err)
+{
+    if (!reg)
+        return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry must not be NULL");
+    if (kinds & ~(unsigned)MP_IMG_ALLOW_ALL)
+        return img_fail(err, MP_IMG_ERR_ARGUMENT, "foreign kinds 0x%x: unknown bits 0x%x", kinds,
+                        kinds & ~(unsigned)MP_IMG_ALLOW_ALL);
+    reg->refused_foreign = (unsigned)MP_IMG_ALLOW_ALL & ~kinds;
+    return img_ok(err);
+}
+
 void mp_img_registry_free(mp_img_registry *reg)
 {
     if (!reg)

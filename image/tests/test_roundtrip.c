@@ -314,3 +314,54 @@ Test(roundtrip, named_code_locations_are_written_again_as_themselves)
     free(p2);
     free(p3);
 }
+
+/* mp_img_registry_allow_foreign: an image holding a refused kind is refused
+ * with the entry named, before anything is reacquired; allowing it again
+ * loads the same file. */
+static char *write_one(mp_img_word value, const char *name)
+{
+    mp_img_word *o = mp_img_alloc(h, f.fn, 2);
+    o[0] = value;
+    mp_img_root_set(h, "o", o, NULL);
+    char *path = fx_path(name);
+    mp_img_error err;
+    cr_assert_eq(mp_img_write(h, path, &err), MP_IMG_OK, "write: %s", err.detail);
+    return path;
+}
+
+Test(roundtrip, refused_foreign_kinds_name_the_entry)
+{
+    char *dl = write_one((mp_img_word)(uintptr_t)&abs, "allow-dlsym.mpimg");
+    mp_img_heap *back = NULL;
+    mp_img_error err;
+    cr_assert_eq(mp_img_registry_allow_foreign(f.reg, MP_IMG_ALLOW_CODE, &err), MP_IMG_OK);
+    cr_assert_eq(mp_img_load(f.reg, dl, &back, &err), MP_IMG_ERR_FOREIGN);
+    cr_assert_null(back);
+    const char *tail = ", abs): this loader does not allow dlsym entries (loading it would open "
+                       "that library)";
+    cr_assert_eq(strncmp(err.detail, "foreign entry 1 is dlsym(", 25), 0, "%s", err.detail);
+    size_t n = strlen(err.detail), t = strlen(tail);
+    cr_assert(n > t && strcmp(err.detail + n - t, tail) == 0, "%s", err.detail);
+
+    mp_img_heap_free(h);
+    cr_assert_eq(mp_img_heap_new(f.reg, &h, NULL), MP_IMG_OK);
+    char *fd = write_one((mp_img_word)stderr, "allow-fd.mpimg");
+    cr_assert_eq(mp_img_load(f.reg, fd, &back, &err), MP_IMG_ERR_FOREIGN);
+    cr_assert_str_eq(err.detail, "foreign entry 1 is of kind fd, which this loader does not allow");
+    cr_assert_eq(mp_img_registry_allow_foreign(f.reg, MP_IMG_ALLOW_ALL & ~MP_IMG_ALLOW_DLSYM, &err),
+                 MP_IMG_OK);
+    cr_assert_eq(mp_img_load(f.reg, fd, &back, &err), MP_IMG_OK, "%s", err.detail);
+    mp_img_heap_free(back);
+
+    cr_assert_eq(mp_img_registry_allow_foreign(f.reg, MP_IMG_ALLOW_ALL, &err), MP_IMG_OK);
+    cr_assert_eq(mp_img_load(f.reg, dl, &back, &err), MP_IMG_OK, "%s", err.detail);
+    int (*fnp)(int) = (int (*)(int))((mp_img_word *)mp_img_root_get(back, "o"))[0];
+    cr_assert_eq(fnp(-3), 3, "the dlsym entry is reacquired once allowed");
+    mp_img_heap_free(back);
+
+    cr_assert_eq(mp_img_registry_allow_foreign(NULL, MP_IMG_ALLOW_ALL, &err), MP_IMG_ERR_ARGUMENT);
+    cr_assert_eq(mp_img_registry_allow_foreign(f.reg, 1u << 7, &err), MP_IMG_ERR_ARGUMENT);
+    cr_assert_str_eq(err.detail, "foreign kinds 0x80: unknown bits 0x80");
+    free(dl);
+    free(fd);
+}

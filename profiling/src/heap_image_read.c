@@ -4,9 +4,9 @@
  * Trust. The image loader checks the file (header fields, checksums,
  * tables, every unit against its shape, every reference); it also
  * reacquires every foreign entry, and a `dlsym` entry makes it dlopen()
- * a library. A heap image names code locations only, so before the
- * loader runs, the foreign table is read here (FORMAT.md, "Foreign
- * table") and an image with any entry but `code` is refused: `mimprof
+ * a library. A heap image names code locations only, so the registry
+ * allows `code` entries alone (mp_img_registry_allow_foreign) and the
+ * loader refuses any other entry before it reacquires anything: `mimprof
  * image` on an untrusted file never loads a library. The schema check
  * after the load trusts nothing the loader does not guarantee: object
  * types, unit counts, string lengths (a str's length word against the
@@ -34,103 +34,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
     }
     return -1;
-}
-
-/* ------------------------------------------------- the foreign table, raw */
-
-#define H_SIZE       208u
-#define H_VERSION    2u
-#define H_BYTE_ORDER UINT64_C(0x0102030405060708)
-#define H_N_FOREIGN  120u
-#define H_TYPES_SIZE 152u
-#define H_FOREIGN_SZ 160u
-#define F_DLSYM      1u
-#define F_CODE       3u
-
-static uint64_t rd64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* Skips a str at *off inside [0, end); false if it does not fit. */
-static bool skip_str(const unsigned char *p, uint64_t end, uint64_t *off, uint64_t *len,
-                     const unsigned char **s)
-{
-    if (end - *off < 8)
-        return false;
-    uint64_t n = rd64(p + *off);
-    uint64_t padded = (n + 7) & ~(uint64_t)7;
-    if (n > end || padded < n || end - *off - 8 < padded)
-        return false;
-    *len = n;
-    *s = p + *off + 8;
-    *off += 8 + padded;
-    return true;
-}
-
-/* 0: the image's foreign table holds only `code` entries, or the header
- * is not one this reader knows (the loader then refuses the file before
- * it reacquires anything); -1 with err: an entry of another kind; -2 with
- * err: a table that does not parse. */
-static int only_code(const unsigned char *p, size_t len, char *err, size_t errlen)
-{
-    uint32_t version, hsize;
-    if (len < H_SIZE || memcmp(p, "MPIMG\r\n\x1a", 8) != 0)
-        return 0;
-    memcpy(&version, p + 8, 4);
-    memcpy(&hsize, p + 12, 4);
-    if (version != H_VERSION || hsize != H_SIZE || rd64(p + 40) != H_BYTE_ORDER)
-        return 0;
-    uint64_t types = rd64(p + H_TYPES_SIZE), fsize = rd64(p + H_FOREIGN_SZ);
-    uint64_t n = rd64(p + H_N_FOREIGN);
-    if (types > len - H_SIZE || fsize > len - H_SIZE - types)
-        return fail(err, errlen, "foreign table: its size runs past the end of the file") - 1;
-    const unsigned char *f = p + H_SIZE + types;
-    uint64_t off = 0;
-    for (uint64_t k = 0; k < n; k++) {
-        if (fsize - off < 8)
-            return fail(err, errlen, "foreign table: entry %llu runs past the table",
-                        (unsigned long long)k + 1) -
-                   1;
-        uint64_t kind = rd64(f + off);
-        off += 8;
-        uint64_t la, lb;
-        const unsigned char *a, *b;
-        if (kind == F_CODE) {
-            if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b) ||
-                fsize - off < 8)
-                return fail(err, errlen, "foreign table: code entry %llu runs past the table",
-                            (unsigned long long)k + 1) -
-                       1;
-            off += 8;
-            continue;
-        }
-        if (kind == F_DLSYM) {
-            if (!skip_str(f, fsize, &off, &la, &a) || !skip_str(f, fsize, &off, &lb, &b))
-                return fail(err, errlen, "foreign table: dlsym entry %llu runs past the table",
-                            (unsigned long long)k + 1) -
-                       1;
-            if (la == 0) {
-                a = (const unsigned char *)"<main program>";
-                la = strlen((const char *)a);
-            }
-            return fail(err, errlen,
-                        "foreign entry %llu is dlsym(%.*s, %.*s): a heap image names only code "
-                        "locations; not loaded (loading it would open that library)",
-                        (unsigned long long)k + 1, la > 200 ? 200 : (int)la, (const char *)a,
-                        lb > 200 ? 200 : (int)lb, (const char *)b);
-        }
-        return fail(err, errlen,
-                    "foreign entry %llu has kind %llu: a heap image names only code locations",
-                    (unsigned long long)k + 1, (unsigned long long)kind);
-    }
-    if (off != fsize)
-        return fail(err, errlen, "foreign table: %llu bytes after its %llu entries",
-                    (unsigned long long)(fsize - off), (unsigned long long)n) -
-               1;
-    return 0;
 }
 
 /* --------------------------------------------------------- schema checks */
@@ -682,27 +585,18 @@ void mp_himg_live_totals(const mp_himg *img, double *objects, double *bytes)
 
 /* ------------------------------------------------------------------ load */
 
-/* `path`: the file `data` was read from, or NULL. */
-static int load(const void *data, size_t len, const char *path, mp_himg **out, char *err,
-                size_t errlen)
+int mp_himg_load_memory(const void *data, size_t len, mp_himg **out, char *err, size_t errlen)
 {
-    int pre = only_code(data, len, err, errlen);
-    if (pre == -2 && path != NULL) {
-        /* A table that does not parse is damage: the image package says
-         * which (it opens nothing to check a file). */
-        mp_img_error e;
-        mp_img_status st = mp_img_verify(path, &e);
-        if (st != MP_IMG_OK)
-            return fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
-    }
-    if (pre != 0)
-        return -1;
     mp_img_registry *reg = NULL;
     mp_himg_types T;
     mp_img_error e;
     mp_img_status st = mp_himg_registry_new(&reg, &T, &e);
-    if (st != MP_IMG_OK)
+    if (st == MP_IMG_OK)
+        st = mp_img_registry_allow_foreign(reg, MP_IMG_ALLOW_CODE, &e);
+    if (st != MP_IMG_OK) {
+        mp_img_registry_free(reg);
         return fail(err, errlen, "%s: %s", mp_img_strerror(st), e.detail);
+    }
     mp_img_heap *h = NULL;
     st = mp_img_load_memory(reg, data, len, &h, &e);
     int rc;
@@ -713,11 +607,6 @@ static int load(const void *data, size_t len, const char *path, mp_himg **out, c
     mp_img_heap_free(h);
     mp_img_registry_free(reg);
     return rc;
-}
-
-int mp_himg_load_memory(const void *data, size_t len, mp_himg **out, char *err, size_t errlen)
-{
-    return load(data, len, NULL, out, err, errlen);
 }
 
 int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
@@ -748,7 +637,7 @@ int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
     bool bad = ferror(f) != 0;
     fclose(f);
     int rc = bad ? fail(err, errlen, "%s: read error", mp_img_strerror(MP_IMG_ERR_IO))
-                 : load(buf, len, path, out, err, errlen);
+                 : mp_himg_load_memory(buf, len, out, err, errlen);
     free(buf);
     return rc;
 }

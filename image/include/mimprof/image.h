@@ -246,6 +246,31 @@ MP_IMG_API mp_img_status mp_img_registry_new(size_t meta_width, mp_img_registry 
 /** Frees a registry and its types. Heaps made from it must be freed first. */
 MP_IMG_API void mp_img_registry_free(mp_img_registry *reg);
 
+/** Foreign entry kinds an image loaded with a registry may hold (bits for
+ *  mp_img_registry_allow_foreign()); `nil` is always allowed. */
+enum {
+    MP_IMG_ALLOW_DLSYM = 1u << 1, /**< dlsym(library, symbol): the loader dlopen()s the library */
+    MP_IMG_ALLOW_FD = 1u << 2,    /**< fd(stdin|stdout|stderr) */
+    MP_IMG_ALLOW_CODE = 1u << 3,  /**< code(build-id, path, offset) */
+    MP_IMG_ALLOW_CALLBACKS = 1u << 4, /**< values of types with internalise callbacks */
+    MP_IMG_ALLOW_ALL = MP_IMG_ALLOW_DLSYM | MP_IMG_ALLOW_FD | MP_IMG_ALLOW_CODE |
+                       MP_IMG_ALLOW_CALLBACKS /**< the default */
+};
+
+/**
+ * Restricts the foreign entries that images loaded with `reg` may hold to
+ * `kinds` (MP_IMG_ALLOW_* bits; the default is ::MP_IMG_ALLOW_ALL). The
+ * loader refuses an image holding an entry of another kind with
+ * ::MP_IMG_ERR_FOREIGN and a detail naming the entry, after verifying the
+ * file and before it reacquires any entry or allocates any object. A program
+ * that loads images it did not write itself excludes ::MP_IMG_ALLOW_DLSYM:
+ * a `dlsym` entry makes the loader dlopen() the library it names.
+ * ::MP_IMG_ERR_ARGUMENT for a NULL registry or a bit outside
+ * ::MP_IMG_ALLOW_ALL.
+ */
+MP_IMG_API mp_img_status mp_img_registry_allow_foreign(mp_img_registry *reg, unsigned kinds,
+                                                       mp_img_error *err);
+
 /**
  * Registers a type. Names are 1..255 bytes without NUL; a name may be
  * registered once. The registration order is part of the type table, so the
@@ -381,7 +406,8 @@ MP_IMG_API mp_img_status mp_img_write(mp_img_heap *heap, const char *path, mp_im
  * patched. The roots come back by name (mp_img_root_get()). Bytes units point
  * into memory the heap owns, NUL-terminated after the stored length.
  * `dlsym` entries make the loader dlopen() the libraries they name (running
- * their constructors): load only images you trust as you would a plugin.
+ * their constructors): load only images you trust as you would a plugin, or
+ * refuse them with mp_img_registry_allow_foreign().
  */
 MP_IMG_API mp_img_status mp_img_load(mp_img_registry *reg, const char *path, mp_img_heap **out,
                                      mp_img_error *err);

@@ -555,7 +555,14 @@ Test(image, another_programs_image_is_refused_by_its_type_table, .timeout = 60)
 }
 
 /* An image naming a library by dlsym is refused before the loader could
- * dlopen it. */
+ * dlopen it. A writer can only put a dlsym entry in an image whose type
+ * table differs from the heap-image schema's (the schema's one foreign
+ * unit has the `code` policy, which is part of the table), so this one is
+ * refused at the header; a crafted file that keeps the schema's table and
+ * adds a dlsym entry is refused by the loading registry's foreign
+ * allow-list (code only), which the image package tests word for word
+ * (roundtrip::refused_foreign_kinds_name_the_entry). Either way puts is
+ * never looked up and no library opened. */
 Test(image, dlsym_entries_are_refused_before_loading, .timeout = 60)
 {
     char *dir = scratch();
@@ -579,7 +586,7 @@ Test(image, dlsym_entries_are_refused_before_loading, .timeout = 60)
     cr_assert_eq(mp_img_write(h, file, &e), MP_IMG_OK, "%s", e.detail);
     mp_img_heap_free(h);
     mp_img_registry_free(reg);
-    load_refused(file, "dlsym(");
+    load_refused(file, "type table");
     free(file);
     rm_rf(dir);
 }
