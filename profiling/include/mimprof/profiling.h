@@ -102,6 +102,9 @@
  * `mimprof.%p.pb` | | `MIMPROF_SEED` | sampling seed (default random) | | `MIMPROF_STACK_DEPTH` |
  * frames per stack, 1..512 (default 64) | | `MIMPROF_SYMBOLIZE` | `none`, `functions` or `lines` |
  * | `MIMPROF_DISABLE` | set and not `0`: allocator only, no session |
+ * | `MIMPROF_DEBUG_ROOT` | where separate debug files are looked up by build-id
+ * (`ROOT/.build-id/xx/yyyy.debug`) and debug link; an absolute path; default `/usr/lib/debug`;
+ * read by every report, with or without the preload |
  *
  * A malformed value is reported on stderr and disables profiling; the
  * program runs unchanged. Reports are uncompressed pprof. A forked child
@@ -139,11 +142,14 @@ typedef enum mp_prof_status {
 
 /** How report() names stack frames. */
 typedef enum mp_prof_symbolize {
-    MP_PROF_SYMBOLIZE_NONE = 0,      /**< addresses and mappings only (server-side symbolization) */
-    MP_PROF_SYMBOLIZE_FUNCTIONS = 1, /**< function names from ELF .symtab, else .dynsym */
-    MP_PROF_SYMBOLIZE_LINES = 2      /**< plus file:line and inlined frames (DWARF, libdw feature;
-                                          mp_profiler_start() answers MP_PROF_E_UNSUPPORTED in a build
-                                          without it) */
+    /** Addresses and mappings only (server-side symbolization). */
+    MP_PROF_SYMBOLIZE_NONE = 0,
+    /** Function names from ELF .symtab, else the .symtab of the separate debug
+     *  file the build-id names, else .dynsym. */
+    MP_PROF_SYMBOLIZE_FUNCTIONS = 1,
+    /** Plus file:line and inlined frames (DWARF, libdw feature; mp_profiler_start()
+     *  answers MP_PROF_E_UNSUPPORTED in a build without it). */
+    MP_PROF_SYMBOLIZE_LINES = 2
 } mp_prof_symbolize;
 
 /** Session configuration; start from mp_prof_config_init(). */

@@ -228,6 +228,13 @@ static mp_elf_status read_symsec(const uint8_t *data, size_t size, uint64_t shof
         out->syms[i].addr = c[i].addr;
         out->syms[i].size = c[i].size;
         out->syms[i].name = (uint32_t)(c[i].name - lo);
+        /* A .symtab names versioned definitions "name@@VERSION" or
+         * "name@VERSION" (glibc's __libc_start_main@@GLIBC_2.34); the
+         * function is "name", as .dynsym spells it. No C or mangled C++
+         * name holds '@'. */
+        char *at = strchr(out->names + out->syms[i].name, '@');
+        if (at != NULL && at != out->names + out->syms[i].name)
+            *at = '\0';
     }
     out->count = m;
     free(c);

@@ -7,6 +7,7 @@
 #include "../platform/platform.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +274,52 @@ static const char *native_name(mp_syms *s, uintptr_t addr)
     return intern(s, mp_plat_function_name(addr));
 }
 
+/* Where separate debug files live: $MIMPROF_DEBUG_ROOT, else
+ * /usr/lib/debug (read once per process). Offline only: a profiler never
+ * asks a debuginfod server. */
+static const char *g_debug_root;
+static pthread_once_t g_debug_root_once = PTHREAD_ONCE_INIT;
+
+static void debug_root_init(void)
+{
+    const char *e = getenv("MIMPROF_DEBUG_ROOT");
+    g_debug_root = e != NULL && e[0] == '/' ? e : "/usr/lib/debug";
+}
+
+static const char *debug_root(void)
+{
+    pthread_once(&g_debug_root_once, debug_root_init);
+    return g_debug_root;
+}
+
+/* The object's function symbols: its own .symtab, else the .symtab of the
+ * separate debug file its build-id names (ROOT/.build-id/xx/yyyy.debug,
+ * which distributions ship apart: Debian's -dbg and -dbgsym packages; only
+ * there are a stripped library's local functions, e.g. libc's
+ * __libc_start_call_main), else its .dynsym. The debug file must carry the
+ * same build-id. */
+static void read_symtab(const mp_obj *o, mp_elf_symtab *out)
+{
+    mp_elf_status st = mp_elf_read_symbols_file(sym_file(o), o->build_id, out);
+    if (st == MP_ELF_OK && out->source == MP_ELF_SYMS_SYMTAB)
+        return;
+    if (strlen(o->build_id) < 4)
+        return;
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", debug_root(), o->build_id,
+                     o->build_id + 2);
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return;
+    mp_elf_symtab dbg;
+    if (mp_elf_read_symbols_file(path, o->build_id, &dbg) == MP_ELF_OK &&
+        dbg.source == MP_ELF_SYMS_SYMTAB && dbg.count != 0) {
+        mp_elf_symtab_free(out);
+        *out = dbg;
+        return;
+    }
+    mp_elf_symtab_free(&dbg);
+}
+
 static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
 {
     struct mp_obj_syms *os = obj_syms(o);
@@ -280,8 +327,8 @@ static const char *elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)
         return NULL;
     if (!os->symtab_tried) {
         os->symtab_tried = true;
-        if (mp_elf_read_symbols_file(sym_file(o), o->build_id, &os->symtab) == MP_ELF_OK)
-            s->symtab_bytes += mp_elf_symtab_bytes(&os->symtab);
+        read_symtab(o, &os->symtab);
+        s->symtab_bytes += mp_elf_symtab_bytes(&os->symtab);
     }
     const mp_elf_sym *sym = mp_elf_symtab_lookup(&os->symtab, (uint64_t)(addr - o->base));
     return sym ? intern(s, os->symtab.names + sym->name) : NULL;
@@ -323,7 +370,7 @@ static int offline_find_debuginfo(Dwfl_Module *mod, void **userdata, const char 
     if (n > 1 && n <= MP_ELF_BUILD_ID_MAX) {
         char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
         mp_elf_hex(bits, (size_t)n, hex);
-        snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+        snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", debug_root(), hex, hex + 2);
         int fd = try_open(path, debuginfo_file_name);
         if (fd >= 0)
             return fd;
@@ -331,9 +378,11 @@ static int offline_find_debuginfo(Dwfl_Module *mod, void **userdata, const char 
     if (debuglink_file != NULL && file_name != NULL && strchr(debuglink_file, '/') == NULL) {
         const char *slash = strrchr(file_name, '/');
         int dirlen = slash ? (int)(slash - file_name) : 0;
-        static const char *const fmts[] = {"%.*s/%s", "%.*s/.debug/%s", "/usr/lib/debug%.*s/%s"};
-        for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
-            int len = snprintf(path, sizeof path, fmts[i], dirlen, file_name, debuglink_file);
+        /* DIR/LINK, DIR/.debug/LINK, ROOT/DIR/LINK */
+        const char *pre[3] = {"", "", debug_root()}, *mid[3] = {"/", "/.debug/", "/"};
+        for (int i = 0; i < 3; i++) {
+            int len = snprintf(path, sizeof path, "%s%.*s%s%s", pre[i], dirlen, file_name, mid[i],
+                               debuglink_file);
             if (len <= 0 || (size_t)len >= sizeof path || strcmp(path, file_name) == 0)
                 continue;
             int fd = try_open(path, debuginfo_file_name);

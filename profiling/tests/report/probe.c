@@ -1,16 +1,19 @@
 /* Reports its own known sites into the file argv[1] (symbolization
- * `lines`), then prints "alpha=<hex pc> gamma=<hex pc> hook=<hex pc>".
- * Run as built and as a `strip --strip-all` copy by test_stripped.c. */
+ * argv[2]: `lines`, the default, or `functions`), then prints "alpha=<hex pc> gamma=<hex pc>
+ * hook=<hex pc>". Run as built and as a `strip --strip-all` copy by test_stripped.c. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "report_builder.h"
 #include "sites.h"
 
 int main(int argc, char **argv)
 {
-    if (argc != 2)
+    if (argc != 2 && argc != 3)
         return 2;
+    bool functions = argc == 3 && strcmp(argv[2], "functions") == 0;
     uintptr_t pcs[3];
     report_site_alpha();
     pcs[0] = sites_pc;
@@ -19,7 +22,9 @@ int main(int argc, char **argv)
     mp_prof_sample_hook();
     pcs[2] = sites_pc;
     mp_report_cache *c = mp_report_cache_new();
-    mp_report_options o = {.period = 4096, .symbolize = MP_PROF_SYMBOLIZE_LINES};
+    mp_report_options o = {.period = 4096,
+                           .symbolize =
+                               functions ? MP_PROF_SYMBOLIZE_FUNCTIONS : MP_PROF_SYMBOLIZE_LINES};
     mp_report_builder *b = mp_report_begin(c, &o);
     double v[4] = {1, 64, 1, 64};
     for (int i = 0; i < 3; i++)

@@ -101,6 +101,23 @@ Test(report_elf, dynsym_fallback_on_stripped_file)
     mp_elf_symtab_free(&t);
 }
 
+/* glibc's .symtab spells versioned definitions "name@@VERSION"; the
+ * function is "name", as .dynsym and every symbolizer spell it. */
+Test(report_elf, symbol_versions_are_not_part_of_the_name)
+{
+    mp_elf_symtab t;
+    cr_assert_eq(mp_elf_read_symbols_file(VERSIONED_PATH, "", &t), MP_ELF_OK);
+    cr_assert_eq(t.source, MP_ELF_SYMS_SYMTAB);
+    bool found = false;
+    for (size_t i = 0; i < t.count; i++) {
+        const char *name = t.names + t.syms[i].name;
+        cr_assert_null(strchr(name, '@'), "%s", name);
+        found = found || strcmp(name, "mp_report_versioned") == 0;
+    }
+    cr_assert(found, "the versioned definition is named without its version");
+    mp_elf_symtab_free(&t);
+}
+
 /* Every parser entry point on `data`: must not crash or read outside. */
 static void parse_all(const uint8_t *data, size_t len)
 {

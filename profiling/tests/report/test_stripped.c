@@ -16,14 +16,16 @@ typedef struct run {
     int quality;
 } run;
 
-static run run_probe(const char *exe)
+/* Runs `exe` with the environment assignments `env` (a shell prefix, may
+ * be "") and symbolization `mode` ("lines" or "functions"). */
+static run run_probe_with(const char *env, const char *exe, const char *mode)
 {
     run r = {0};
     char *dir = ut_tmpdir();
     char path[4096];
     snprintf(path, sizeof path, "%s/probe.pb", dir);
     int st;
-    char *out = ut_run(&st, "'%s' '%s'", exe, path);
+    char *out = ut_run(&st, "%s '%s' '%s' %s", env, exe, path, mode);
     cr_assert_eq(st, 0, "%s failed: %s", exe, out ? out : "");
     cr_assert_eq(sscanf(out, "alpha=%lx gamma=%lx hook=%lx quality=%d", &r.alpha, &r.gamma, &r.hook,
                         &r.quality),
@@ -37,6 +39,8 @@ static run run_probe(const char *exe)
     free(dir);
     return r;
 }
+
+static run run_probe(const char *exe) { return run_probe_with("", exe, "lines"); }
 
 static const Perftools__Profiles__Location *at(const ut_prof *p, unsigned long pc)
 {
@@ -104,4 +108,47 @@ Test(report_stripped, names_drop_to_dynsym_and_addresses)
     ut_free(bare.p);
     free(full.raw);
     free(bare.raw);
+}
+
+/* A stripped binary whose separate debug file (objcopy --only-keep-debug)
+ * sits under MIMPROF_DEBUG_ROOT/.build-id/xx/yyyy.debug, as Debian's -dbg
+ * packages install them under /usr/lib/debug: its .symtab names the
+ * unexported functions again, in `functions` mode too. */
+Test(report_stripped, debug_file_by_build_id_restores_names)
+{
+    char id[256];
+    build_id_of(PROBE_PATH, id, sizeof id);
+    cr_assert_gt(strlen(id), 4);
+    char *root = ut_tmpdir();
+    int st;
+    char *o = ut_run(&st,
+                     "mkdir -p '%s/.build-id/%.2s' && '%s' --only-keep-debug '%s' "
+                     "'%s/.build-id/%.2s/%s.debug'",
+                     root, id, OBJCOPY, PROBE_PATH, root, id, id + 2);
+    cr_assert_eq(st, 0, "%s", o);
+    free(o);
+    char env[4200];
+    snprintf(env, sizeof env, "MIMPROF_DEBUG_ROOT='%s'", root);
+    const char *modes[] = {"functions", "lines"};
+    for (int i = 0; i < (MP_HAVE_LIBDW ? 2 : 1); i++) {
+        run bare = run_probe_with("", PROBE_STRIPPED_PATH, modes[i]);
+        run dbg = run_probe_with(env, PROBE_STRIPPED_PATH, modes[i]);
+        cr_assert_eq(at(bare.p, bare.gamma)->n_line, 0, "%s: no debug file, no name", modes[i]);
+        /* gamma's location: in `lines` mode the DWARF of the debug file adds
+         * the inlined report_inlined_beta before it. */
+        const Perftools__Profiles__Location *g = at(dbg.p, dbg.gamma);
+        cr_assert_eq(g->n_line, i == 0 ? 1 : 2, "%s", modes[i]);
+        cr_assert_str_eq(ut_line_fn(dbg.p, g, g->n_line - 1), "report_outer_gamma", "%s", modes[i]);
+        if (i == 1)
+            cr_assert_str_eq(ut_line_fn(dbg.p, g, 0), "report_inlined_beta");
+        cr_assert_str_eq(ut_line_fn(dbg.p, at(dbg.p, dbg.hook), 0), "mp_prof_sample_hook", "%s",
+                         modes[i]);
+        cr_assert_gt(dbg.quality, bare.quality, "%s: the classifier sees the names", modes[i]);
+        ut_free(bare.p);
+        ut_free(dbg.p);
+        free(bare.raw);
+        free(dbg.raw);
+    }
+    free(ut_run(&st, "rm -rf '%s'", root));
+    free(root);
 }
