@@ -21,7 +21,7 @@
  * Cost model
  * ----------
  * - Allocation: one subtraction from a thread-local byte countdown
- *   (initial-exec TLS) and one branch. When the countdown would go below
+ *   (initial-exec TLS on ELF) and one branch. When the countdown would go below
  *   zero the allocation takes the out-of-line *sampling path*: a fresh
  *   exponential interval is drawn (one RNG draw), and if a session is
  *   running the stack is captured and the block is recorded with the
@@ -32,7 +32,12 @@
  *   page, the bit by its 64-byte granule); only a positive consults the
  *   live table. Unsampled blocks never touch a lock or a table.
  * - No lock, no atomic read-modify-write and no out-of-line call on either
- *   fast path.
+ *   fast path (ELF). On Mach-O a `__thread` variable is a dyld TLV: every
+ *   access goes through its descriptor's thunk (tlv_get_addr), the
+ *   tls_model attribute has no effect, and the first access in a thread
+ *   allocates the thread's block with malloc() (dyld's
+ *   tlv_allocate_and_initialize_for_key). So on macOS the provider must not
+ *   be the allocator behind malloc() itself.
  *
  * Semantics
  * ---------
@@ -170,8 +175,15 @@ static inline int mp_prof_hook_consume(size_t size)
 }
 
 #if defined(__APPLE__) && defined(__MACH__)
-/* Mach-O: a section is named "segment,section" and lives in __TEXT; ld64
- * defines its bounds as section$start$ and section$end$ symbols. */
+/* Mach-O: a section is named "segment,section" (section name at most 16
+ * characters) and this one lives in __TEXT. The linker defines its bounds
+ * as the symbols section$start$__TEXT$mimprof_hooks and
+ * section$end$__TEXT$mimprof_hooks: the asm labels give those exact names,
+ * without the C underscore prefix. ld64 (SectionBoundaryAtom in
+ * Resolver.cpp) and lld (handleSectionBoundarySymbol) define them with
+ * linkage-unit scope, one pair per linked image, and create the section
+ * when no input has it, so they are defined even for an empty section and
+ * need no weak reference. */
 /** Template interface: start of this object's hook section (set by the linker). */
 extern const char __start_mimprof_hooks[] __asm("section$start$__TEXT$mimprof_hooks")
     __attribute__((visibility("hidden")));

@@ -1,29 +1,44 @@
 /* The macOS backend of the platform layer (platform.h): Mach-O images
  * through dyld's documented API (<mach-o/dyld.h>) and dladdr().
  *
- * Written from Apple's documented interfaces; it cannot be compiled on the
- * Linux machines where the rest is tested (the generic backend is what
- * `-Dplatform=generic` builds there). The macOS job of the workflow
- * builds it.
+ * Checked against the real declarations (cctools' <mach-o/loader.h>,
+ * dyld's <mach-o/dyld.h> and <dlfcn.h>, xnu's <mach/vm_prot.h>) and the
+ * behaviour of dyld's own sources (dladdr, MachOLoaded, the shared-cache
+ * builder), compiled for arm64- and x86_64-apple-macos13; it cannot be
+ * linked or run on the Linux machines where the rest is tested (the
+ * generic backend is what `-Dplatform=generic` builds there). The macOS
+ * job of the workflow builds it.
  *
  * - Objects: _dyld_image_count / _dyld_get_image_header /
- *   _dyld_get_image_vmaddr_slide / _dyld_get_image_name; index 0 is the
- *   main program. One mapping per executable LC_SEGMENT_64 (initprot has
- *   VM_PROT_EXECUTE, i.e. __TEXT): start vmaddr + slide, limit start +
- *   vmsize, file offset fileoff; the build-id is the LC_UUID (16 bytes,
- *   lower-case hex, as `dwarfdump --uuid` prints it without dashes).
- *   Images of the dyld shared cache have no file on disk since macOS 11:
- *   they keep their install name as path and has_file false.
+ *   _dyld_get_image_vmaddr_slide / _dyld_get_image_name. The main program
+ *   is the image whose filetype is MH_EXECUTE, not index 0: dyld4 lists
+ *   DYLD_INSERT_LIBRARIES dylibs before it (it permutes index 0 back only
+ *   for old x86_64 programs, normalizeImageIndex() in dyld's DyldAPIs.cpp);
+ *   it is put first here. One mapping per executable LC_SEGMENT_64
+ *   (initprot has VM_PROT_EXECUTE, i.e. __TEXT): start vmaddr + slide,
+ *   limit start + vmsize, file offset fileoff; the build-id is the LC_UUID
+ *   (its 16 bytes in order as lower-case hex; `dwarfdump --uuid` prints the
+ *   same digits upper-case with dashes).
+ *   Images of the dyld shared cache (MH_DYLIB_IN_CACHE in the header's
+ *   flags, which dyld itself tests) have no file of their own: since
+ *   macOS 11 none on disk, and the cache builder rewrites their segments'
+ *   fileoff to offsets in the cache file. They keep their install name as
+ *   path, has_file false, and as file offset the segment's offset in the
+ *   image (vmaddr - __TEXT's vmaddr: 0 for __TEXT, as in the dylib).
  * - Change detection: the image count and a hash of the headers' addresses
  *   (no dyld add/remove callbacks: those cannot be unregistered).
  *   dyld's index-based calls are not atomic against a concurrent
  *   dlopen/dlclose; a header that vanished reads as NULL and is skipped,
  *   and the next report reads the list again (the fingerprint changed).
- * - Function names: dladdr() answers the nearest preceding exported
- *   symbol, which for a static function is another function's name. The
- *   name is kept only when the image's LC_FUNCTION_STARTS says the function
- *   containing the address starts exactly at dli_saddr; an image without
- *   function starts (ld -no_function_starts) gives no names.
+ * - Function names: dladdr() answers the nearest preceding nlist symbol
+ *   of the address's section (external definitions, then local non-debug
+ *   symbols; MachOLoaded::findClosestSymbol), without its leading
+ *   underscore. In a stripped image, and in the shared cache (whose local
+ *   symbols are moved out of the mapped symbol table), that is often
+ *   another function's name. The name is kept only when the image's
+ *   LC_FUNCTION_STARTS says the function containing the address starts
+ *   exactly at dli_saddr; an image without function starts
+ *   (ld -no_function_starts) gives no names.
  * - Not here: DWARF lines (no libdw on Mach-O: symbolize=lines is
  *   MP_PROF_E_UNSUPPORTED) and heap images (their code units are ELF
  *   build-id, path and offset, read back with the ELF reader:
@@ -116,6 +131,18 @@ static bool image_slide(const struct mach_header_64 *h, intptr_t *slide)
     return true;
 }
 
+/* MH_DYLIB_IN_CACHE: <mach-o/loader.h> of the macOS 11 SDK and later. */
+#ifndef MH_DYLIB_IN_CACHE
+#define MH_DYLIB_IN_CACHE 0x80000000u
+#endif
+
+/* Whether the image is part of the dyld shared cache (no file of its own;
+ * segment fileoff values are offsets in the cache file). */
+static bool in_shared_cache(const struct mach_header_64 *h)
+{
+    return (h->flags & MH_DYLIB_IN_CACHE) != 0;
+}
+
 /* ---- change detection ---- */
 
 bool mp_plat_loader_counters(unsigned long long *adds, unsigned long long *subs)
@@ -144,6 +171,8 @@ static void obj_free(mp_obj *o)
 static size_t exec_segments(const struct mach_header_64 *h, intptr_t slide, mp_map_seg *out,
                             size_t cap)
 {
+    const struct segment_command_64 *text = segment(h, SEG_TEXT);
+    bool cached = in_shared_cache(h) && text != NULL;
     size_t n = 0;
     uint32_t i = 0;
     for (const struct load_command *lc = next_command(h, NULL, &i); lc != NULL;
@@ -156,7 +185,7 @@ static size_t exec_segments(const struct mach_header_64 *h, intptr_t slide, mp_m
         if (out != NULL && n < cap) {
             out[n].start = (uintptr_t)s->vmaddr + (uintptr_t)slide;
             out[n].limit = out[n].start + (uintptr_t)s->vmsize;
-            out[n].file_offset = s->fileoff;
+            out[n].file_offset = cached ? s->vmaddr - text->vmaddr : s->fileoff;
         }
         n++;
     }
@@ -182,13 +211,13 @@ static mp_obj *make_obj(uint32_t index)
     }
     o->nsegs = exec_segments(h, slide, o->segs, nexec);
     o->base = (uintptr_t)slide;
-    o->is_main = index == 0;
+    o->is_main = h->filetype == MH_EXECUTE;
     o->loaded = true;
     o->native_names = true;
 
     const char *name = _dyld_get_image_name(index);
     char real[PATH_MAX];
-    if (name != NULL && name[0] != '\0' && realpath(name, real) != NULL) {
+    if (!in_shared_cache(h) && name != NULL && name[0] != '\0' && realpath(name, real) != NULL) {
         o->path = strdup(real);
         o->has_file = true;
     } else {
@@ -212,10 +241,21 @@ bool mp_plat_scan_objects(mp_obj ***out, size_t *n)
     if (found == NULL)
         return false;
     size_t k = 0;
+    bool have_main = false;
     for (uint32_t i = 0; i < count; i++) {
         mp_obj *o = make_obj(i);
-        if (o != NULL)
+        if (o == NULL)
+            continue;
+        if (o->is_main && have_main)
+            o->is_main = false; /* a dlopen()ed executable: not the program */
+        if (o->is_main) {       /* the main program first (maps.h) */
+            have_main = true;
+            memmove(found + 1, found, k * sizeof *found);
+            found[0] = o;
+            k++;
+        } else {
             found[k++] = o;
+        }
     }
     *out = found;
     *n = k;
@@ -245,7 +285,7 @@ size_t mp_plat_object_code(uintptr_t addr, uintptr_t *starts, uintptr_t *ends, s
         starts[i] = segs[i].start;
         ends[i] = segs[i].limit;
     }
-    *is_main = (const void *)_dyld_get_image_header(0) == info.dli_fbase;
+    *is_main = h->filetype == MH_EXECUTE;
     return n;
 }
 
@@ -268,25 +308,31 @@ static bool read_uleb(const uint8_t **p, const uint8_t *end, uint64_t *out)
 }
 
 /* The start of the function containing `addr` in image `h`, from
- * LC_FUNCTION_STARTS (ULEB128 deltas, the first from __TEXT's vmaddr,
- * ended by 0). False when the image has none or `addr` precedes them. */
+ * LC_FUNCTION_STARTS: ULEB128 deltas ended by 0, the first from the image's
+ * mach header (which is where __TEXT's vmaddr + slide lands), as dyld's
+ * MachOLoaded::findClosestFunctionStart reads them. The table is
+ * linkedit_data_command.dataoff, a file offset into __LINKEDIT; in memory
+ * it is at __LINKEDIT's vmaddr + slide + (dataoff - __LINKEDIT's fileoff)
+ * (MachOLoaded::getLinkEditContent). That also holds in the shared cache,
+ * whose builder keeps the function starts and points every dylib's
+ * __LINKEDIT at the merged one with offsets rewritten to match. False when
+ * the image has none or `addr` precedes them. */
 static bool function_start(const struct mach_header_64 *h, uintptr_t addr, uintptr_t *start)
 {
-    const struct segment_command_64 *text = segment(h, SEG_TEXT);
     const struct segment_command_64 *linkedit = segment(h, SEG_LINKEDIT);
     const struct linkedit_data_command *fs =
         (const struct linkedit_data_command *)(const void *)command(
             h, LC_FUNCTION_STARTS, sizeof(struct linkedit_data_command));
     intptr_t slide;
-    if (text == NULL || linkedit == NULL || fs == NULL || fs->datasize == 0 ||
-        fs->dataoff < linkedit->fileoff || !image_slide(h, &slide))
+    if (linkedit == NULL || fs == NULL || fs->datasize == 0 || fs->dataoff < linkedit->fileoff ||
+        !image_slide(h, &slide))
         return false;
     uint64_t rel = (uint64_t)fs->dataoff - linkedit->fileoff;
-    if (rel + fs->datasize > linkedit->vmsize)
+    if (rel + fs->datasize > linkedit->filesize)
         return false;
     const uint8_t *p = (const uint8_t *)(uintptr_t)(linkedit->vmaddr + (uint64_t)slide + rel);
     const uint8_t *end = p + fs->datasize;
-    uintptr_t fn = (uintptr_t)text->vmaddr + (uintptr_t)slide;
+    uintptr_t fn = (uintptr_t)h;
     uintptr_t best = 0;
     uint64_t delta;
     while (read_uleb(&p, end, &delta) && delta != 0) {
