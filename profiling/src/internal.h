@@ -223,7 +223,6 @@ struct mp_recorder {
     _Atomic unsigned next_ordinal;
     mp_profiler *owner; /* under session */
     _Atomic int observed;
-    _Atomic uint64_t next_live_id;
     struct mp_counters c;
 };
 

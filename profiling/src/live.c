@@ -44,6 +44,10 @@ typedef struct stripe {
     size_t cap; /* power of two, or 0 */
     size_t count;
     uint8_t *counts; /* SLOTS_PER_STRIPE filter-slot counts, lazily allocated */
+    /* Entry identities (mp_live_id): unique within the stripe, which is all
+     * they need, since a pointer always maps to one stripe; a per-stripe
+     * counter under the lock keeps a shared atomic off the sampling path. */
+    uint64_t next_id;
     /* Heap-image snapshot: while set, the stripe has not been copied yet
      * (see mp_live_snap_begin). Under the stripe lock. */
     bool snap_pending;
@@ -89,19 +93,24 @@ static inline size_t home(uintptr_t p, size_t cap)
 }
 
 /* Both levels of a word change under its stripe's lock only (the stripe
- * of slot s is s >> SLOT_BITS, which holds all 64 slots of its word). */
+ * of slot s is s >> SLOT_BITS, which holds all 64 slots of its word), so a
+ * plain read and an atomic store suffice (no read-modify-write): no other
+ * writer can come between them, and readers see the old or the new word. */
 static void filter_set(uint32_t slot)
 {
     uint32_t w = slot >> 6;
-    __atomic_fetch_or(&mp_prof_hook_filter.bits[w], (uint64_t)1 << (slot & 63), __ATOMIC_RELAXED);
+    uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
+    __atomic_store_n(&mp_prof_hook_filter.bits[w], x | (uint64_t)1 << (slot & 63),
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&mp_prof_hook_filter.summary[w], 1, __ATOMIC_RELAXED);
 }
 
 static void filter_clear(uint32_t slot)
 {
     uint32_t w = slot >> 6;
-    uint64_t left = __atomic_and_fetch(&mp_prof_hook_filter.bits[w], ~((uint64_t)1 << (slot & 63)),
-                                       __ATOMIC_RELAXED);
+    uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
+    uint64_t left = x & ~((uint64_t)1 << (slot & 63));
+    __atomic_store_n(&mp_prof_hook_filter.bits[w], left, __ATOMIC_RELAXED);
     if (left == 0)
         __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
 }
@@ -186,9 +195,9 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
 {
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
-    uint64_t id = atomic_fetch_add_explicit(&g_rec.next_live_id, 1, memory_order_relaxed) + 1;
     bool ok = true;
     pthread_mutex_lock(&s->lock);
+    uint64_t id = ++s->next_id;
     if (__builtin_expect(s->snap_pending, 0))
         snap_copy(s);
     size_t i = find(s, p);
