@@ -60,10 +60,11 @@ static bool is_a(const rd *r, const void *o, int t)
     return o != NULL && mp_img_type_of(r->h, o) == r->T->t[t];
 }
 
-/* A words object: its values and their number. */
-static const mp_img_word *words_of(const rd *r, const void *o, size_t *n)
+/* A counted object of type t (words or refs: the count in unit 0): its
+ * values and their number. */
+static const mp_img_word *counted_of(const rd *r, const void *o, int t, size_t *n)
 {
-    if (!is_a(r, o, MP_HIMG_T_WORDS))
+    if (!is_a(r, o, t))
         return NULL;
     const mp_img_word *w = o;
     size_t units = mp_img_units(o);
@@ -73,17 +74,14 @@ static const mp_img_word *words_of(const rd *r, const void *o, size_t *n)
     return w + 1;
 }
 
-/* A refs object likewise. */
+static const mp_img_word *words_of(const rd *r, const void *o, size_t *n)
+{
+    return counted_of(r, o, MP_HIMG_T_WORDS, n);
+}
+
 static const mp_img_word *refs_of(const rd *r, const void *o, size_t *n)
 {
-    if (!is_a(r, o, MP_HIMG_T_REFS))
-        return NULL;
-    const mp_img_word *w = o;
-    size_t units = mp_img_units(o);
-    if (units < 1 || w[0] != units - 1)
-        return NULL;
-    *n = units - 1;
-    return w + 1;
+    return counted_of(r, o, MP_HIMG_T_REFS, n);
 }
 
 /* A str object as a NUL-terminated copy (malloc()ed) of at most `max`

@@ -107,11 +107,25 @@ static mp_prof_config functions_config(void)
     return c;
 }
 
-Test(platform, sessions_reports_and_stacks, .timeout = 60)
+/* A running session with symbolize=functions (the allocator observed). */
+static mp_profiler *start_functions(void)
 {
     observe();
     mp_prof_config c = functions_config();
-    mp_profiler *p = test_start(&c);
+    return test_start(&c);
+}
+
+/* Frees a decoded report, the test's blocks and the session. */
+static void finish(Perftools__Profiles__Profile *prof, void **v, mp_profiler *p)
+{
+    perftools__profiles__profile__free_unpacked(prof, NULL);
+    free_all(v, NBLOCKS);
+    mp_profiler_free(p);
+}
+
+Test(platform, sessions_reports_and_stacks, .timeout = 60)
+{
+    mp_profiler *p = start_functions();
     void *v[NBLOCKS];
     platform_caller(v, NBLOCKS);
     Perftools__Profiles__Profile *prof = report(p);
@@ -137,16 +151,12 @@ Test(platform, sessions_reports_and_stacks, .timeout = 60)
     }
     cr_assert_gt(site_samples, 0, "the exported site is named at the top of its stacks");
     cr_assert_eq(site_objects, NBLOCKS, "live objects of the site: %lld", (long long)site_objects);
-    perftools__profiles__profile__free_unpacked(prof, NULL);
-    free_all(v, NBLOCKS);
-    mp_profiler_free(p);
+    finish(prof, v, p);
 }
 
 Test(platform, mappings_are_what_the_backend_promises, .timeout = 60)
 {
-    observe();
-    mp_prof_config c = functions_config();
-    mp_profiler *p = test_start(&c);
+    mp_profiler *p = start_functions();
     void *v[NBLOCKS];
     platform_caller(v, NBLOCKS);
     Perftools__Profiles__Profile *prof = report(p);
@@ -172,16 +182,12 @@ Test(platform, mappings_are_what_the_backend_promises, .timeout = 60)
     cr_assert_eq(strlen(prof->string_table[prof->mapping[0]->build_id]), 32, "LC_UUID");
 #endif
 #endif
-    perftools__profiles__profile__free_unpacked(prof, NULL);
-    free_all(v, NBLOCKS);
-    mp_profiler_free(p);
+    finish(prof, v, p);
 }
 
 Test(platform, names_are_right_or_absent, .timeout = 60)
 {
-    observe();
-    mp_prof_config c = functions_config();
-    mp_profiler *p = test_start(&c);
+    mp_profiler *p = start_functions();
     void *v[NBLOCKS];
     for (size_t i = 0; i < NBLOCKS; i++)
         v[i] = platform_static_site(BLOCK);
@@ -204,9 +210,7 @@ Test(platform, names_are_right_or_absent, .timeout = 60)
         seen++;
     }
     cr_assert_gt(seen, 0, "the static site's samples were found by address");
-    perftools__profiles__profile__free_unpacked(prof, NULL);
-    free_all(v, NBLOCKS);
-    mp_profiler_free(p);
+    finish(prof, v, p);
 }
 
 Test(platform, lines_supported_or_refused, .timeout = 60)
@@ -235,9 +239,7 @@ Test(platform, lines_supported_or_refused, .timeout = 60)
 
 Test(platform, heap_images_supported_or_refused, .timeout = 60)
 {
-    observe();
-    mp_prof_config c = functions_config();
-    mp_profiler *p = test_start(&c);
+    mp_profiler *p = start_functions();
     void *v[NBLOCKS];
     platform_caller(v, NBLOCKS);
     char path[] = "/tmp/mimprof-platform-XXXXXX";
@@ -258,7 +260,5 @@ Test(platform, heap_images_supported_or_refused, .timeout = 60)
     /* The session is unaffected either way. */
     Perftools__Profiles__Profile *prof = report(p);
     cr_assert_gt(prof->n_sample, 0);
-    perftools__profiles__profile__free_unpacked(prof, NULL);
-    free_all(v, NBLOCKS);
-    mp_profiler_free(p);
+    finish(prof, v, p);
 }
