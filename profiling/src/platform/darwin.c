@@ -158,16 +158,6 @@ bool mp_plat_loader_counters(unsigned long long *adds, unsigned long long *subs)
 
 /* ---- the image list ---- */
 
-static void obj_free(mp_obj *o)
-{
-    if (o == NULL)
-        return;
-    free(o->path);
-    free(o->sym_path);
-    free(o->segs);
-    free(o);
-}
-
 static size_t exec_segments(const struct mach_header_64 *h, intptr_t slide, mp_map_seg *out,
                             size_t cap)
 {
@@ -224,7 +214,7 @@ static mp_obj *make_obj(uint32_t index)
         o->path = strdup(name != NULL && name[0] != '\0' ? name : "[unknown]");
     }
     if (o->path == NULL) {
-        obj_free(o);
+        mp_obj_free(o);
         return NULL;
     }
     const struct uuid_command *u =

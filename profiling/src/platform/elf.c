@@ -91,16 +91,6 @@ typedef struct scan {
     char exe[PATH_MAX];
 } scan;
 
-static void obj_free(mp_obj *o)
-{
-    if (o == NULL)
-        return;
-    free(o->path);
-    free(o->sym_path);
-    free(o->segs);
-    free(o);
-}
-
 static mp_obj *make_obj(const struct dl_phdr_info *info, bool is_main, const char *exe)
 {
     uintptr_t pg = page_size();
@@ -147,7 +137,7 @@ static mp_obj *make_obj(const struct dl_phdr_info *info, bool is_main, const cha
         o->path = strdup(name != NULL && name[0] ? name : "[unknown]");
     }
     if (o->path == NULL) {
-        obj_free(o);
+        mp_obj_free(o);
         return NULL;
     }
     uint8_t id[MP_ELF_BUILD_ID_MAX];
@@ -171,7 +161,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
         size_t nc = s->cap ? s->cap * 2 : 32;
         mp_obj **f = realloc(s->found, nc * sizeof *f);
         if (f == NULL) {
-            obj_free(o);
+            mp_obj_free(o);
             s->nomem = true;
             return 1;
         }
@@ -193,7 +183,7 @@ bool mp_plat_scan_objects(mp_obj ***out, size_t *n)
     dl_iterate_phdr(scan_cb, s);
     if (s->nomem) {
         for (size_t i = 0; i < s->n; i++)
-            obj_free(s->found[i]);
+            mp_obj_free(s->found[i]);
         free(s->found);
         free(s);
         return false;

@@ -13,21 +13,11 @@
 
 void mp_maps_init(mp_maps *m) { memset(m, 0, sizeof *m); }
 
-static void obj_free(mp_obj *o)
-{
-    if (o == NULL)
-        return;
-    free(o->path);
-    free(o->sym_path);
-    free(o->segs);
-    free(o);
-}
-
 static void drop(mp_maps *m, mp_obj *o)
 {
     if (m->on_drop)
         m->on_drop(o, m->on_drop_arg);
-    obj_free(o);
+    mp_obj_free(o);
 }
 
 void mp_maps_destroy(mp_maps *m)
@@ -116,7 +106,7 @@ bool mp_maps_refresh(mp_maps *m)
         free(next);
         free(kept);
         for (size_t i = 0; i < s.n; i++)
-            obj_free(s.found[i]);
+            mp_obj_free(s.found[i]);
         free(s.found);
         return false;
     }
@@ -128,7 +118,7 @@ bool mp_maps_refresh(mp_maps *m)
         for (size_t j = 0; j < m->nobjs; j++) {
             if (!kept[j] && same_obj(m->objs[j], o)) {
                 kept[j] = true;
-                obj_free(o);
+                mp_obj_free(o);
                 o = m->objs[j];
                 o->loaded = true;
                 break;

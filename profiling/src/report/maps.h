@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "elf_reader.h"
 
@@ -71,6 +72,19 @@ typedef struct mp_maps {
 
 void mp_maps_init(mp_maps *m);
 void mp_maps_destroy(mp_maps *m);
+
+/* Frees an object (malloc()ed, with malloc()ed path, sym_path and segs),
+ * as the platform backends build them; NULL is ignored. Inline: the
+ * backends are also linked without this file (the self-frame tests). */
+static inline void mp_obj_free(mp_obj *o)
+{
+    if (o == NULL)
+        return;
+    free(o->path);
+    free(o->sym_path);
+    free(o->segs);
+    free(o);
+}
 
 /* Re-reads the loaded objects when the loader's fingerprint changed (or
  * never read). Without loader enumeration (generic backend) there are no
