@@ -7,7 +7,6 @@ Needs: MIMPROF (the command). No preload, no network: runs in every tree.
 import gzip
 import os
 import re
-import time
 import unittest
 
 from tool_testlib import (MIMPROF, TempDirTest, heap_profile, mimprof, parse_diff, parse_top,
@@ -227,9 +226,8 @@ class Flame(TempDirTest):
         b.sample(["big", "main"], [1, 100 * stacks, 1, 100 * stacks])
         src = self.write("big.pb.gz", b.encode(gz=True))
         svg = self.path("big.svg")
-        t0 = time.monotonic()
+        # no time limit here: speed is measured by benchmarks, not asserted
         mimprof("flame", src, "-o", svg, check=True)
-        self.assertLess(time.monotonic() - t0, 20)
         _, frames = svg_frames(svg)
         self.assertLess(len(frames), 300, "tiny frames merged")
         self.assertLess(os.path.getsize(svg), 300_000)
