@@ -466,8 +466,15 @@ static void *reporter_main(void *arg)
     }
     for (;;) {
         int r = mpt_rt_wait(&rt.wake, rt.every_ms > 0 ? &next : NULL);
-        if (atomic_load(&rt.stop_req))
+        if (atomic_load(&rt.stop_req)) {
+            /* A report asked for (SIGUSR2) and not taken yet is taken
+             * now: the exit that follows a request never drops it. */
+            if (atomic_exchange(&rt.report_req, false)) {
+                report_once();
+                atomic_fetch_add(&rt.reports_done, 1);
+            }
             break;
+        }
         bool timed_out = r != 0;
         if (timed_out) {
             /* The next period starts from the deadline; after a stall
