@@ -52,10 +52,26 @@ static void expect_accounted(const mp_pyro_stats *s)
                  (unsigned long long)s->reports_queued, (unsigned long long)ended);
 }
 
+/* The agent reports at wall-clock multiples of its interval (reporter.c),
+ * so a run meant to be one window ending at stop must not straddle a
+ * boundary: it uses a one-hour interval and, started within seconds of the
+ * hour, first waits the hour out. (With a 60 s interval a 250 ms run
+ * straddled a minute boundary about once in 240 runs: two reports.) */
+#define ONE_WINDOW 3600000
+
+static void clear_of_boundary(int interval_ms, int run_ms)
+{
+    if (interval_ms != ONE_WINDOW)
+        return;
+    while (ONE_WINDOW - now_ms() % ONE_WINDOW < run_ms + 10000)
+        sleep_ms(200);
+}
+
 static mp_pyro_stats run_once(int interval_ms, int run_ms, mp_pyro_status want_stop)
 {
     mp_pyro_agent *a;
     mp_pyro_config_set_upload_interval_ms(cfg, (uint32_t)interval_ms);
+    clear_of_boundary(interval_ms, run_ms);
     cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
     sleep_ms(run_ms);
     cr_expect_eq(mp_pyro_agent_stop(a), want_stop);
@@ -68,7 +84,7 @@ static mp_pyro_stats run_once(int interval_ms, int run_ms, mp_pyro_status want_s
 
 Test(agent, stop_flushes_the_last_interval)
 {
-    mp_pyro_stats st = run_once(60000, 200, MP_PYRO_OK);
+    mp_pyro_stats st = run_once(ONE_WINDOW, 200, MP_PYRO_OK);
     cr_expect_eq(st.reports, 1);
     cr_expect_eq(st.uploaded, 1);
     cr_expect_eq(ts_summary(&srv, "accepted"), 1);
@@ -80,13 +96,13 @@ Test(agent, stop_flushes_the_last_interval)
 Test(agent, retries_500_and_429)
 {
     ts_post(&srv, "/fault", "{\"mode\": \"500\", \"count\": 2}");
-    mp_pyro_stats st = run_once(60000, 50, MP_PYRO_OK);
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.uploaded, 1);
     cr_expect_eq(st.fail_server, 2);
     cr_expect_eq(st.retries, 2);
     cr_expect_eq(st.requests, 3);
     ts_post(&srv, "/fault", "{\"mode\": \"429\", \"count\": 1}");
-    st = run_once(60000, 50, MP_PYRO_OK);
+    st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.uploaded, 1);
     cr_expect_eq(st.fail_rate_limited, 1);
     cr_expect_eq(ts_summary(&srv, "accepted"), 2);
@@ -94,9 +110,11 @@ Test(agent, retries_500_and_429)
 
 Test(agent, timeout_then_retry)
 {
-    mp_pyro_config_set_timeouts_ms(cfg, 1000, 300);
-    ts_post(&srv, "/fault", "{\"mode\": \"slow\", \"slow_ms\": 900, \"count\": 1}");
-    mp_pyro_stats st = run_once(60000, 50, MP_PYRO_OK);
+    /* the retry has the same request timeout: 1.5 s, so that a loaded
+     * machine's slow (but not faulted) answer does not time out too */
+    mp_pyro_config_set_timeouts_ms(cfg, 1000, 1500);
+    ts_post(&srv, "/fault", "{\"mode\": \"slow\", \"slow_ms\": 6000, \"count\": 1}");
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.fail_timeout, 1);
     cr_expect_eq(st.uploaded, 1);
 }
@@ -104,7 +122,7 @@ Test(agent, timeout_then_retry)
 Test(agent, connection_reset_then_retry)
 {
     ts_post(&srv, "/fault", "{\"mode\": \"reset\", \"count\": 1}");
-    mp_pyro_stats st = run_once(60000, 50, MP_PYRO_OK);
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.fail_connect, 1);
     cr_expect_eq(st.uploaded, 1);
     cr_expect_eq(ts_summary(&srv, "accepted"), 1);
@@ -113,13 +131,14 @@ Test(agent, connection_reset_then_retry)
 Test(agent, other_4xx_not_retried_with_server_message)
 {
     ts_post(&srv, "/config", "{\"body_limit\": 100}");
-    mp_pyro_stats st = run_once(60000, 50, MP_PYRO_OK);
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.requests, 1);
     cr_expect_eq(st.retries, 0);
     cr_expect_eq(st.fail_rejected, 1);
     cr_expect_eq(st.dropped_rejected, 1);
     mp_pyro_agent *a;
-    mp_pyro_config_set_upload_interval_ms(cfg, 60000);
+    mp_pyro_config_set_upload_interval_ms(cfg, ONE_WINDOW);
+    clear_of_boundary(ONE_WINDOW, 1000);
     cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
     mp_pyro_agent_stop(a);
     char msg[512];
@@ -154,7 +173,7 @@ Test(agent, backend_failure_counted)
 Test(agent, backend_serves_one_agent)
 {
     mp_pyro_agent *a, *b = NULL;
-    mp_pyro_config_set_upload_interval_ms(cfg, 60000);
+    mp_pyro_config_set_upload_interval_ms(cfg, ONE_WINDOW);
     cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
     cr_expect_eq(mp_pyro_agent_start(cfg, be, &b), MP_PYRO_E_STATE);
     mp_pyro_agent_free(a);
@@ -246,7 +265,8 @@ Test(agent, spool_resent_after_restart)
     mp_pyro_backend_free(be);
     be = fixed_backend_new(&fb);
     fb->empty = true;
-    mp_pyro_config_set_upload_interval_ms(cfg, 60000);
+    mp_pyro_config_set_upload_interval_ms(cfg, ONE_WINDOW);
+    clear_of_boundary(ONE_WINDOW, 10000);
     mp_pyro_agent *a, *other = NULL;
     cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
     fixed_backend *fb2;
@@ -281,7 +301,7 @@ Test(agent, retry_budget_spent_goes_to_spool)
         .max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
     mp_pyro_config_set_retry(cfg, &p);
     mp_pyro_config_set_spool(cfg, dir, 0, 0);
-    mp_pyro_stats st = run_once(60000, 50, MP_PYRO_OK);
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.fail_server, 2);
     cr_expect_eq(st.spooled, 1);
     cr_expect_eq(st.dropped_retry_exhausted, 0);

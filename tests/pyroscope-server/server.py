@@ -87,6 +87,7 @@ class State:
         self.counters = {}
         self.conns = set()
         self.data_server = None
+        self.port_hold = None  # while down: the port, bound and not listening
         self.data_thread = None
         self.up_timer = None
         self.port = args.port
@@ -116,6 +117,9 @@ class State:
     # --- data listener up/down --------------------------------------------
 
     def start_data(self):
+        if self.port_hold is not None:
+            self.port_hold.close()
+            self.port_hold = None
         srv = DataServer(("127.0.0.1", self.port), DataHandler)
         srv.state = self
         self.port = srv.server_address[1]
@@ -138,6 +142,13 @@ class State:
                 c.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        # Keep the port while down: bound and not listening, it refuses
+        # connections like a closed port, but no other process's bind(0)
+        # can take it before the server comes back up on it.
+        hold = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind(("127.0.0.1", self.port))
+        self.port_hold = hold
 
     def set_fault(self, mode, count=None, slow_ms=None, duration_ms=None):
         if mode not in FAULT_MODES:

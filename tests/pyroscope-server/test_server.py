@@ -481,7 +481,13 @@ class FaultTests(ServerCase):
 
     def test_down_for_duration(self):
         self.srv.ctl("POST", "/fault", {"mode": "down", "duration_ms": 300})
-        time.sleep(0.6)
+        # back up after 300 ms by its own timer: waited for, not assumed
+        # after a fixed sleep (a loaded machine runs the timer late)
+        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while not json.loads(self.srv.ctl("GET", "/status")[2])["up"]:
+            self.assertLess(time.monotonic(), deadline, "not up again 30 s after a 300 ms outage")
+            time.sleep(0.05)
         self.assertEqual(self.srv.ingest("svc", heap_profile([(("main",), [1, 1, 1, 1])]))[0], 200)
 
     def test_reset(self):

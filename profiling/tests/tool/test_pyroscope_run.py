@@ -462,7 +462,10 @@ class BarePreload(PyroscopeTest):
         # a shell that execs the program: both images upload (the preload
         # follows exec by default without the launcher)
         r, _ = self.run_cmd(["sh", "-c", 'exec "$0" --rounds 300 --sleep-us 0', EXAMPLE],
-                            env=self.env("exec", MIMPROF_INTERVAL="16k"))
+                            env=self.env("exec", MIMPROF_INTERVAL="16k",
+                                         # reports are aligned to the wall clock: the
+                                         # default 10 s could fall in the program's life
+                                         PYROSCOPE_UPLOAD_INTERVAL="3600s"))
         self.assertEqual(r.returncode, 0, r.stderr)
         inuse = self.server.points("inuse_space", '{service_name="exec"}')
         self.assertEqual(len(inuse), 1, "one final report: the example's")
