@@ -38,15 +38,17 @@ static void teardown(void)
 
 TestSuite(errors, .init = setup, .fini = teardown, .timeout = 60);
 
-/* A port on 127.0.0.1 nobody listens on. */
+/* A port on 127.0.0.1 nobody listens on: bound and never listening, so
+ * connections are refused, and kept bound for the rest of the test process
+ * (each test is one) so that no other process can take it meanwhile. */
 static int closed_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &al);
-    close(fd);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
     return ntohs(a.sin_port);
 }
 

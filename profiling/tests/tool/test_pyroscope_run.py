@@ -123,12 +123,13 @@ class StandIn:
         return leaves
 
 
-def free_port():
+def refusing_port(test):
+    """A loopback port that refuses connections: bound, never listening,
+    and held until the test ends, so no other process can take it."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    test.addCleanup(s.close)
+    return s.getsockname()[1]
 
 
 class PyroscopeTest(TempDirTest):
@@ -409,7 +410,7 @@ class Unreachable(PyroscopeTest):
                 "time.sleep(0.6)\nraise SystemExit(3)\n")
         plain, plain_s = self.run_cmd([PYTHON, "-c", code])
         self.assertEqual(plain.returncode, 3)
-        url = "http://127.0.0.1:%d" % free_port()
+        url = "http://127.0.0.1:%d" % refusing_port(self)
         r, secs = self.run_cmd([MIMPROF, "run", "--pyroscope", url, "--app", "demo",
                                 "--every", "200ms", "--", PYTHON, "-c", code],
                                env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s"})
@@ -426,7 +427,9 @@ class Unreachable(PyroscopeTest):
         self.assertEqual(at_deadline, total)
         self.assertGreaterEqual(connect, 1)
         # the program was never blocked: only the exit waited, for the deadline
-        self.assertLess(secs, plain_s + 1.0 + 3.0, (secs, plain_s))
+        # (retrying would hold it for the retry budget, far longer than this
+        # bound, which leaves a loaded machine room for two separate runs)
+        self.assertLess(secs, plain_s + 1.0 + 10.0, (secs, plain_s))
 
 
 class BarePreload(PyroscopeTest):
