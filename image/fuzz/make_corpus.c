@@ -152,13 +152,7 @@ int main(int argc, char **argv)
     write_heap(h, "empty");
     mp_img_root_set(h, "nothing", NULL, NULL);
     write_heap(h, "nil-root");
-    void *list = NULL;
-    for (int i = 0; i < 20; i++) {
-        mp_img_word *x = mp_img_alloc(h, f.node, 2);
-        x[1] = (mp_img_word)list;
-        list = x;
-    }
-    mp_img_root_set(h, "list", list, NULL);
+    mp_img_root_set(h, "list", fx_list(h, &f, 20), NULL);
     write_heap(h, "list");
     mp_img_heap_free(h);
 

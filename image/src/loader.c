@@ -570,6 +570,19 @@ static void mark_run(uint64_t *starts, uint64_t a, uint64_t stride, uint64_t n)
 /* A reference x (checked < nw): its target bit, its address. */
 #define REF(x) (targets[(x) / 64] |= (uint64_t)1 << ((x) % 64), (x) ? (uint64_t)(base + (x)) : 0)
 
+/* One object of a run of pairs of references at d: its header word h and
+ * the references x and y, each checked < nw; 0 (nothing written) if not. */
+static inline int put_pair(mp_img_word *d, uint64_t h, uint64_t x, uint64_t y, uint64_t nw,
+                           mp_img_word *base, uint64_t *targets)
+{
+    if (x >= nw || y >= nw)
+        return 0;
+    put(d, h);
+    put(d + 1, REF(x));
+    put(d + 2, REF(y));
+    return 1;
+}
+
 /* A bytes unit x: 0, or the data of a blob entry with its NUL inside the blob. */
 #define BYTES_BAD(x)                                                                               \
     ((x) && ((x) < 8 || (x) % 8 || (x) > nb || img_rd64(blob_src + (x)-8) >= nb - (x) ||           \
@@ -648,22 +661,18 @@ static int fast_fill(struct pass *ps)
                 const size_t pos = (size_t)(rp - v->data);
                 if (pos + 4 * units > ps->hashed)
                     hash_to(ps, v->len - pos > WINDOW ? pos + WINDOW : v->len);
-                uint64_t m = (ps->hashed - pos) / (4 * units) + 1, x, y;
+                uint64_t m = (ps->hashed - pos) / (4 * units) + 1, x;
                 if (m > left)
                     m = left;
                 left -= m;
                 const uint64_t p0 = p;
                 if (units == 2) {
                     for (uint64_t j = 0; j < m; j++, rp += 8, p += 3) {
-                        x = img_rd32(rp);
-                        y = img_rd32(rp + 4);
-                        if (x >= nw || y >= nw) {
+                        if (!put_pair(base + p, h, img_rd32(rp), img_rd32(rp + 4), nw, base,
+                                      targets)) {
                             bad = 1;
                             break;
                         }
-                        put(base + p, h);
-                        put(base + p + 1, REF(x));
-                        put(base + p + 2, REF(y));
                     }
                     mark_run(starts, p0 + 1, 3, (p - p0) / 3);
                     continue;
@@ -694,19 +703,15 @@ static int fast_fill(struct pass *ps)
                 m = (window - f + units - 1) / units; /* those starting in the window */
             left -= m;
             const uint64_t p0 = p;
-            uint64_t x, y;
+            uint64_t x;
             switch (pl->fast) {
             case FAST_REF2: /* pairs of references */
                 for (uint64_t j = 0; j < m; j++, f += 2, p += 3) {
-                    x = img_rd64(src + 8 * f);
-                    y = img_rd64(src + 8 * f + 8);
-                    if (x >= nw || y >= nw) {
+                    if (!put_pair(base + p, h, img_rd64(src + 8 * f), img_rd64(src + 8 * f + 8), nw,
+                                  base, targets)) {
                         bad = 1;
                         break;
                     }
-                    put(base + p, h);
-                    put(base + p + 1, REF(x));
-                    put(base + p + 2, REF(y));
                 }
                 mark_run(starts, p0 + 1, 3, (p - p0) / 3);
                 continue;

@@ -117,6 +117,21 @@ static void remove_tmpdir(void)
         nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void *fx_list(mp_img_heap *h, const struct fx *f, int n)
+{
+    void *list = NULL;
+    for (int i = 0; i < n; i++) {
+        mp_img_word *x = mp_img_alloc(h, f->node, 2);
+        if (!x) {
+            fprintf(stderr, "fx_list: mp_img_alloc failed\n");
+            abort();
+        }
+        x[1] = (mp_img_word)list;
+        list = x;
+    }
+    return list;
+}
+
 const char *fx_tmpdir(void)
 {
     if (!tmpdir[0]) {

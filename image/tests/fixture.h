@@ -28,6 +28,10 @@ struct fx {
 void fx_init(struct fx *f, size_t meta);
 void fx_free(struct fx *f);
 
+/* A list of n fixture nodes on h, each node's unit 1 the next (the last
+ * nil), as fx's node type f->node; returns the head. Aborts on failure. */
+void *fx_list(mp_img_heap *h, const struct fx *f, int n);
+
 /* A fresh empty directory under TMPDIR (or /tmp), removed when the process
  * that made it exits, and a path inside it. */
 const char *fx_tmpdir(void);

@@ -250,13 +250,7 @@ Test(corrupt, runs)
 {
     mp_img_heap *h;
     mp_img_heap_new(f.reg, &h, NULL);
-    void *list = NULL;
-    for (int i = 0; i < 3; i++) {
-        mp_img_word *x = mp_img_alloc(h, f.node, 2);
-        x[1] = (mp_img_word)list;
-        list = x;
-    }
-    mp_img_root_set(h, "list", list, NULL);
+    mp_img_root_set(h, "list", fx_list(h, &f, 3), NULL);
     char *path = fx_path("corrupt-run.mpimg");
     cr_assert_eq(mp_img_write(h, path, NULL), MP_IMG_OK);
     mp_img_heap_free(h);

@@ -189,13 +189,7 @@ Test(refusal, a_write_failing_midway_leaves_nothing)
 {
     /* I/O fault injection: a child whose files may not exceed 64 KiB writes
      * a 2 MiB image; write(2) fails with EFBIG part way through. */
-    void *list = NULL;
-    for (int i = 0; i < 50000; i++) {
-        mp_img_word *c = mp_img_alloc(h, f.node, 2);
-        c[1] = (mp_img_word)list;
-        list = c;
-    }
-    mp_img_root_set(h, "list", list, NULL);
+    mp_img_root_set(h, "list", fx_list(h, &f, 50000), NULL);
     char *path = fx_path("midway.mpimg");
     cr_assert_eq(fx_write(path, "previous", 8), 0);
     pid_t pid = fork();
