@@ -46,7 +46,9 @@ static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
     return img_fail(err, MP_IMG_ERR_CORRUPT, "a reference names no object");
 }
 
-/* One unit of kind k at value x: checked, then (fill) relocated into *d. */
+/* One unit of kind k at value x: checked, then (fill) relocated into *d.
+ * A bytes unit names data whose length is in the word before it and
+ * which a NUL follows, all inside the blob. */
 #define UNIT_CASES(k, x, d, fail_ref, fail_bytes, fail_foreign)                                    \
     switch (k) {                                                                                   \
     case MP_IMG_REF:                                                                               \
@@ -62,8 +64,6 @@ static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
         break;                                                                                     \
     case MP_IMG_BYTES:                                                                             \
         if (x) {                                                                                   \
-            /* The data at x, its length in the word before, and a NUL right                       \
-             * after it, all inside the blob. */                                                   \
             if (x < 8 || x % 8 || x > nb)                                                          \
                 goto fail_bytes;                                                                   \
             uint64_t len_ = img_rd64(blob_src + x - 8);                                            \
