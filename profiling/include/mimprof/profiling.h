@@ -124,6 +124,14 @@
 extern "C" {
 #endif
 
+/** Marks what libmimprof-profiling exports: the library is built with
+ *  hidden visibility, so everything else in it is internal. */
+#if defined(__GNUC__)
+#define MP_PROF_API __attribute__((visibility("default")))
+#else
+#define MP_PROF_API
+#endif
+
 /** Status of a profiling call. */
 typedef enum mp_prof_status {
     MP_PROF_OK = 0,               /**< success */
@@ -221,7 +229,7 @@ typedef struct mp_prof_stats {
 typedef struct mp_profiler mp_profiler;
 
 /** Fills `cfg` with the defaults. */
-void mp_prof_config_init(mp_prof_config *cfg);
+MP_PROF_API void mp_prof_config_init(mp_prof_config *cfg);
 
 /**
  * Validates `cfg`, checks that a sampling allocator has served at least one
@@ -233,7 +241,7 @@ void mp_prof_config_init(mp_prof_config *cfg);
  *         MP_PROF_E_ALLOCATOR_NOT_OBSERVED, MP_PROF_E_BUSY or
  *         MP_PROF_E_NOMEM otherwise (`*out` untouched).
  */
-mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out);
+MP_PROF_API mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out);
 
 /**
  * Drains every thread ring and overflow shard and returns one uncompressed
@@ -242,10 +250,10 @@ mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out);
  * mp_prof_buffer_free().
  * @return MP_PROF_E_INACTIVE when `p` was stopped.
  */
-mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len);
+MP_PROF_API mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len);
 
 /** Frees a buffer returned by mp_profiler_report(). NULL is a no-op. */
-void mp_prof_buffer_free(uint8_t *pprof);
+MP_PROF_API void mp_prof_buffer_free(uint8_t *pprof);
 
 /**
  * Saves the session's state as a *heap image* at `path`: a mimprof-image
@@ -289,22 +297,22 @@ void mp_prof_buffer_free(uint8_t *pprof);
  *         format can carry), MP_PROF_E_INTERNAL (the image library refused the
  *         state: a bug).
  */
-mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path);
+MP_PROF_API mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path);
 
 /**
  * Ends the session: releases the process recorder and the pending
  * metadata. Idempotent; a stopped owner cannot affect a later session.
  */
-mp_prof_status mp_profiler_stop(mp_profiler *p);
+MP_PROF_API mp_prof_status mp_profiler_stop(mp_profiler *p);
 
 /** Stops the session (if running) and releases `p`. NULL is a no-op. */
-void mp_profiler_free(mp_profiler *p);
+MP_PROF_API void mp_profiler_free(mp_profiler *p);
 
 /** A human sentence for `s`; never NULL. */
-const char *mp_prof_strerror(mp_prof_status s);
+MP_PROF_API const char *mp_prof_strerror(mp_prof_status s);
 
 /** Copies the recorder's counters into `out`. */
-void mp_prof_diagnostics(mp_prof_stats *out);
+MP_PROF_API void mp_prof_diagnostics(mp_prof_stats *out);
 
 /**
  * Symbol quality of a profile, by the share of its locations' frames that
@@ -337,14 +345,14 @@ typedef enum mp_prof_symbol_quality {
  * @return MP_PROF_OK and `*out`, or MP_PROF_E_INVALID_CONFIG when the bytes
  *         are not a decodable profile.
  */
-mp_prof_status mp_prof_classify_symbols(const uint8_t *pprof, size_t len,
-                                        mp_prof_symbol_quality *out);
+MP_PROF_API mp_prof_status mp_prof_classify_symbols(const uint8_t *pprof, size_t len,
+                                                    mp_prof_symbol_quality *out);
 
 /** "FULL", "FUNCTIONS", "PARTIAL" or "ADDRESSES_ONLY". */
-const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
+MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
 
 /** The version of the mimprof-profiling package, e.g. "0.1.0". */
-const char *mp_prof_version(void);
+MP_PROF_API const char *mp_prof_version(void);
 
 #ifdef __cplusplus
 }

@@ -49,14 +49,15 @@ typedef struct mp_prof_image mp_prof_image;
  *         MP_PROF_E_BAD_IMAGE (the file cannot be read or is not a heap
  *         image this version reads; `why` says which) otherwise.
  */
-mp_prof_status mp_prof_image_open(const char *path, mp_prof_image **out, char *why, size_t whylen);
+MP_PROF_API mp_prof_status mp_prof_image_open(const char *path, mp_prof_image **out, char *why,
+                                              size_t whylen);
 
 /** The same from `len` bytes at `data` (not retained). */
-mp_prof_status mp_prof_image_open_memory(const void *data, size_t len, mp_prof_image **out,
-                                         char *why, size_t whylen);
+MP_PROF_API mp_prof_status mp_prof_image_open_memory(const void *data, size_t len,
+                                                     mp_prof_image **out, char *why, size_t whylen);
 
 /** Releases `img`. NULL is a no-op. */
-void mp_prof_image_free(mp_prof_image *img);
+MP_PROF_API void mp_prof_image_free(mp_prof_image *img);
 
 /** What an image says about the process and session that wrote it. */
 typedef struct mp_prof_image_info {
@@ -81,7 +82,7 @@ typedef struct mp_prof_image_info {
 } mp_prof_image_info;
 
 /** Fills `out` from `img`. */
-void mp_prof_image_info_get(const mp_prof_image *img, mp_prof_image_info *out);
+MP_PROF_API void mp_prof_image_info_get(const mp_prof_image *img, mp_prof_image_info *out);
 
 /** One loaded object the image recorded. The strings are `img`'s. */
 typedef struct mp_prof_image_mapping {
@@ -98,8 +99,8 @@ typedef struct mp_prof_image_mapping {
  * Mapping `i` (0 <= i < info.mappings) of `img`.
  * @return MP_PROF_OK, or MP_PROF_E_INVALID_CONFIG when `i` is out of range.
  */
-mp_prof_status mp_prof_image_mapping_get(const mp_prof_image *img, size_t i,
-                                         mp_prof_image_mapping *out);
+MP_PROF_API mp_prof_status mp_prof_image_mapping_get(const mp_prof_image *img, size_t i,
+                                                     mp_prof_image_mapping *out);
 
 /** Where the symbols of a mapping are read from offline. */
 typedef enum mp_prof_image_symbols {
@@ -119,9 +120,9 @@ typedef enum mp_prof_image_symbols {
  * `why` gets a sentence for the other outcomes (which files had which
  * build-id). An out-of-range `i` answers NO_FILE.
  */
-mp_prof_image_symbols mp_prof_image_locate(const mp_prof_image *img, size_t i,
-                                           const char *binary_path, char **file, char *why,
-                                           size_t whylen);
+MP_PROF_API mp_prof_image_symbols mp_prof_image_locate(const mp_prof_image *img, size_t i,
+                                                       const char *binary_path, char **file,
+                                                       char *why, size_t whylen);
 
 /** Options of mp_prof_image_pprof(); all zero/NULL: the defaults. */
 typedef struct mp_prof_image_pprof_opts {
@@ -144,8 +145,9 @@ typedef struct mp_prof_image_pprof_opts {
  *         symbolize mode out of range); otherwise what the report side
  *         answered (MP_PROF_E_NOMEM, MP_PROF_E_INTERNAL).
  */
-mp_prof_status mp_prof_image_pprof(const mp_prof_image *img, const mp_prof_image_pprof_opts *opts,
-                                   uint8_t **out, size_t *len);
+MP_PROF_API mp_prof_status mp_prof_image_pprof(const mp_prof_image *img,
+                                               const mp_prof_image_pprof_opts *opts, uint8_t **out,
+                                               size_t *len);
 
 #ifdef __cplusplus
 }

@@ -91,7 +91,8 @@ extern "C" {
  * S bytes is sampled when S exceeds it (the difference is negative). Zero in
  * a new thread, so a thread's first allocation initializes its state.
  */
-extern __thread uint64_t mp_prof_hook_countdown __attribute__((tls_model("initial-exec")));
+extern MP_PROF_API __thread uint64_t mp_prof_hook_countdown
+    __attribute__((tls_model("initial-exec")));
 
 /**
  * The free-path filter (template interface), two levels. `bits`: the bit
@@ -107,33 +108,33 @@ typedef struct mp_prof_hook_filter_t {
 } mp_prof_hook_filter_t;
 
 /** Template interface: the free-path filter (see mp_prof_hook_filter_t). */
-extern mp_prof_hook_filter_t mp_prof_hook_filter;
+extern MP_PROF_API mp_prof_hook_filter_t mp_prof_hook_filter;
 
 /**
  * Template interface: the countdown went below zero on an allocation of `size`
  * bytes that returned `p` (NULL when the provider failed). Draws the next
  * interval and, when a session runs, records `p`. Never fails.
  */
-void mp_prof_hook_sample(void *p, size_t size);
+MP_PROF_API void mp_prof_hook_sample(void *p, size_t size);
 
 /** Template interface: `p`, which passed the filter, is being freed. */
-void mp_prof_hook_forget(void *p);
+MP_PROF_API void mp_prof_hook_forget(void *p);
 
 /**
  * Template interface: before a realloc of `p` (which passed the filter):
  * the identity of its live entry, 0 if it has none.
  */
-uint64_t mp_prof_hook_live_id(const void *p);
+MP_PROF_API uint64_t mp_prof_hook_live_id(const void *p);
 
 /**
  * Template interface: after a successful realloc of `p`: removes its live
  * entry if it still is the one identified by `id` (a block reallocated
  * away may already hold a newer sample at the same address).
  */
-void mp_prof_hook_forget_id(const void *p, uint64_t id);
+MP_PROF_API void mp_prof_hook_forget_id(const void *p, uint64_t id);
 
 /** Template interface: registers [start, end) as profiler code (a hook section). */
-void mp_prof_hook_register(uintptr_t start, uintptr_t end);
+MP_PROF_API void mp_prof_hook_register(uintptr_t start, uintptr_t end);
 
 /* The filter word of a block is chosen by a multiplicative hash of its
  * 4 KiB page, its bit by its 64-byte granule in the page: frees of
