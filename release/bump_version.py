@@ -5,7 +5,7 @@
 
 Rewrites the version: of the project() call in the root meson.build and in
 <pkg>/meson.build for every package directory that has one (sys, allocator,
-image, profiling, pyroscope-adapter), then runs
+image, profiling, pyroscope-adapter, cli), then runs
 tests/workspace/check_versions.py on the result. Nothing else changes (the
 sibling constraints are written as '=' + meson.project_version()).
 CHANGELOG.md is the maintainer's: add the `## [NEW_VERSION]` section there.
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGES = ["sys", "allocator", "image", "profiling", "pyroscope-adapter"]
+PACKAGES = ["sys", "allocator", "image", "profiling", "pyroscope-adapter", "cli"]
 VERSION_RE = re.compile(r"\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?")
 # The version: keyword inside the first project( ... ) call.
 PROJECT_VERSION_RE = re.compile(r"(\bproject\((?:[^()]|\([^()]*\))*?version:\s*')([^']+)(')", re.S)

@@ -45,7 +45,7 @@ DEFAULT_REPO = TOOL_DIR.parent
 
 # Publication order = dependency order. A package takes part once
 # <dir>/meson.build exists in the released commit.
-PACKAGE_DIRS = ["sys", "allocator", "image", "profiling", "pyroscope-adapter"]
+PACKAGE_DIRS = ["sys", "allocator", "image", "profiling", "pyroscope-adapter", "cli"]
 PROFILING_DIR = "profiling"
 # Substrings that must not appear in the profiling package's default
 # resolved graph (module names, -l flags, NEEDED / ldd names).

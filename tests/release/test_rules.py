@@ -156,9 +156,18 @@ class RuleTests(Temp):
         cl = self.changelog(f"## [{v}]\n- notes\n")
         rc, out = self.tool("plan", "--tag", f"v{v}", "--commit", "HEAD", "--changelog", cl)
         self.assertEqual(rc, 0, out)
-        listed = [line.split()[1] for line in out.splitlines() if line.strip()[:2] in ("1.", "2.", "3.", "4.", "5.")]
+        listed = [line.split()[1] for line in out.splitlines()
+                  if line.strip()[:2] in ("1.", "2.", "3.", "4.", "5.", "6.")]
         self.assertEqual(listed, [d for d in release.PACKAGE_DIRS if d in listed])
         self.assertEqual(listed[:2], ["sys", "allocator"])
+        # the workspace's six packages, the command last (it needs the others)
+        self.assertEqual(listed, ["sys", "allocator", "image", "profiling", "pyroscope-adapter",
+                                  "cli"])
+        needs = next(line for line in out.splitlines()[out.splitlines().index(
+            next(l for l in out.splitlines() if l.strip().startswith("6."))) + 1:]
+            if "needs:" in line)
+        for sibling in ("mimprof-profiling", "mimprof-pyroscope", "mimprof-sys"):
+            self.assertIn(sibling, needs)
 
     def test_changelog_parser(self):
         text = ("# Changelog\n\n## [Unreleased]\n- u\n\n## [1.2.3] - 2030-01-01\n### Fixed\n- a\n\n"
