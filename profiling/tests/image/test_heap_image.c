@@ -16,6 +16,8 @@
 #include <mimprof/image.h>
 #include <mimprof/sys.h>
 
+#include <mimprof/profiling_image.h>
+
 #include "heap_image.h"
 #include "heap_image_write.h"
 
@@ -483,6 +485,91 @@ static char *valid_image(const char *dir)
     for (int i = 0; i < 50; i++)
         tmi_dealloc(keep[i], 8192, 8);
     return file;
+}
+
+/* The public reader (<mimprof/profiling_image.h>) over the same image:
+ * what it says equals the internal reader's, its refusals are typed and
+ * carry the sentence, and out-of-range or NULL arguments are refused. */
+Test(image, the_public_reader_agrees_with_the_image, .timeout = 60)
+{
+    char *dir = scratch();
+    char *good = valid_image(dir);
+    mp_himg *h = load_ok(good);
+    mp_prof_image *img = NULL;
+    char why[1024] = "";
+    cr_assert_eq(mp_prof_image_open(good, &img, why, sizeof why), MP_PROF_OK, "%s", why);
+    mp_prof_image_info in;
+    mp_prof_image_info_get(img, &in);
+    cr_assert_str_eq(in.version, h->version);
+    cr_assert_eq(in.pid, h->meta[MP_HIMG_META_PID]);
+    cr_assert_eq(in.generation, h->meta[MP_HIMG_META_GENERATION]);
+    cr_assert_eq(in.snapshot_ns, h->meta[MP_HIMG_META_SNAPSHOT_NS]);
+    cr_assert_eq(in.interval_start_ns, h->meta[MP_HIMG_META_INTERVAL_NS]);
+    cr_assert_eq(in.config.sample_interval_bytes, h->cfg.sample_interval_bytes);
+    cr_assert_eq(in.live_samples, h->nlive);
+    cr_assert_gt(in.live_samples, 0);
+    double lo, lb;
+    mp_himg_live_totals(h, &lo, &lb);
+    cr_assert_eq(in.live_objects, lo);
+    cr_assert_eq(in.live_bytes, lb);
+    cr_assert_eq(in.stacks, h->nstacks);
+    cr_assert_eq(in.mappings, h->nmaps);
+    cr_assert_gt(in.mappings, 0);
+    for (size_t i = 0; i < in.mappings; i++) {
+        mp_prof_image_mapping m;
+        cr_assert_eq(mp_prof_image_mapping_get(img, i, &m), MP_PROF_OK);
+        cr_assert_str_eq(m.path, h->maps[i].path);
+        cr_assert_str_eq(m.build_id, h->maps[i].build_id);
+        cr_assert_eq(m.segments, h->maps[i].nsegs);
+        cr_assert_eq(m.start, h->maps[i].segs[0].start);
+        cr_assert_eq(m.main, (h->maps[i].flags & MP_HIMG_MAP_MAIN) != 0);
+        char *f1 = NULL, *f2 = NULL, w1[2048] = "", w2[2048] = "";
+        cr_assert_eq((int)mp_prof_image_locate(img, i, NULL, &f1, w1, sizeof w1),
+                     (int)mp_himg_locate(&h->maps[i], NULL, &f2, w2, sizeof w2));
+        cr_assert((f1 == NULL) == (f2 == NULL));
+        if (f1 != NULL)
+            cr_assert_str_eq(f1, f2);
+        free(f1);
+        free(f2);
+    }
+    mp_prof_image_mapping m;
+    cr_assert_eq(mp_prof_image_mapping_get(img, in.mappings, &m), MP_PROF_E_INVALID_CONFIG);
+    char *file = (char *)"x";
+    cr_assert_eq(mp_prof_image_locate(img, in.mappings, NULL, &file, NULL, 0),
+                 MP_PROF_IMAGE_SYMBOLS_NO_FILE);
+    cr_assert_null(file);
+    /* its pprof is the internal reader's, byte for byte */
+    uint8_t *a = NULL, *b = NULL;
+    size_t alen = 0, blen = 0;
+    cr_assert_eq(mp_prof_image_pprof(img, NULL, &a, &alen), MP_PROF_OK);
+    cr_assert_eq(mp_himg_pprof(h, NULL, &b, &blen), MP_PROF_OK);
+    cr_assert_eq(alen, blen);
+    cr_assert_eq(memcmp(a, b, alen), 0);
+    mp_prof_buffer_free(a);
+    free(b);
+    mp_prof_image_pprof_opts bad = {.symbolize = 3};
+    cr_assert_eq(mp_prof_image_pprof(img, &bad, &a, &alen), MP_PROF_E_INVALID_CONFIG);
+    cr_assert_eq(mp_prof_image_pprof(NULL, NULL, &a, &alen), MP_PROF_E_INVALID_CONFIG);
+    mp_prof_image_free(img);
+    mp_prof_image_free(NULL);
+    mp_himg_free(h);
+
+    /* refusals: typed, with the reader's sentence */
+    cr_assert_eq(mp_prof_image_open(NULL, &img, why, sizeof why), MP_PROF_E_INVALID_CONFIG);
+    char *missing = path_in(dir, "missing.mpimg");
+    img = NULL;
+    cr_assert_eq(mp_prof_image_open(missing, &img, why, sizeof why), MP_PROF_E_BAD_IMAGE);
+    cr_assert_null(img);
+    cr_assert_not_null(strstr(why, "cannot open"), "%s", why);
+    cr_assert_eq(mp_prof_image_open_memory("not an image", 12, &img, why, sizeof why),
+                 MP_PROF_E_BAD_IMAGE);
+    cr_assert_null(img);
+    cr_assert_str_not_empty(why);
+    cr_assert_str_eq(mp_prof_strerror(MP_PROF_E_BAD_IMAGE),
+                     "not a heap image this version can read");
+    free(missing);
+    free(good);
+    rm_rf(dir);
 }
 
 Test(image, damaged_files_are_refused_with_the_image_packages_sentences, .timeout = 60)
