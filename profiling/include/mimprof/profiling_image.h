@@ -42,9 +42,12 @@ typedef struct mp_prof_image mp_prof_image;
 
 /**
  * Reads and checks the heap image at `path`.
- * @param why receives one sentence on failure: the image library's status
- *        and detail ("checksum does not match: ..."), or what the schema
- *        check refused. May be NULL when `whylen` is 0.
+ * @param path   the file (as mp_profiler_write_image() wrote it)
+ * @param out    receives the image on success
+ * @param why    receives one sentence on failure: the image library's status
+ *               and detail ("checksum does not match: ..."), or what the
+ *               schema check refused. May be NULL when `whylen` is 0.
+ * @param whylen size of `why`
  * @return MP_PROF_OK and `*out`; MP_PROF_E_INVALID_CONFIG (NULL argument),
  *         MP_PROF_E_BAD_IMAGE (the file cannot be read or is not a heap
  *         image this version reads; `why` says which) otherwise.
@@ -113,8 +116,8 @@ typedef enum mp_prof_image_symbols {
 
 /**
  * Finds the file to symbolize mapping `i` from: under `binary_path` (may
- * be NULL) DIR/.build-id/xx/yyyy.debug, DIR/.build-id/xx/yyyy, DIR/<path>,
- * DIR/<basename>, then the mapping's own path; only a file with the
+ * be NULL) `DIR/.build-id/xx/yyyy.debug`, `DIR/.build-id/xx/yyyy`, `DIR/PATH`,
+ * `DIR/BASENAME`, then the mapping's own path; only a file with the
  * mapping's build-id is taken, and among those one with a .symtab first.
  * `*file` (malloc()ed, the caller frees it) is set when FOUND, else NULL;
  * `why` gets a sentence for the other outcomes (which files had which
