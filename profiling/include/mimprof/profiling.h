@@ -155,7 +155,7 @@ typedef enum mp_prof_symbolize {
 /** Session configuration; start from mp_prof_config_init(). */
 typedef struct mp_prof_config {
     size_t sample_interval_bytes; /**< mean bytes between samples; default 512 KiB; >= 1 */
-    unsigned max_stack_depth;     /**< frames kept per stack; default 64; 1..512 */
+    unsigned max_stack_depth;     /**< frames kept per stack; default 64; 1..MP_PROF_MAX_STACK_DEPTH */
     size_t ring_capacity;         /**< records per thread ring; default 256; >= 1 */
     size_t
         max_live_samples; /**< bound on the live table; default 1<<20; grows on demand up to it */
@@ -173,6 +173,8 @@ typedef struct mp_prof_config {
 
 /** Largest accepted mp_prof_config::sample_interval_bytes (1 TiB). */
 #define MP_PROF_MAX_INTERVAL ((size_t)1 << 40)
+/** Largest accepted mp_prof_config::max_stack_depth (frames kept per stack). */
+#define MP_PROF_MAX_STACK_DEPTH 512u
 /** Largest accepted mp_prof_config::ring_capacity. */
 #define MP_PROF_MAX_RING ((size_t)1 << 20)
 /** Largest accepted mp_prof_config::overflow_stacks. */

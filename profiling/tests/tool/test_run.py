@@ -303,16 +303,20 @@ class FollowForkExec(TempDirTest):
         r = mimprof("run", "--every", "0", "--follow-exec", "-o", out, "--", *cmd)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len(reports(out)), 2, "sh and python")
-        # what a program run by the profiled one sees
+        # what a program run by the profiled one sees: the environment
+        # `mimprof run` passed, unchanged by the runtime (it never writes
+        # the environment; MIMPROF_ROOT_PID tells a child it is not the
+        # profiled process)
         env_cmd = ["sh", "-c", "env; true"]
         def seen(r):
             env = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
-            return env.get("LD_PRELOAD", ""), env.get("MIMPROF_EVERY")
+            return env.get("LD_PRELOAD", ""), env.get("MIMPROF_EVERY"), env.get("MIMPROF_FOLLOW_EXEC")
         r = mimprof("run", "--every", "0", "-o", self.path("c"), "--", *env_cmd)
-        self.assertEqual(seen(r), ("", None))
+        self.assertIn("libmimprof-preload-mimalloc.so", seen(r)[0])
+        self.assertEqual(seen(r)[1:], ("0ms", "0"))
         r = mimprof("run", "--every", "0", "--follow-exec", "-o", self.path("d"), "--", *env_cmd)
         self.assertIn("libmimprof-preload-mimalloc.so", seen(r)[0])
-        self.assertEqual(seen(r)[1], "0ms")
+        self.assertEqual(seen(r)[1:], ("0ms", "1"))
 
 
 class RealPrograms(TempDirTest):
