@@ -27,8 +27,9 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
     [MPT_ENV_SEED] = {"MIMPROF_SEED", MPT_ENVK_U64, "0", "sampling seed (0: random)"},
     [MPT_ENV_STACK_DEPTH] = {"MIMPROF_STACK_DEPTH", MPT_ENVK_DEPTH, "64",
                              "frames kept per stack, 1..512 (`MP_PROF_MAX_STACK_DEPTH`)"},
-    [MPT_ENV_SYMBOLIZE] = {"MIMPROF_SYMBOLIZE", MPT_ENVK_SYMBOLIZE, "functions",
-                           "`none`, `functions` or `lines` (`lines` with libdw)"},
+    [MPT_ENV_SYMBOLIZE] = {"MIMPROF_SYMBOLIZE", MPT_ENVK_SYMBOLIZE, NULL,
+                           "`none`, `functions` or `lines`; unset: `lines` with libdw, else "
+                           "`functions`"},
     [MPT_ENV_DISABLE] = {"MIMPROF_DISABLE", MPT_ENVK_FLAG, "0",
                          "`1`: the allocator only, no session, no upload"},
     [MPT_ENV_FOLLOW_FORK] = {"MIMPROF_FOLLOW_FORK", MPT_ENVK_FLAG, "1",
