@@ -158,6 +158,50 @@ class Top(TempDirTest):
         self.assertIn("bad??utf8", out)
 
 
+
+def limited(mem_bytes):
+    """preexec_fn: the address space of the child bounded (a reader that
+    is not bounded fails here instead of taking the machine's memory)."""
+    import resource
+
+    def f():
+        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+    return f
+
+
+class BoundedReaders(TempDirTest):
+    """Every reader bounds what it decodes, with a clear error."""
+
+    def test_expanding_pprof_is_refused_before_it_is_unpacked(self):
+        # 20 million empty samples: 40 MB of wire data, ~40 KB gzipped,
+        # ~2.5 GB once protobuf-c has unpacked them.
+        head = heap_profile([(["main"], [1, 1, 1, 1])]).encode()
+        data = gzip.compress(head + b"\x12\x00" * 20_000_000, 9)
+        self.assertLess(len(data), 200_000)
+        path = self.write("expand.pb.gz", data)
+        r = mimprof("top", path, preexec_fn=limited(1 << 30))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"limit of \d+ MiB")
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_image_info_of_an_endless_file_is_refused(self):
+        r = mimprof("image", "info", "/dev/zero", preexec_fn=limited(3 << 29), timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertGreater(r.returncode, 0, "an error, not a signal")
+        self.assertRegex(r.stderr, r"larger than the limit of \d+ MiB")
+
+    def test_totals_saturate_instead_of_wrapping(self):
+        big = 6 * 10 ** 18  # two of them exceed INT64_MAX
+        b = heap_profile([(["a", "main"], [1, big, 1, big]), (["b", "main"], [1, big, 1, big])])
+        out = mimprof("top", self.write("big.pb", b.encode()), check=True).stdout
+        total = next(l for l in out.splitlines() if "Total" in l)
+        self.assertNotIn("-", total, total)
+        rows = parse_top(out)
+        # shares of the saturated total (INT64_MAX): positive, and equal
+        self.assertTrue(all(0 <= r[1] <= 100 and 0 < r[2] <= 100 for r in rows), rows)
+        self.assertEqual(rows[0][1], rows[1][1])
+
+
 class Flame(TempDirTest):
     def test_widths_proportional_to_values(self):
         src = self.write("p.pb.gz", heap_profile(KNOWN).encode(gz=True))

@@ -33,12 +33,13 @@ def mimprof(*args, check=False, **kw):
     return r
 
 
-UNIT = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
+UNIT = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4,
+        "PiB": 1024 ** 5}
 
 
 def parse_value(text):
     """'1.50MiB' -> bytes, '12' -> 12, '-3.00KiB' -> -3072."""
-    m = re.fullmatch(r"([+-]?[0-9.]+)(B|KiB|MiB|GiB|TiB)?", text)
+    m = re.fullmatch(r"([+-]?[0-9.]+)(B|KiB|MiB|GiB|TiB|PiB)?", text)
     if not m:
         raise ValueError(text)
     return float(m.group(1)) * UNIT.get(m.group(2) or "B", 1)
