@@ -282,6 +282,23 @@ class Flame(TempDirTest):
         self.assertEqual(total, 2 * 100 * stacks, "merging keeps the values")
         self.assertTrue(any(f["name"] == "big" for f in frames))
 
+    def test_min_width_decides_what_is_merged(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        for i in range(200):
+            b.sample(["leaf_%d" % i, "main"], [1, 100, 1, 100])
+        b.sample(["big", "main"], [1, 100 * 200, 1, 100 * 200])
+        src = self.write("mw.pb", b.encode())
+        counts = {}
+        for mw in ("0.01", "20"):
+            svg = self.path("mw%s.svg" % mw)
+            mimprof("flame", src, "--min-width", mw, "-o", svg, check=True)
+            _, frames = svg_frames(svg)
+            counts[mw] = (len(frames), sum(f["merged"] for f in frames))
+        self.assertEqual(counts["0.01"][1], 0, "nothing merged at 0.01 px")
+        self.assertGreater(counts["0.01"][0], 200)
+        self.assertGreater(counts["20"][1], 0, "tiny frames merged at 20 px")
+        self.assertLess(counts["20"][0], 50)
+
     def test_hostile_names_make_valid_xml(self):
         b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
         b.sample(["a<b>&\"c'</text>]]>", "main"], [1, 10, 1, 10])

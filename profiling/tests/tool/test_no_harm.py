@@ -300,6 +300,23 @@ class RunOptions(TempDirTest):
         self.assertIn("/proc", r.stderr)
         self.assertFalse(os.path.exists(marker), "the program did not start")
 
+    def test_follow_flags_the_last_one_wins(self):
+        fork = ("import os\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n    b = bytearray(1 << 20)\n    raise SystemExit(0)\n"
+                "os.waitpid(pid, 0)\n")
+        out = self.path("ff")
+        r = mimprof("run", "--every", "0", "--no-follow-fork", "--follow-fork", "-o", out, "--",
+                    PYTHON, "-c", fork)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(reports(out)), 2, "--follow-fork: parent and child")
+        cmd = ["sh", "-c", "%s --rounds 5 --sleep-us 0; true" % EXAMPLE]
+        out = self.path("fe")
+        r = mimprof("run", "--every", "0", "--follow-exec", "--no-follow-exec", "--output", out,
+                    "--", *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(reports(out)), 1, "--no-follow-exec: sh only")
+
     def test_interval_and_seed_and_symbolize_and_every(self):
         out = self.path("i")
         r = mimprof("run", "-i", "2k", "--every", "0", "-o", out, "--", "true")
