@@ -9,7 +9,6 @@ option changes what it says.
 Preload-based (same gate as tool-run). Needs MIMPROF, MIMPROF_EXAMPLE and
 MIMPROF_PRELOAD.
 """
-import glob
 import os
 import re
 import resource
@@ -18,25 +17,11 @@ import stat
 import subprocess
 import unittest
 
-from tool_testlib import EXAMPLE, TempDirTest, mimprof, pprof_wire
+from tool_testlib import EXAMPLE, TempDirTest, decode, mimprof, pprof_wire, reports
 
 PRELOAD = os.environ.get("MIMPROF_PRELOAD", "")
 PYTHON = "/usr/bin/python3"
 BASH = "/bin/bash"
-
-
-def reports(d):
-    """{pid: [paths by seq]} of the heap.<pid>.<seq>.pb.gz files in d."""
-    out = {}
-    for p in glob.glob(os.path.join(d, "heap.*.pb.gz")):
-        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.pb\.gz", os.path.basename(p))
-        out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
-    return {k: [p for _, p in sorted(v)] for k, v in out.items()}
-
-
-def decode(path):
-    with open(path, "rb") as f:
-        return pprof_wire.decode_profile(f.read())
 
 
 def last_named(stderr):

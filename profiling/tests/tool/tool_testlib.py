@@ -1,4 +1,5 @@
 """Shared helpers of the mimprof command's tests (standard library only)."""
+import glob
 import os
 import re
 import shutil
@@ -103,6 +104,22 @@ def svg_frames(path):
             "merged": "merged" in g.get("class").split(),
         })
     return root, frames
+
+
+def reports(d, pid=None):
+    """{pid: [paths by seq]} of the heap.<pid>.<seq>.pb.gz files `mimprof run`
+    wrote in d (of one pid when given)."""
+    out = {}
+    for p in glob.glob(os.path.join(d, "heap.*.pb.gz")):
+        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.pb\.gz", os.path.basename(p))
+        out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
+    out = {k: [p for _, p in sorted(v)] for k, v in out.items()}
+    return out if pid is None else out.get(pid, [])
+
+
+def decode(path):
+    with open(path, "rb") as f:
+        return pprof_wire.decode_profile(f.read())
 
 
 class TempDirTest(unittest.TestCase):
