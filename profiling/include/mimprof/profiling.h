@@ -148,7 +148,7 @@ typedef enum mp_prof_symbolize {
 /** Session configuration; start from mp_prof_config_init(). */
 typedef struct mp_prof_config {
     size_t sample_interval_bytes; /**< mean bytes between samples; default 512 KiB; >= 1 */
-    unsigned max_stack_depth;     /**< frames kept per stack; default 64; 1..MP_PROF_MAX_STACK_DEPTH */
+    unsigned max_stack_depth;     /**< frames per stack; default 64; 1..MP_PROF_MAX_STACK_DEPTH */
     size_t ring_capacity;         /**< records per thread ring; default 256; >= 1 */
     size_t
         max_live_samples; /**< bound on the live table; default 1<<20; grows on demand up to it */

@@ -14,9 +14,15 @@
 
 Test(rt_env, parses_every_kind)
 {
-    char *envp[] = {"MIMPROF_INTERVAL=64KiB", "MIMPROF_EVERY=500ms", "MIMPROF_STACK_DEPTH=512",
-                    "MIMPROF_SYMBOLIZE=none",  "MIMPROF_FOLLOW_EXEC=no", "MIMPROF_ROOT_PID=42",
-                    "MIMPROF_SEED=0x10",      "MIMPROF_OUTPUT=",        "UNRELATED=1",
+    char *envp[] = {"MIMPROF_INTERVAL=64KiB",
+                    "MIMPROF_EVERY=500ms",
+                    "MIMPROF_STACK_DEPTH=512",
+                    "MIMPROF_SYMBOLIZE=none",
+                    "MIMPROF_FOLLOW_EXEC=no",
+                    "MIMPROF_ROOT_PID=42",
+                    "MIMPROF_SEED=0x10",
+                    "MIMPROF_OUTPUT=",
+                    "UNRELATED=1",
                     NULL};
     const char *why = NULL;
     cr_assert_eq(mpt_env_load(envp, &why), MPT_ENV_COUNT);

@@ -46,7 +46,9 @@ int mp_image_rt_configure(bool quiet)
     bool want_exit = mpt_env_flag(MPT_ENV_IMAGE_ON_EXIT, false);
     if (dir == NULL) {
         if (want_every || want_exit) {
-            mpt_rt_say(false, "mimprof: MIMPROF_IMAGE_EVERY and MIMPROF_IMAGE_ON_EXIT need MIMPROF_IMAGE=DIR; "
+            mpt_rt_say(
+                false,
+                "mimprof: MIMPROF_IMAGE_EVERY and MIMPROF_IMAGE_ON_EXIT need MIMPROF_IMAGE=DIR; "
                 "profiling disabled\n");
             return -1;
         }
@@ -54,8 +56,9 @@ int mp_image_rt_configure(bool quiet)
     }
     im.every_ms = mpt_env(MPT_ENV_IMAGE_EVERY)->num;
     if (want_every && im.every_ms == 0) {
-        mpt_rt_say(false, "mimprof: MIMPROF_IMAGE_EVERY=0 is not a period (e.g. 10s, 500ms); profiling "
-            "disabled\n");
+        mpt_rt_say(false,
+                   "mimprof: MIMPROF_IMAGE_EVERY=0 is not a period (e.g. 10s, 500ms); profiling "
+                   "disabled\n");
         return -1;
     }
     char cwd[4096];
@@ -63,7 +66,9 @@ int mp_image_rt_configure(bool quiet)
             : getcwd(cwd, sizeof cwd) != NULL ? snprintf(im.dir, sizeof im.dir, "%s/%s", cwd, dir)
                                               : -1;
     if (n < 0 || (size_t)n >= sizeof im.dir || mpt_mkdir_dir(im.dir) != 0) {
-        mpt_rt_say(false, "mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n", dir);
+        mpt_rt_say(false,
+                   "mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n",
+                   dir);
         return -1;
     }
     im.on_exit = want_exit;

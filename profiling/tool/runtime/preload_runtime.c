@@ -80,7 +80,7 @@ static struct {
 
 /* Messages on stderr, unless MIMPROF_QUIET; errors (a report not
  * written, a malformed value) whatever MIMPROF_QUIET says. */
-#define say(...) mpt_rt_say(rt.quiet, __VA_ARGS__)
+#define say(...)       mpt_rt_say(rt.quiet, __VA_ARGS__)
 #define say_error(...) mpt_rt_say(false, __VA_ARGS__)
 
 /* ---- reports --------------------------------------------------------- */
@@ -455,9 +455,8 @@ static int start_locked(void)
     }
     rt.pid = getpid();
     /* An exec'd program keeps its pid: its files continue the series. */
-    rt.seq = rt.out.dir[0] != '\0' && !rt.bare
-                 ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz")
-                 : 0;
+    rt.seq =
+        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
     rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);
@@ -545,9 +544,9 @@ static int configure(mpt_env_var bad, const char *why)
     const char *output = mpt_env(MPT_ENV_OUTPUT)->text;
     rt.files = !pyro || output != NULL;
     char err[600];
-    if (rt.files && mpt_out_configure(&rt.out, output, every->set ? "mimprof-out/" : "mimprof.%p.pb",
-                                      rt.bare ? "mimprof.%p.pb" : "heap.%p.%n.pb.gz", err,
-                                      sizeof err) != 0) {
+    if (rt.files &&
+        mpt_out_configure(&rt.out, output, every->set ? "mimprof-out/" : "mimprof.%p.pb",
+                          rt.bare ? "mimprof.%p.pb" : "heap.%p.%n.pb.gz", err, sizeof err) != 0) {
         say_error("mimprof: %s; profiling disabled\n", err);
         return -1;
     }

@@ -75,13 +75,11 @@ int mpt_out_target(const char *path, char *real, size_t cap, char *why, size_t w
                 return fail(why, whylen, "cannot write %s: %s", path, strerror(errno));
             ssize_t n = readlink(path, buf, sizeof buf - 1);
             if (n <= 0 || buf[0] != '/')
-                return fail(why, whylen,
-                            "%s is a symbolic link to a missing relative target%s",
+                return fail(why, whylen, "%s is a symbolic link to a missing relative target%s",
                             path, "");
             buf[n] = '\0';
         } else if (stat(buf, &st) == 0 && !S_ISREG(st.st_mode)) {
-            return fail(why, whylen, "%s is not a regular file (a symbolic link to %s)",
-                        path, buf);
+            return fail(why, whylen, "%s is not a regular file (a symbolic link to %s)", path, buf);
         }
         return snprintf(real, cap, "%s", buf) < (int)cap ? 0 : -1;
     }
