@@ -1,0 +1,641 @@
+/* The preload runtime: environment -> session, reporter thread, gzip
+ * files, Pyroscope uploads, signals, fork and exec (see preload_runtime.h
+ * for the contract).
+ *
+ * Threads: the reporter thread is the only one that calls
+ * mp_profiler_report() (and, at the end, the thread running exit handlers,
+ * after it has joined the reporter). Signal handlers only post a
+ * semaphore and set atomic flags. The Pyroscope agent (a sink of
+ * libmimprof-pyroscope, dlopen()ed) is used by the same threads, in the
+ * same order: started at the first report, fed by every report, stopped
+ * after the last one.
+ */
+#define _GNU_SOURCE
+#include "preload_runtime.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mimprof/profiling.h>
+
+#include "image_runtime.h"
+#include "pyro_api.h"
+#include "rt_common.h"
+#include "rt_env.h"
+#include "rt_output.h"
+
+/* Fatal signals whose default action ends the process: a last report is
+ * attempted when the program did not set a handler of its own. */
+static const int FATAL_SIGNALS[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT,
+                                    SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+enum { NFATAL = sizeof FATAL_SIGNALS / sizeof FATAL_SIGNALS[0] };
+
+static struct {
+    pthread_mutex_t lock; /* start / stop / fork */
+    bool started;         /* a session is running in this process */
+    mp_profiler *prof;
+    mp_prof_config cfg;
+    mpt_out out; /* where reports go (rt_output.h) */
+    bool bare;   /* the bare preload: one report at exit, no thread, no handler */
+    uint64_t every_ms;
+    bool follow_fork;
+    bool quiet;
+    pid_t pid;    /* the process that owns the session */
+    unsigned seq; /* next file number */
+    pthread_t reporter;
+    bool have_reporter;
+    sem_t wake;
+    atomic_bool stop_req;
+    atomic_bool report_req;
+    atomic_int fatal_sig;     /* a fatal signal waits for its report */
+    atomic_uint reports_done; /* bumped after every report attempt */
+    bool files;               /* reports are written (rt.out) */
+    bool told_fork;           /* said why forked children are not profiled */
+    /* Pyroscope: reports are also handed to a sink agent. */
+    bool pyro_on;           /* configured: upload every report */
+    bool pyro_failed;       /* the agent could not start: reports go nowhere */
+    bool pyro_summary;      /* a line at exit even when nothing was lost */
+    bool pyro_forked;       /* this process is a forked child of the configured one */
+    int64_t window_from_ns; /* `from` of the next report's window (wall clock) */
+    uint64_t pyro_unsent;   /* reports never handed to the agent */
+    char pyro_app[128];     /* service_name, for the summary line */
+#if MPT_HAVE_PYROSCOPE
+    mpt_pyro_api pyro_api;
+    mp_pyro_config *pyro_cfg; /* validated at start; copied by each agent */
+    mp_pyro_agent *pyro;      /* started at the first report */
+#endif
+} rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Messages on stderr, unless MIMPROF_QUIET; errors (a report not
+ * written, a malformed value) whatever MIMPROF_QUIET says. */
+#define say(...)       mpt_rt_say(rt.quiet, __VA_ARGS__)
+#define say_error(...) mpt_rt_say(false, __VA_ARGS__)
+
+/* ---- reports --------------------------------------------------------- */
+
+static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns);
+
+static int64_t now_real_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Takes one report, hands it to the Pyroscope agent and writes it (see
+ * expand_path). Called by the reporter thread, or by the exit path after
+ * the reporter is gone. */
+static void report_once(void)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_prof_status st = mp_profiler_report(rt.prof, &buf, &len);
+    if (st != MP_PROF_OK) {
+        say("mimprof: report failed: %s\n", mp_prof_strerror(st));
+        return;
+    }
+    /* Windows are contiguous: each report's interval values (alloc_*)
+     * cover exactly [previous report, now). */
+    int64_t now = now_real_ns();
+    if (rt.pyro_on)
+        pyro_submit(buf, len, rt.window_from_ns, now);
+    rt.window_from_ns = now;
+    if (!rt.files) {
+        mp_prof_buffer_free(buf);
+        return;
+    }
+    char path[4200], why[600];
+    unsigned seq = rt.seq++;
+    if (mpt_out_name(&rt.out, rt.pid, seq, path, sizeof path) != 0)
+        say_error("mimprof: report path too long\n");
+    else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
+        say_error("mimprof: %s; report not written\n", why);
+    mp_prof_buffer_free(buf);
+}
+
+/* ---- Pyroscope ------------------------------------------------------- */
+
+#if MPT_HAVE_PYROSCOPE
+/* Loads libmimprof-pyroscope: $MIMPROF_PYROSCOPE_LIB (mimprof run sets
+ * it to the file it validated the flags with), else the file next to this
+ * preload object (an install prefix's libdir), else the dynamic loader's
+ * search (LD_LIBRARY_PATH, ld.so.cache, this object's RUNPATH). */
+static bool pyro_load(char *err, size_t errlen)
+{
+    const char *lib = mpt_env(MPT_ENV_PYROSCOPE_LIB)->text;
+    if (lib != NULL)
+        return mpt_pyro_open(lib, false, &rt.pyro_api, err, errlen);
+    Dl_info info;
+    if (dladdr(&rt, &info) != 0 && info.dli_fname != NULL && strrchr(info.dli_fname, '/') != NULL) {
+        char cand[4200];
+        int dlen = (int)(strrchr(info.dli_fname, '/') - info.dli_fname);
+        snprintf(cand, sizeof cand, "%.*s/%s", dlen, info.dli_fname, MPT_PYRO_SONAME);
+        if (access(cand, R_OK) == 0)
+            return mpt_pyro_open(cand, false, &rt.pyro_api, err, errlen);
+    }
+    return mpt_pyro_open(MPT_PYRO_SONAME, false, &rt.pyro_api, err, errlen);
+}
+#endif
+
+/* PYROSCOPE_SERVER_ADDRESS is set: loads the adapter and builds, checks and
+ * keeps the agents' configuration (PYROSCOPE_*, MIMPROF_PYROSCOPE_*, read
+ * by mp_pyro_config_from_env). rt.lock held, at start, before the
+ * runtime's variables are removed. 1: uploading; -1: not (said why). */
+static int pyro_setup(void)
+{
+#if MPT_HAVE_PYROSCOPE
+    char err[600];
+    if (!pyro_load(err, sizeof err)) {
+        say("mimprof: pyroscope: cannot load libmimprof-pyroscope: %s; not uploading\n", err);
+        return -1;
+    }
+    const mpt_pyro_api *api = &rt.pyro_api;
+    mp_pyro_config *cfg = NULL;
+    mp_pyro_status st = api->config_new(&cfg);
+    if (st == MP_PYRO_OK)
+        st = api->config_from_env(cfg);
+    if (st == MP_PYRO_OK && rt.quiet && !mpt_env(MPT_ENV_PYROSCOPE_LOG_LEVEL)->set)
+        st = api->config_set_logger(cfg, MP_PYRO_LOG_ERROR, NULL, NULL);
+    if (st == MP_PYRO_OK)
+        st = api->config_validate(cfg);
+    if (st != MP_PYRO_OK) {
+        const char *why = cfg != NULL ? api->config_error(cfg) : "";
+        if (st == MP_PYRO_E_NOT_CONFIGURED && !mpt_env(MPT_ENV_PYRO_APP)->set)
+            why = "PYROSCOPE_APPLICATION_NAME is not set";
+        say("mimprof: pyroscope: %s; not uploading\n",
+            why != NULL && why[0] != '\0' ? why : api->strerror(st));
+        api->config_free(cfg);
+        mpt_pyro_close(&rt.pyro_api);
+        return -1;
+    }
+    rt.pyro_cfg = cfg;
+    snprintf(rt.pyro_app, sizeof rt.pyro_app, "%s", mpt_env(MPT_ENV_PYRO_APP)->text);
+    rt.pyro_summary = mpt_env_flag(MPT_ENV_PYROSCOPE_SUMMARY, false);
+    rt.pyro_on = true;
+    return 1;
+#else
+    say("mimprof: PYROSCOPE_SERVER_ADDRESS is set, but this preload was built without "
+        "Pyroscope support (no <mimprof/pyroscope.h>); not uploading\n");
+    return -1;
+#endif
+}
+
+#if MPT_HAVE_PYROSCOPE
+/* Starts this process's sink agent (at its first report, so that a child
+ * that only forks and executes never starts one). Its threads are created
+ * with every signal blocked: signals stay with the program's threads. */
+static void pyro_start_agent(void)
+{
+    const mpt_pyro_api *api = &rt.pyro_api;
+    mp_pyro_status st = MP_PYRO_OK;
+    if (rt.pyro_forked) /* the parent holds the spool directory's lock */
+        st = api->config_set_spool(rt.pyro_cfg, NULL, 0, 0);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    if (st == MP_PYRO_OK)
+        st = api->agent_start(rt.pyro_cfg, NULL, &rt.pyro);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (st != MP_PYRO_OK) {
+        rt.pyro = NULL;
+        rt.pyro_failed = true;
+        say("mimprof: pyroscope: not uploading from pid %ld: %s\n", (long)getpid(),
+            api->strerror(st));
+    }
+}
+#endif
+
+/* Hands one report to the agent (copied and gzipped there; the upload runs
+ * on the agent's thread and never blocks this one). */
+static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns)
+{
+#if MPT_HAVE_PYROSCOPE
+    if (rt.pyro == NULL && !rt.pyro_failed)
+        pyro_start_agent();
+    if (rt.pyro != NULL &&
+        rt.pyro_api.agent_submit(rt.pyro, buf, len, from_ns, until_ns) == MP_PYRO_OK)
+        return;
+    if (len > 0)
+        rt.pyro_unsent++;
+#else
+    (void)buf;
+    (void)len;
+    (void)from_ns;
+    (void)until_ns;
+#endif
+}
+
+/* After the last report: stops the agent, which delivers what is queued
+ * within its flush deadline (MIMPROF_PYROSCOPE_FLUSH_DEADLINE, default 5 s)
+ * and spools or counts the rest; then one line on stderr when anything was
+ * lost, spooled or failed on the way (or, when `mimprof run` asked for it,
+ * that everything was uploaded). No more uploads from this process. */
+static void pyro_finish(void)
+{
+#if MPT_HAVE_PYROSCOPE
+    if (!rt.pyro_on)
+        return;
+    rt.pyro_on = false;
+    const mpt_pyro_api *api = &rt.pyro_api;
+    mp_pyro_stats st;
+    memset(&st, 0, sizeof st);
+    char last[400] = "";
+    if (rt.pyro != NULL) {
+        api->agent_stop(rt.pyro);
+        api->agent_stats(rt.pyro, &st);
+        api->agent_last_error(rt.pyro, last, sizeof last);
+        api->agent_free(rt.pyro);
+        rt.pyro = NULL;
+    }
+    typedef unsigned long long ull;
+    ull lost = st.dropped_queue_full + st.dropped_rejected + st.dropped_retry_exhausted +
+               st.dropped_stop_deadline + st.dropped_spool_io + st.reports_failed + rt.pyro_unsent;
+    ull total = st.reports_queued + st.reports_failed + rt.pyro_unsent;
+    ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
+                 st.fail_server + st.fail_rejected + st.fail_other;
+    if (lost > 0 || st.spooled > 0 || failed > 0)
+        say("mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
+            "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
+            "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
+            "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
+            (long)getpid(), (ull)st.uploaded, total, lost, (ull)st.dropped_queue_full,
+            (ull)st.dropped_rejected, (ull)st.dropped_retry_exhausted,
+            (ull)st.dropped_stop_deadline, (ull)st.dropped_spool_io,
+            (ull)(st.reports_failed + rt.pyro_unsent), (ull)st.spooled, (ull)st.fail_connect,
+            (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited, (ull)st.fail_server,
+            (ull)st.fail_rejected, (ull)st.fail_other, last[0] != '\0' ? "; last error: " : "",
+            last);
+    else if (rt.pyro_summary && !rt.pyro_forked)
+        say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+            (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
+#endif
+}
+
+/* In a forked child: the parent's agent is forgotten, not stopped (its
+ * threads do not exist here and its lock may be held); the child starts
+ * its own at its first report. */
+static void pyro_after_fork(void)
+{
+#if MPT_HAVE_PYROSCOPE
+    rt.pyro = NULL;
+#endif
+    rt.pyro_failed = false;
+    rt.pyro_unsent = 0;
+    rt.pyro_forked = true;
+}
+
+/* ---- the reporter thread --------------------------------------------- */
+
+static void *reporter_main(void *arg)
+{
+    (void)arg;
+    /* Signals are for the application's threads; this one only waits. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    struct timespec next;
+    clock_gettime(CLOCK_REALTIME, &next);
+    if (rt.pyro_on && rt.every_ms > 0) {
+        /* Uploads on wall-clock multiples of the period, like Pyroscope's
+         * own agents (the first window is shorter). */
+        int64_t now_ms = (int64_t)next.tv_sec * 1000 + next.tv_nsec / 1000000;
+        int64_t at = (now_ms / (int64_t)rt.every_ms + 1) * (int64_t)rt.every_ms;
+        next.tv_sec = (time_t)(at / 1000);
+        next.tv_nsec = (long)(at % 1000) * 1000000L;
+    } else {
+        mpt_rt_timespec_add_ms(&next, rt.every_ms);
+    }
+    for (;;) {
+        int r = mpt_rt_wait(&rt.wake, rt.every_ms > 0 ? &next : NULL);
+        if (atomic_load(&rt.stop_req)) {
+            /* A report asked for (SIGUSR2) and not taken yet is taken
+             * now: the exit that follows a request never drops it. */
+            if (atomic_exchange(&rt.report_req, false)) {
+                report_once();
+                atomic_fetch_add(&rt.reports_done, 1);
+            }
+            break;
+        }
+        bool timed_out = r != 0;
+        if (timed_out) {
+            /* The next period starts from the deadline; after a stall
+             * (suspended process) from now, without catching up. */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            mpt_rt_timespec_add_ms(&next, rt.every_ms);
+            if (now.tv_sec > next.tv_sec) {
+                next = now;
+                mpt_rt_timespec_add_ms(&next, rt.every_ms);
+            }
+        }
+        bool asked = atomic_exchange(&rt.report_req, false);
+        int fatal = atomic_load(&rt.fatal_sig);
+        if (!timed_out && !asked && fatal == 0)
+            continue; /* a stale post */
+        report_once();
+        if (fatal != 0)
+            pyro_finish(); /* the waiting handler gives up after 2 s */
+        atomic_fetch_add(&rt.reports_done, 1);
+        if (fatal != 0)
+            break; /* the process is about to die: no more reports */
+    }
+    return NULL;
+}
+
+void mp_preload_runtime_request(void)
+{
+    mp_image_rt_request(); /* MIMPROF_IMAGE: a heap image too (image_runtime.h) */
+    atomic_store(&rt.report_req, true);
+    sem_post(&rt.wake);
+}
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    mp_preload_runtime_request();
+    errno = saved;
+}
+
+/* Asks the reporter for a last report and waits for it at most 2 s.
+ * Async-signal-safe: a flag, a semaphore post and nanosleep. The reporter
+ * may be blocked by a lock the calling thread holds (a crash inside
+ * malloc): then the wait times out and the process goes on dying. Not in
+ * the reporter itself, not in another process (a vfork child shares this
+ * memory). */
+static void last_report(int why)
+{
+    if (!rt.started || !rt.have_reporter || getpid() != rt.pid ||
+        pthread_equal(pthread_self(), rt.reporter))
+        return;
+    unsigned before = atomic_load(&rt.reports_done);
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&rt.fatal_sig, &expected, why))
+        return;
+    sem_post(&rt.wake);
+    for (int i = 0; i < 200 && atomic_load(&rt.reports_done) == before; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void on_fatal(int sig)
+{
+    int saved = errno;
+    last_report(sig);
+    /* SA_RESETHAND restored the default action; the re-raised signal is
+     * delivered when this handler returns. */
+    raise(sig);
+    errno = saved;
+}
+
+/* _exit() and _Exit() skip atexit handlers; some programs (dash, servers'
+ * forked workers) always end that way. The runtime's copies take the last
+ * report first, then end the process as glibc's do. exit() is unaffected
+ * (glibc calls its internal _exit, after the atexit report). */
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    last_report(-1);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
+
+static void install_handlers(void)
+{
+    struct sigaction old, sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGUSR2, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO)) {
+        sa.sa_handler = on_usr2;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGUSR2, &sa, NULL);
+    }
+    for (size_t i = 0; i < NFATAL; i++) {
+        if (sigaction(FATAL_SIGNALS[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
+            (old.sa_flags & SA_SIGINFO))
+            continue;
+        sa.sa_handler = on_fatal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        sigaction(FATAL_SIGNALS[i], &sa, NULL);
+    }
+}
+
+/* ---- session lifecycle ----------------------------------------------- */
+
+static void after_fork_child(void);
+
+/* Starts the session and the reporter in this process; rt.lock held. */
+static int start_locked(void)
+{
+    /* The sampling allocator must have served this process at least once
+     * (mp_profiler_start checks it): make sure it has. Through a volatile
+     * pointer: compilers may delete a free(malloc(n)) pair. */
+    void *volatile probe = malloc(1);
+    free(probe);
+    mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
+    if (st != MP_PROF_OK) {
+        say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(),
+            mp_prof_strerror(st));
+        return -1;
+    }
+    rt.pid = getpid();
+    /* An exec'd program keeps its pid: its files continue the series. */
+    rt.seq =
+        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
+    rt.window_from_ns = now_real_ns();
+    atomic_store(&rt.stop_req, false);
+    atomic_store(&rt.report_req, false);
+    atomic_store(&rt.fatal_sig, 0);
+    rt.started = true;
+    mp_image_rt_start(rt.prof);
+    if (rt.bare)
+        return 0; /* one report, at exit */
+    rt.have_reporter = pthread_create(&rt.reporter, NULL, reporter_main, NULL) == 0;
+    if (!rt.have_reporter)
+        say("mimprof: no reporter thread in pid %ld: only the final report will be written\n",
+            (long)rt.pid);
+    return 0;
+}
+
+static void after_fork_child(void)
+{
+    /* The core ended the parent's session in this child; the reporter
+     * thread does not exist here. */
+    pthread_mutex_init(&rt.lock, NULL);
+    if (!rt.started)
+        return;
+    rt.started = false;
+    rt.have_reporter = false;
+    mp_profiler_free(rt.prof); /* inactive in the child: only releases the handle */
+    rt.prof = NULL;
+    sem_destroy(&rt.wake);
+    sem_init(&rt.wake, 0, 0);
+    atomic_store(&rt.reports_done, 0);
+    if (rt.pyro_on)
+        pyro_after_fork();
+    mp_image_rt_after_fork();
+    /* A child whose files would have its parent's names is not profiled
+     * (fork_parent said so). */
+    if (rt.follow_fork && (!rt.files || rt.out.per_process))
+        start_locked();
+}
+
+/* In the parent, after its first fork: when its children's reports would
+ * replace its own (no %p in the file names), one line says that they are
+ * not profiled. */
+static void after_fork_parent(void)
+{
+    if (rt.started && rt.follow_fork && rt.files && !rt.out.per_process && !rt.told_fork) {
+        rt.told_fork = true;
+        say("mimprof: %s has no %%p: forked children are not profiled (their reports would "
+            "replace this process's)\n",
+            rt.out.pattern);
+    }
+}
+
+/* The envp the dynamic loader passed to constructors: the process's
+ * initial environment, read before the program can change it. */
+static char *const *g_envp;
+
+/* The configuration from the environment (rt_env.h); rt.lock held. 0:
+ * configured; -1: not profiling (a message said why). */
+static int configure(mpt_env_var bad, const char *why)
+{
+    if (bad != MPT_ENV_COUNT) {
+        say_error("mimprof: %s=%s is not %s; profiling disabled\n", mpt_env_table[bad].name,
+                  mpt_env(bad)->text, why);
+        return -1;
+    }
+    const mpt_env_value *every = mpt_env(MPT_ENV_EVERY);
+    bool pyro = mpt_env(MPT_ENV_PYRO_SERVER)->set;
+    rt.bare = !every->set && !pyro;
+    mp_prof_config_init(&rt.cfg);
+    if (mpt_env(MPT_ENV_INTERVAL)->set)
+        rt.cfg.sample_interval_bytes = (size_t)mpt_env(MPT_ENV_INTERVAL)->num;
+    if (mpt_env(MPT_ENV_SEED)->set)
+        rt.cfg.seed = mpt_env(MPT_ENV_SEED)->num;
+    if (mpt_env(MPT_ENV_STACK_DEPTH)->set)
+        rt.cfg.max_stack_depth = (unsigned)mpt_env(MPT_ENV_STACK_DEPTH)->num;
+    if (mpt_env(MPT_ENV_SYMBOLIZE)->set)
+        rt.cfg.symbolize = (mp_prof_symbolize)mpt_env(MPT_ENV_SYMBOLIZE)->num;
+    /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
+     * the upload interval (a malformed one is refused by pyro_setup). */
+    const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);
+    rt.every_ms = every->set ? every->num : ui->set && ui->num > 0 ? ui->num : 10000;
+    rt.follow_fork = mpt_env_flag(MPT_ENV_FOLLOW_FORK, true);
+    if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
+        return -1;
+    /* Files: MIMPROF_OUTPUT; when uploading, only when it asks for them. */
+    const char *output = mpt_env(MPT_ENV_OUTPUT)->text;
+    rt.files = !pyro || output != NULL;
+    char err[600];
+    if (rt.files &&
+        mpt_out_configure(&rt.out, output, every->set ? "mimprof-out/" : "mimprof.%p.pb",
+                          rt.bare ? "mimprof.%p.pb" : "heap.%p.%n.pb.gz", err, sizeof err) != 0) {
+        say_error("mimprof: %s; profiling disabled\n", err);
+        return -1;
+    }
+    /* Uploads: without them (a message said why) the runtime goes on with
+     * its files, or leaves the process unprofiled when it writes none. */
+    if (pyro && pyro_setup() < 0 && !rt.files)
+        return -1;
+    return 0;
+}
+
+/* Whether this process profiles itself. MIMPROF_ROOT_PID (set by
+ * `mimprof run`) names the process it started: that process, also after
+ * an exec that replaced it (same pid), is profiled; a program executed by
+ * any other process (a child that forked and executed) only with
+ * MIMPROF_FOLLOW_EXEC=1. Without MIMPROF_ROOT_PID (a bare preload) every
+ * process that loads the preload profiles itself. Forked children that do
+ * not exec are after_fork_child's. */
+static bool this_process_is_profiled(void)
+{
+    if (mpt_env_flag(MPT_ENV_DISABLE, false))
+        return false;
+    const mpt_env_value *root = mpt_env(MPT_ENV_ROOT_PID);
+    return !root->set || (pid_t)root->num == getpid() || mpt_env_flag(MPT_ENV_FOLLOW_EXEC, true);
+}
+
+int mp_preload_runtime_start(void)
+{
+    static bool once;
+    static int result;
+    pthread_mutex_lock(&rt.lock);
+    if (once) {
+        pthread_mutex_unlock(&rt.lock);
+        return result;
+    }
+    once = true;
+    int rc = -1;
+    /* The table is read first, whatever else fails: MIMPROF_QUIET and
+     * the per-process decision need it. */
+    const char *why = "";
+    mpt_env_var bad = mpt_env_load(g_envp, &why);
+    rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
+    if (!this_process_is_profiled()) {
+        rc = 0;
+        goto out;
+    }
+    if (configure(bad, why) != 0)
+        goto out;
+    sem_init(&rt.wake, 0, 0);
+    if (start_locked() != 0)
+        goto out;
+    pthread_atfork(NULL, after_fork_parent, after_fork_child);
+    if (!rt.bare)
+        install_handlers();
+    atexit(mp_preload_runtime_stop);
+    rc = 1;
+out:
+    result = rc;
+    pthread_mutex_unlock(&rt.lock);
+    return rc;
+}
+
+/* Before the preload's own constructor (default priority): see the
+ * header. */
+__attribute__((constructor(102))) static void runtime_ctor(int argc, char **argv, char **envp)
+{
+    (void)argc;
+    (void)argv;
+    g_envp = envp;
+    mp_preload_runtime_start();
+}
+
+void mp_preload_runtime_stop(void)
+{
+    pthread_mutex_lock(&rt.lock);
+    if (!rt.started || rt.pid != getpid()) {
+        pthread_mutex_unlock(&rt.lock);
+        return;
+    }
+    if (rt.have_reporter) {
+        atomic_store(&rt.stop_req, true);
+        sem_post(&rt.wake);
+        pthread_join(rt.reporter, NULL);
+        rt.have_reporter = false;
+    }
+    mp_image_rt_stop(true); /* the exit image first: it still holds the interval */
+    report_once();
+    pyro_finish();
+    rt.started = false;
+    mp_profiler_free(rt.prof);
+    rt.prof = NULL;
+    pthread_mutex_unlock(&rt.lock);
+}
