@@ -100,17 +100,6 @@ class ExecReplaces(TempDirTest):
         os.chmod(shim, 0o755)
         self.run_and_find_example(shim, EXAMPLE, "--rounds", "50", "--sleep-us", "0")
 
-    def test_fork_and_exec_stays_governed_by_follow_exec(self):
-        cmd = ["sh", "-c", "%s --rounds 50 --sleep-us 0; true" % EXAMPLE]
-        out = self.path("no")
-        r = mimprof("run", "--every", "0", "-o", out, "--", *cmd)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(len(reports(out)), 1, "sh only")
-        out = self.path("yes")
-        r = mimprof("run", "--every", "0", "--follow-exec", "-o", out, "--", *cmd)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(len(reports(out)), 2, "sh and the example")
-
 
 def bare(env_extra, *cmd, **kw):
     """Runs cmd under the bare preload (no mimprof run)."""
