@@ -235,6 +235,8 @@ class AtomicOutput(TempDirTest):
                 self.assertEqual(os.listdir(d), ["one.pb"])
                 prof = decode(target)  # whole: decodes
                 self.assertEqual(prof["period"], 4096)
+                said = [l for l in r.stderr.splitlines() if "has no %p" in l]
+                self.assertEqual(len(said), 1, ("said once", r.stderr))
 
 
 class RunOptions(TempDirTest):
