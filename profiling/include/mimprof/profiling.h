@@ -100,7 +100,8 @@
  * file name pattern where `%p` is the pid, `%t` the Unix time, `%n` the report number in the
  * process and `%%` a percent sign; relative to the working directory at load time; default
  * `mimprof.%p.pb` | | `MIMPROF_SEED` | sampling seed (default random) | | `MIMPROF_STACK_DEPTH` |
- * frames per stack, 1..512 (default 64) | | `MIMPROF_SYMBOLIZE` | `none`, `functions` or `lines` |
+ * frames per stack, 1..512 (default 64) | | `MIMPROF_SYMBOLIZE` | `none`, `functions` (default) or
+ * `lines` (DWARF: ~200M instructions at the first report where libc has debug info) |
  * | `MIMPROF_DISABLE` | set and not `0`: allocator only, no session |
  * | `MIMPROF_DEBUG_ROOT` | where separate debug files are looked up by build-id
  * (`ROOT/.build-id/xx/yyyy.debug`) and debug link; an absolute path; default `/usr/lib/debug`;
@@ -161,7 +162,8 @@ typedef struct mp_prof_config {
         max_live_samples; /**< bound on the live table; default 1<<20; grows on demand up to it */
     uint64_t seed;        /**< 0 = random; a fixed seed makes sampling deterministic per thread */
     mp_prof_symbolize
-        symbolize; /**< default MP_PROF_SYMBOLIZE_FUNCTIONS (LINES when libdw is built in) */
+        symbolize; /**< default MP_PROF_SYMBOLIZE_FUNCTIONS; LINES (libdw) costs ~200M
+                                  instructions at the first report where libc has debug info */
     size_t overflow_stacks; /**< distinct stacks the global overflow shards can hold (they aggregate
                                  full-ring handoffs and thread-exit data per stack, so their memory
                                  does not grow with the sampling rate); default 65536;
