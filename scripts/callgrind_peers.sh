@@ -10,7 +10,7 @@
 #   scripts/callgrind_peers.sh [BUILD_DIR] [N]      (default build 1000000)
 #
 # Environment: MIMPROF_* variables pass through to the mimprof rows (e.g.
-# MIMPROF_SYMBOLIZE=lines to price that mode); CONFIGS="mimalloc mimprof"
+# MIMPROF_SYMBOLIZE=lines to price that mode); CONFIGS="mimalloc mimprof-mimalloc"
 # limits the rows.
 set -eu
 BUILD=$(cd "${1:-build}" && pwd)
@@ -22,7 +22,7 @@ PJ=$BUILD/subprojects/mimprof-profiling/libmimprof-preload-jemalloc.so
 LIB=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 JE=$LIB/libjemalloc.so.2
 TC=$LIB/libtcmalloc.so.4
-CONFIGS=${CONFIGS:-"mimalloc mimprof jemalloc jemalloc-prof mimprof-jemalloc tcmalloc tcmalloc-sample"}
+CONFIGS=${CONFIGS:-"mimalloc mimprof-mimalloc jemalloc jemalloc-prof mimprof-jemalloc tcmalloc tcmalloc-sample"}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -30,7 +30,7 @@ trap 'rm -rf "$TMP"' EXIT
 setup() {
     case $1 in
     mimalloc) [ -f "$OV" ] && echo "$OV" ;;
-    mimprof) [ -f "$PM" ] && echo "$PM MIMPROF_OUTPUT=$TMP/out/" ;;
+    mimprof-mimalloc) [ -f "$PM" ] && echo "$PM MIMPROF_OUTPUT=$TMP/out/" ;;
     jemalloc) [ -f "$JE" ] && echo "$JE" ;;
     jemalloc-prof) [ -f "$JE" ] && echo "$JE MALLOC_CONF=prof:true,lg_prof_sample:19" ;;
     mimprof-jemalloc) [ -f "$PJ" ] && echo "$PJ MIMPROF_OUTPUT=$TMP/out/" ;;
@@ -40,7 +40,7 @@ setup() {
 }
 base() { # config -> the plain allocator it is compared with
     case $1 in
-    mimprof) echo mimalloc ;;
+    mimprof-mimalloc) echo mimalloc ;;
     jemalloc-prof | mimprof-jemalloc) echo jemalloc ;;
     tcmalloc-sample) echo tcmalloc ;;
     esac
