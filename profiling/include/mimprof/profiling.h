@@ -365,7 +365,7 @@ const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  *   the demangling of `system_name`;
  * - every other name (C, already demangled) is not mangled: the call
  *   answers MP_PROF_E_NOT_MANGLED and the name stays as it is. So does a
- *   name the demangler refuses, or longer than 2048 bytes.
+ *   name the demangler refuses, or longer than 1024 bytes.
  *
  * The demangler (GNU libiberty's callback API, linked in) allocates
  * nothing and takes no lock: it is safe in any thread of a profiled

@@ -11,7 +11,7 @@
  * demangler has no callback API and exits the process when xmalloc fails.
  *
  * Safe to call from any thread, reentrant; never from an allocation hook
- * (it uses up to ~160 KiB of stack for the longest accepted name).
+ * (it uses up to ~80 KiB of stack for the longest accepted name).
  */
 #ifndef MIMPROF_PROFILING_REPORT_DEMANGLE_H
 #define MIMPROF_PROFILING_REPORT_DEMANGLE_H
@@ -19,10 +19,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Longest linkage name handed to the demangler (bytes, NUL excluded): the
- * demangler's arrays take ~72 bytes of stack per input byte. Longer names
- * stay as they are. The longest in Debian 12's libstdc++ has 177. */
-#define MP_DEMANGLE_MAX_INPUT 2048
+/* Longest linkage name handed to the demangler (bytes, NUL excluded).
+ * libiberty sizes its work arrays on the stack by the input (~72 bytes a
+ * byte) and itself refuses an input over this (two components a byte
+ * against DEMANGLE_RECURSION_LIMIT, 2048): ~74 KiB of stack at most.
+ * Longer names stay as they are. The longest in Debian 12's libstdc++
+ * has 177. */
+#define MP_DEMANGLE_MAX_INPUT 1024
 
 /* Whether a demangler is built in. */
 bool mp_demangle_available(void);

@@ -587,10 +587,16 @@ static const char *qualified_name(mp_syms *s, Dwarf_Die *d, const char *name)
     return intern(s, buf);
 }
 
-/* Names frame `f` after function DIE `d` of a unit (`cxx`: a C++ one). */
-static void name_die(mp_syms *s, mp_frame *f, Dwarf_Die *d, bool cxx)
+/* Names frame `f` after function DIE `d` of a unit (`cxx`: a C++ one).
+ * `elf_sym`: for the physical frame, the ELF symbol containing the
+ * address, which is that function's linkage name when the compiler wrote
+ * none in DWARF (GCC omits it for lambdas' operator() and for functions
+ * in anonymous namespaces); NULL for inlined frames. */
+static void name_die(mp_syms *s, mp_frame *f, Dwarf_Die *d, bool cxx, const char *elf_sym)
 {
     const char *sys = intern(s, die_linkage_name(d));
+    if (sys == NULL && cxx && mp_demangle_looks_mangled(elf_sym))
+        sys = elf_sym;
     if (sys != NULL) {
         set_name(s, f, sys);
         return;
@@ -759,7 +765,8 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
         int tag = dwarf_tag(&chain[i]);
         if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
             continue;
-        name_die(s, &fr[k], &chain[i], cxx);
+        name_die(s, &fr[k], &chain[i], cxx,
+                 tag == DW_TAG_subprogram ? elf_name(s, o, addr) : NULL);
         fr[k].file = abs_file(s, comp_dir, file);
         fr[k].line = line > 0 ? line : 0;
         k++;
