@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mimprof/profiling.h>
+
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Location Location;
@@ -144,6 +146,9 @@ static int64_t str(builder *b, const char *s)
     }
 }
 
+/* The Function of linkage name `name`: name = its human name by the
+ * profiling library's rule (mp_prof_demangle: demangled and qualified,
+ * as the mimprof backend names it), system_name = `name`. */
 static uint64_t function_for(builder *b, const char *name)
 {
     int64_t si = str(b, name);
@@ -166,6 +171,10 @@ static uint64_t function_for(builder *b, const char *name)
     f->id = b->nfuncs + 1;
     f->name = si;
     f->system_name = si;
+    char human[4096];
+    size_t len;
+    if (mp_prof_demangle(name, human, sizeof human, &len) == MP_PROF_OK && len < sizeof human)
+        f->name = str(b, human);
     b->funcs[b->nfuncs++] = f;
     b->func_index.len++;
     *slot = f->id;
