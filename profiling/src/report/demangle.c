@@ -1,4 +1,7 @@
 /* Linkage names -> human names (see demangle.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "demangle.h"
 
 #include <string.h>
