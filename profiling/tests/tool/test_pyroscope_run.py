@@ -495,6 +495,38 @@ class BarePreload(PyroscopeTest):
         self.assertEqual(os.listdir(self.tmp), [], "and no files either")
 
 
+class CxxNames(PyroscopeTest):
+    """What the server receives from a C++ program (issue 17): demangled,
+    qualified names (shop::Cache<shop::Item>::put, not _ZN4shop5Cache...
+    nor a bare put) in both symbolize modes, as the query API returns
+    them."""
+
+    def test_server_receives_demangled_names(self):
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cxx", "shop.cpp")
+        exe = os.path.join(self.tmp, "shop")
+        subprocess.run(["g++", "-O2", "-g", src, "-o", exe], check=True, timeout=300)
+        for mode in ("functions", "lines"):
+            self.server.control_post("/reset")
+            app = "shop-" + mode
+            r = self.mimprof_run("--pyroscope", self.server.url, "--app", app, "-s", mode,
+                                 "--interval", "16k", cmd=[exe, "300"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout, "300 items, 1500 kept\n")
+            sel = '{service_name="%s"}' % app
+            inuse = self.server.points("inuse_space", sel)
+            self.assertTrue(inuse, "uploaded")
+            prof = self.server.query("SelectMergeProfile", profileTypeID=TYPES["inuse_space"],
+                                     labelSelector=sel, start=inuse[-1][0], end=inuse[-1][0])
+            strings = prof.get("stringTable", [])
+            names = {strings[int(f["name"])] for f in prof.get("function", [])}
+            for want in ("shop::Cache<shop::Item>::put", "operator new", "shop::make_vector<int>",
+                         "shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()",
+                         "(anonymous namespace)::scratch"):
+                self.assertIn(want, names, (mode, sorted(names)))
+            self.assertNotIn("put", names)
+            self.assertFalse([n for n in names if n.startswith("_Z")], (mode, sorted(names)))
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, EXAMPLE, PRELOAD, PYRO_LIB, STANDIN):
         assert need and os.path.exists(need), \
