@@ -352,15 +352,18 @@ const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  *
  * - C++ (Itanium ABI) and Rust (legacy and v0) names are demangled and
  *   fully qualified, with template arguments, lambdas and anonymous
- *   namespaces as the compiler names them:
- *   `_ZN4shop5CacheINS_4ItemEE3putERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE`
- *   -> `shop::Cache<shop::Item>::put`,
- *   `_ZZN4shop4fillEmENKUlmE_clEm` ->
- *   `shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()`,
- *   `_Znwm` -> `operator new`;
+ *   namespaces as the compiler names them, e.g.
+ *   @verbatim
+     _ZN4shop5CacheINS_4ItemEE3putERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE
+         -> shop::Cache<shop::Item>::put
+     _ZZN4shop4fillEmENKUlmE_clEm
+         -> shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()
+     _Znwm -> operator new
+     @endverbatim
  * - the function's own parameter list, return type and clone suffix
- *   (`.cold`, `.constprop.0`) are left out, as `go tool pprof` shows
- *   names by default: Pyroscope and the flame graphs group frames by the
+ *   (`.cold`, `.constprop.0`) are left out, as `go tool pprof
+ *   -symbolize=demangle=templates` shows names: Pyroscope and the flame
+ *   graphs group frames by the
  *   name string, so an overload set (`put(std::string const&)`,
  *   `put(int)`) and a function's compiler clones are one node, while
  *   different template instantiations stay apart. The full signature is
@@ -377,6 +380,8 @@ const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  * @param out   receives the human name, NUL-terminated; when `*len >= cap`
  *              it holds a truncated prefix (as snprintf): call again with
  *              at least `*len + 1` bytes
+ * @param cap   bytes at `out` (0: only the length is wanted; `out` may
+ *              then be NULL)
  * @param len   receives the length of the whole human name
  * @return MP_PROF_OK; MP_PROF_E_NOT_MANGLED (`out` untouched);
  *         MP_PROF_E_UNSUPPORTED in a build without the `demangle` feature
