@@ -7,6 +7,7 @@
 
 #include "cxx_sites.h"
 #include "demangle.h"
+#include "report_pcs.h"
 #include "report_builder.h"
 #include "report_internal.h"
 #include "sites.h"
@@ -31,24 +32,6 @@ static const struct {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-static ut_prof *report_pcs(mp_report_cache *c, const uintptr_t *pcs, size_t n,
-                           mp_prof_symbolize mode)
-{
-    mp_report_options o = {.period = 4096, .symbolize = mode};
-    mp_report_builder *b = mp_report_begin(c, &o);
-    cr_assert_not_null(b);
-    double v[4] = {1, 1, 1, 1};
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(mp_report_add(b, &pcs[i], 1, false, v, false), MP_PROF_OK);
-    uint8_t *buf;
-    size_t len;
-    cr_assert_eq(mp_report_finish(b, &buf, &len), MP_PROF_OK);
-    ut_prof *p = ut_decode(buf, len);
-    cr_assert_not_null(p);
-    free(buf);
-    return p;
-}
-
 static const Perftools__Profiles__Function *frame_fn(const ut_prof *p,
                                                       const Perftools__Profiles__Location *l,
                                                       size_t k)
@@ -57,13 +40,6 @@ static const Perftools__Profiles__Function *frame_fn(const ut_prof *p,
     const Perftools__Profiles__Function *f = ut_fn(p, l->line[k]->function_id);
     cr_assert_not_null(f);
     return f;
-}
-
-static const Perftools__Profiles__Location *loc_for(const ut_prof *p, uintptr_t pc)
-{
-    const Perftools__Profiles__Location *l = ut_loc_at(p, pc - 1);
-    cr_assert_not_null(l, "a location at %#lx", (unsigned long)(pc - 1));
-    return l;
 }
 
 static bool starts_with(const char *s, const char *prefix)
@@ -85,6 +61,14 @@ static size_t collect(uintptr_t *pcs)
     pcs[n++] = cxx_operator_new_address() + 2; /* a return address is past the call: inside */
     pcs[n++] = cxx_operator_new_array_address() + 2;
     return n;
+}
+
+/* Why the test cannot run in this build (`lines`: it needs libdw), or NULL. */
+static const char *cannot_run(bool lines)
+{
+    if (lines && !MP_HAVE_LIBDW)
+        return "built without libdw";
+    return mp_demangle_available() ? NULL : "built without the demangle feature";
 }
 
 static void check_outer_names(const ut_prof *p, const uintptr_t *pcs)
@@ -109,8 +93,8 @@ static void check_outer_names(const ut_prof *p, const uintptr_t *pcs)
 
 Test(cxx_names, functions_mode)
 {
-    if (!mp_demangle_available())
-        cr_skip_test("built without the demangle feature");
+    if (cannot_run(false))
+        cr_skip_test("%s", cannot_run(false));
     uintptr_t pcs[NCASES + 3];
     size_t n = collect(pcs);
     mp_report_cache *c = mp_report_cache_new();
@@ -133,11 +117,8 @@ Test(cxx_names, functions_mode)
 
 Test(cxx_names, lines_mode_physical_and_inlined)
 {
-#if !MP_HAVE_LIBDW
-    cr_skip_test("built without libdw");
-#endif
-    if (!mp_demangle_available())
-        cr_skip_test("built without the demangle feature");
+    if (cannot_run(true))
+        cr_skip_test("%s", cannot_run(true));
     uintptr_t pcs[NCASES + 3];
     size_t n = collect(pcs);
     mp_report_cache *c = mp_report_cache_new();
@@ -155,14 +136,11 @@ Test(cxx_names, lines_mode_physical_and_inlined)
     mp_report_cache_free(c);
 }
 
-/* The ELF-less path names what DWARF names: one rule for both modes. */
+/* functions (ELF symbols) and lines (DWARF) name physical frames alike. */
 Test(cxx_names, modes_agree_on_physical_frames)
 {
-#if !MP_HAVE_LIBDW
-    cr_skip_test("built without libdw");
-#endif
-    if (!mp_demangle_available())
-        cr_skip_test("built without the demangle feature");
+    if (cannot_run(true))
+        cr_skip_test("%s", cannot_run(true));
     uintptr_t pcs[NCASES + 3];
     size_t n = collect(pcs);
     mp_report_cache *c = mp_report_cache_new();
