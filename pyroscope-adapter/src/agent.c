@@ -189,19 +189,7 @@ mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size
         return MP_PYRO_E_STATE;
     if (len == 0)
         return MP_PYRO_OK;
-    uint8_t *gz;
-    size_t gz_len;
-    mp_pyro_status s = mp_pyro_gzip(pprof, len, &gz, &gz_len);
-    if (s != MP_PYRO_OK) {
-        pthread_mutex_lock(&a->mu);
-        a->st.reports_failed++;
-        pthread_mutex_unlock(&a->mu);
-        return s;
-    }
-    mp_pyro_agent_enqueue(
-        a,
-        (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = from_nanos, .until_ns = until_nanos});
-    return MP_PYRO_OK;
+    return mp_pyro_agent_queue_report(a, pprof, len, from_nanos, until_nanos);
 }
 
 void mp_pyro_agent_free(mp_pyro_agent *a)
