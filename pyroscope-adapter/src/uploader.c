@@ -128,7 +128,10 @@ static void send_head(mp_pyro_agent *a)
     if (fate == MP_PYRO_FATE_RETRY) {
         int64_t now = mp_pyro_now_mono_ns();
         int64_t next = now + mp_pyro_backoff_ns(&a->cfg->retry, it.attempts, &a->rng);
-        if (mp_pyro_retry_allowed(&a->cfg->retry, it.attempts, it.first_attempt_ns, next)) {
+        /* the server would refuse it by then: its age counts from its start */
+        int64_t age_then = mp_pyro_now_real_ns() + (next - now) - it.from_ns;
+        if (mp_pyro_retry_allowed(&a->cfg->retry, it.attempts, it.first_attempt_ns, next) &&
+            age_then <= (int64_t)MP_PYRO_MAX_SPOOL_AGE_S * 1000000000) {
             it.next_attempt_ns = next;
             if (!mp_pyro_queue_full(&a->q)) {
                 mp_pyro_queue_push_front(&a->q, it);
@@ -220,9 +223,9 @@ static bool spool_pending(mp_pyro_agent *a)
 {
     if (!a->spool)
         return false;
-    uint64_t files, bytes;
-    mp_pyro_spool_counts(a->spool, &files, &bytes);
-    return files > 0;
+    uint64_t files, bytes, foreign;
+    mp_pyro_spool_counts(a->spool, &files, &bytes, &foreign);
+    return files > foreign;
 }
 
 void *mp_pyro_uploader_main(void *arg)
