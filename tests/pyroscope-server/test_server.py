@@ -358,7 +358,7 @@ class IngestTests(ServerCase):
         self.assertEqual(limited[0]["code"], "unknown")
         self.assertRegex(limited[0]["message"],
                          r"^pushing IngestInput-pprof failed resource_exhausted: push rate limit "
-                         r"\(1 KiB\) exceeded while adding [0-9.]+ KiB$")
+                         r"\(1.0 KiB\) exceeded while adding [0-9.]+ KiB$")
         st, _h, body = self.srv.push([{"labels": [("__name__", "memory"), ("service_name", "p")],
                                         "samples": [(prof, "")]}])
         self.assertEqual((st, json.loads(body)["code"]), (429, "resource_exhausted"))
