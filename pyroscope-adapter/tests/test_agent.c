@@ -54,10 +54,11 @@ static void expect_accounted(const mp_pyro_stats *s)
 
 /* The agent reports at wall-clock multiples of its interval (reporter.c),
  * so a run meant to be one window ending at stop must not straddle a
- * boundary: it uses a one-hour interval and, started within seconds of the
- * hour, first waits the hour out. (With a 60 s interval a 250 ms run
- * straddled a minute boundary about once in 240 runs: two reports.) */
-#define ONE_WINDOW 3600000
+ * boundary: it uses the longest interval (30 min) and, started within
+ * seconds of a boundary, first waits it out. (With a 60 s interval a
+ * 250 ms run straddled a minute boundary about once in 240 runs: two
+ * reports.) */
+#define ONE_WINDOW 1800000
 
 static void clear_of_boundary(int interval_ms, int run_ms)
 {
@@ -93,7 +94,10 @@ Test(agent, stop_flushes_the_last_interval)
     cr_expect_geq(fb->windows[0].until_nanos - fb->windows[0].from_nanos, 190000000);
 }
 
-Test(agent, retries_500_and_429)
+/* 500 as a proxy in front of the server answers; the rate limit as the
+ * real /ingest answers it: 422 "pushing IngestInput-pprof failed
+ * resource_exhausted: ..." (Push: 429), retried like a 429. */
+Test(agent, retries_500_and_rate_limit)
 {
     ts_post(&srv, "/fault", "{\"mode\": \"500\", \"count\": 2}");
     mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
@@ -101,11 +105,20 @@ Test(agent, retries_500_and_429)
     cr_expect_eq(st.fail_server, 2);
     cr_expect_eq(st.retries, 2);
     cr_expect_eq(st.requests, 3);
-    ts_post(&srv, "/fault", "{\"mode\": \"429\", \"count\": 1}");
+    ts_post(&srv, "/fault", "{\"mode\": \"ratelimit\", \"count\": 1}");
     st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.uploaded, 1);
     cr_expect_eq(st.fail_rate_limited, 1);
+    cr_expect_eq(st.dropped_rejected, 0);
+    cr_expect_eq(ts_summary(&srv, "status_422"), 1);
     cr_expect_eq(ts_summary(&srv, "accepted"), 2);
+    mp_pyro_config_set_protocol(cfg, MP_PYRO_PROTOCOL_PUSH);
+    ts_post(&srv, "/fault", "{\"mode\": \"ratelimit\", \"count\": 1}");
+    st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
+    cr_expect_eq(st.uploaded, 1);
+    cr_expect_eq(st.fail_rate_limited, 1);
+    cr_expect_eq(ts_summary(&srv, "status_429"), 1);
+    cr_expect_eq(ts_summary(&srv, "accepted"), 3);
 }
 
 Test(agent, timeout_then_retry)
@@ -293,10 +306,12 @@ Test(agent, spool_resent_after_restart)
     free(dir);
 }
 
+/* An ingester that stays unavailable: /ingest says so with a 422
+ * (pushing IngestInput-pprof failed unavailable: ...), retried as a 5xx. */
 Test(agent, retry_budget_spent_goes_to_spool)
 {
     char *dir = mktemp_dir();
-    ts_post(&srv, "/fault", "{\"mode\": \"500\"}");
+    ts_post(&srv, "/fault", "{\"mode\": \"unavailable\"}");
     mp_pyro_retry_policy p = {
         .max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
     mp_pyro_config_set_retry(cfg, &p);

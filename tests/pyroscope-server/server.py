@@ -40,7 +40,7 @@ INGEST_PATHS = ("/ingest", "/pyroscope/ingest")
 PUSH_PATH = "/push.v1.PusherService/Push"
 QUERY_PREFIX = "/querier.v1.QuerierService/"
 QUERY_METHODS = ("SelectMergeProfile", "SelectSeries", "LabelValues", "ProfileTypes")
-FAULT_MODES = ("none", "down", "500", "ratelimit", "slow", "reset")
+FAULT_MODES = ("none", "down", "500", "ratelimit", "unavailable", "slow", "reset")
 VERSIONS = ("1.13", "2.0")
 STORAGE_OF = {"1.13": "v1", "2.0": "v2"}
 # /ingest: every failure after its request parsing is "pushing
@@ -336,6 +336,13 @@ class DataHandler(BaseHTTPRequestHandler):
                     return
                 if mode == "500":
                     self.send(500, json_error("internal", "fault injected: internal error"))
+                    return
+                if mode == "unavailable":
+                    # an ingester / segment-writer failure (the text after
+                    # the code is the stand-in's own)
+                    e = post_parse_error(path != PUSH_PATH, "unavailable",
+                                         "fault injected: no ingester available")
+                    self.send(e.status, json_error(e.code, e.message))
                     return
                 if mode == "ratelimit":
                     e = post_parse_error(path != PUSH_PATH, "resource_exhausted",
