@@ -306,6 +306,83 @@ Test(agent, spool_resent_after_restart)
     free(dir);
 }
 
+static mp_pyro_stats wait_spool(mp_pyro_config *c, uint64_t files, int ms)
+{
+    mp_pyro_agent *a;
+    cr_assert_eq(mp_pyro_agent_start(c, be, &a), MP_PYRO_OK);
+    mp_pyro_stats st;
+    for (int i = 0; i < ms / 50; i++) {
+        mp_pyro_agent_stats(a, &st);
+        if (st.spool_files == files)
+            break;
+        sleep_ms(50);
+    }
+    cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+    mp_pyro_agent_stats(a, &st);
+    mp_pyro_agent_free(a);
+    return st;
+}
+
+static bool dir_holds(const char *dir, const char *needle)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -rqF '%s' '%s'", needle, dir);
+    return system(cmd) == 0;
+}
+
+/* A spooled profile keeps the server, the tenant and an identity of the
+ * credentials it was meant for (a salted hash, never the secret) and is
+ * resent only by an agent with the same; any other agent keeps it and
+ * counts it (issue 14 item 7: it went into the next run's tenant). */
+Test(agent, spool_resent_only_to_its_tenant_and_credentials)
+{
+    char *dir = mktemp_dir();
+    ts_post(&srv, "/config", "{\"multitenancy\": true}");
+    ts_post(&srv, "/fault", "{\"mode\": \"down\"}");
+    mp_pyro_config_set_spool(cfg, dir, 0, 0);
+    mp_pyro_config_set_flush_deadline_ms(cfg, 100);
+    mp_pyro_config_set_tenant(cfg, "team-a");
+    mp_pyro_config_set_basic_auth(cfg, "stack-a", "secret-a");
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_E_DEADLINE);
+    cr_assert_eq(st.spooled, 1);
+    int64_t sent_alloc;
+    fixed_snapshot(fb, NULL, &sent_alloc, NULL);
+    cr_expect(!dir_holds(dir, "secret-a"), "the spool never holds the secret");
+    cr_expect(dir_holds(dir, "tenant team-a"));
+    ts_post(&srv, "/fault", "{\"mode\": \"none\"}");
+    fb->empty = true;
+    mp_pyro_config_set_upload_interval_ms(cfg, ONE_WINDOW);
+    clear_of_boundary(ONE_WINDOW, 10000);
+
+    /* another tenant and credentials; then team-a with another password */
+    const char *others[][3] = {{"team-b", "stack-b", "secret-b"},
+                               {"team-a", "stack-a", "another"}};
+    for (int i = 0; i < 2; i++) {
+        mp_pyro_config_set_tenant(cfg, others[i][0]);
+        mp_pyro_config_set_basic_auth(cfg, others[i][1], others[i][2]);
+        st = wait_spool(cfg, 0, 2000);
+        cr_expect_eq(st.spool_files, 1, "%s kept the profile", others[i][0]);
+        cr_expect_eq(st.spool_foreign, 1);
+        cr_expect_eq(st.spool_resent, 0);
+        cr_expect_eq(ts_summary(&srv, "accepted"), 0, "nothing sent under %s", others[i][0]);
+    }
+
+    mp_pyro_config_set_tenant(cfg, "team-a");
+    mp_pyro_config_set_basic_auth(cfg, "stack-a", "secret-a");
+    st = wait_spool(cfg, 0, 10000);
+    cr_expect_eq(st.spool_resent, 1);
+    cr_expect_eq(st.spool_files, 0);
+    int64_t t = now_ms();
+    double a = q_series_sum(srv.url, "team-a", "memory:alloc_space:bytes:space:bytes",
+                            "{service_name=\"agent-test\"}", t - 60000, t + 1000);
+    double b = q_series_sum(srv.url, "team-b", "memory:alloc_space:bytes:space:bytes",
+                            "{service_name=\"agent-test\"}", t - 60000, t + 1000);
+    cr_expect_eq((int64_t)a, sent_alloc, "delivered into its own tenant");
+    cr_expect_eq((int64_t)b, 0);
+    rm_dir(dir);
+    free(dir);
+}
+
 /* An ingester that stays unavailable: /ingest says so with a 422
  * (pushing IngestInput-pprof failed unavailable: ...), retried as a 5xx. */
 Test(agent, retry_budget_spent_goes_to_spool)
