@@ -109,8 +109,8 @@ mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t 
     st = mp_pyro_http_new(&h);
     mp_pyro_rng rng;
     mp_pyro_rng_seed(&rng);
-    /* the parts in order; the first failure ends the call (a caller that
-     * retries resends the whole report) */
+    /* the parts in order; the first failure ends the call (the header
+     * says what a caller that retries then sends twice) */
     for (size_t i = 0; i < n && st == MP_PYRO_OK; i++) {
         mp_pyro_http_result res;
         size_t body_len;

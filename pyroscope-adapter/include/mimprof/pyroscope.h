@@ -488,9 +488,12 @@ typedef struct mp_pyro_stats {
     uint64_t fail_connect;   /**< failures: resolve, connect, send, receive */
     uint64_t fail_timeout;   /**< failures: timeout */
     uint64_t fail_tls;       /**< failures: TLS */
-    uint64_t fail_rate_limited;       /**< failures: HTTP 429 */
+    uint64_t fail_rate_limited;       /**< failures: HTTP 429, or /ingest's 422 for a rate or
+                                           ingestion limit (`resource_exhausted`) */
     uint64_t fail_server;             /**< failures: HTTP 5xx */
-    uint64_t fail_rejected;           /**< failures: other 4xx, redirects */
+    uint64_t fail_rejected;           /**< failures: other 4xx (a 422 that is a validation
+                                           error), redirects; /ingest's 422 for an ingester
+                                           error counts in fail_server */
     uint64_t fail_other;              /**< failures: anything else */
     uint64_t dropped_queue_full;      /**< oldest profile dropped: queue full and no spool */
     uint64_t dropped_rejected;        /**< dropped: the server rejected it (not retryable) */
@@ -557,12 +560,15 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
 
 /**
  * Queues one uncompressed pprof produced by the caller (a sink agent, or
- * extra profiles next to a backend's): copied and gzipped here, then
+ * extra profiles next to a backend's): fitted to the server's limits
+ * (mp_pyro_server_limits: `__delta__` sample labels removed, one sample
+ * per stack, split when beyond the limits) and gzipped here, then
  * uploaded like the agent's own, with `from_nanos`/`until_nanos` as its
  * window. Any thread; never blocks on the network. An empty profile
  * (`len` 0) is counted in `reports_empty` and not sent.
  * @return MP_PYRO_OK; MP_PYRO_E_STATE once mp_pyro_agent_stop() was called;
- *         MP_PYRO_E_INVALID_ARGUMENT; MP_PYRO_E_NOMEM.
+ *         MP_PYRO_E_INVALID_ARGUMENT (also when `pprof` is not a pprof
+ *         Profile; counted in `reports_failed`); MP_PYRO_E_NOMEM.
  */
 mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
                                     int64_t from_nanos, int64_t until_nanos);
@@ -589,7 +595,11 @@ mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_
 
 /**
  * Sends one uncompressed pprof synchronously with `cfg` (one attempt, no
- * retry, no queue): what the agent does for one profile.
+ * retry, no queue): what the agent does for one profile, fitted to the
+ * server's limits as mp_pyro_agent_submit() says. A report split in
+ * several requests is sent in order up to the first failure (the parts
+ * sent before it are stored: resending the whole report would count them
+ * twice).
  * @param cfg the configuration (validated here; the sentence of a
  *        configuration error goes to `err`).
  * @param pprof,len the profile, uncompressed (gzipped here).
@@ -597,7 +607,8 @@ mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_
  * @param spy_name `spyName` (NULL = "mimprof").
  * @param err,err_len NULL or a buffer for the sentence (server message
  *        included) and its size.
- * @return MP_PYRO_OK on 2xx, else the classified failure.
+ * @return MP_PYRO_OK on 2xx, else the classified failure;
+ *         MP_PYRO_E_INVALID_ARGUMENT when `pprof` is not a pprof Profile.
  */
 mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t len,
                               int64_t from_nanos, int64_t until_nanos, const char *spy_name,
