@@ -92,6 +92,19 @@ typedef struct fitter {
     size_t probe;
 } fitter;
 
+/* Bytes of element `i` of `t` when the part numbered `part` lacks it and
+ * this probe has not counted it yet (else 0); with `commit`, records it
+ * as in the part. */
+static size_t bring(const fitter *f, table *t, size_t i, size_t part, bool commit)
+{
+    if (i == SIZE_MAX || t->in_part[i] == part + 1 || t->stamp[i] == f->probe)
+        return 0;
+    t->stamp[i] = f->probe;
+    if (commit)
+        t->in_part[i] = part + 1;
+    return t->bytes[i];
+}
+
 /* Bytes that `s` adds to the part numbered `part` (locations, functions
  * and mappings it brings in included); with `commit`, records them as in
  * the part. Each element is counted once per probe. */
@@ -101,29 +114,16 @@ static size_t sample_cost(fitter *f, const Sample *s, size_t part, bool commit)
     f->probe++;
     for (size_t k = 0; k < s->n_location_id; k++) {
         size_t li = table_find(&f->locs, s->location_id[k]);
-        if (li == SIZE_MAX || f->locs.in_part[li] == part + 1 || f->locs.stamp[li] == f->probe)
+        size_t c = bring(f, &f->locs, li, part, commit);
+        if (c == 0) /* its mapping and functions came with it */
             continue;
-        f->locs.stamp[li] = f->probe;
-        cost += f->locs.bytes[li];
-        if (commit)
-            f->locs.in_part[li] = part + 1;
+        cost += c;
         const Location *l = f->p->location[li];
-        size_t mi = l->mapping_id ? table_find(&f->maps, l->mapping_id) : SIZE_MAX;
-        if (mi != SIZE_MAX && f->maps.in_part[mi] != part + 1 && f->maps.stamp[mi] != f->probe) {
-            f->maps.stamp[mi] = f->probe;
-            cost += f->maps.bytes[mi];
-            if (commit)
-                f->maps.in_part[mi] = part + 1;
-        }
-        for (size_t j = 0; j < l->n_line; j++) {
-            size_t fi = table_find(&f->funcs, l->line[j]->function_id);
-            if (fi == SIZE_MAX || f->funcs.in_part[fi] == part + 1 || f->funcs.stamp[fi] == f->probe)
-                continue;
-            f->funcs.stamp[fi] = f->probe;
-            cost += f->funcs.bytes[fi];
-            if (commit)
-                f->funcs.in_part[fi] = part + 1;
-        }
+        if (l->mapping_id)
+            cost += bring(f, &f->maps, table_find(&f->maps, l->mapping_id), part, commit);
+        for (size_t j = 0; j < l->n_line; j++)
+            cost += bring(f, &f->funcs, table_find(&f->funcs, l->line[j]->function_id), part,
+                          commit);
     }
     return cost;
 }
