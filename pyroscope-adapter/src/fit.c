@@ -135,7 +135,8 @@ static bool same_key(const Sample *a, const Sample *b)
     if (a->n_location_id != b->n_location_id || a->n_label != b->n_label ||
         a->n_value != b->n_value)
         return false;
-    if (memcmp(a->location_id, b->location_id, a->n_location_id * sizeof *a->location_id) != 0)
+    if (a->n_location_id &&
+        memcmp(a->location_id, b->location_id, a->n_location_id * sizeof *a->location_id) != 0)
         return false;
     for (size_t i = 0; i < a->n_label; i++) {
         const Perftools__Profiles__Label *x = a->label[i], *y = b->label[i];
@@ -201,8 +202,8 @@ static int merge_samples(Profile *p, Sample **keep, size_t *nkeep)
             }
             Sample *t = keep[*slot - 1];
             if (same_key(s, t)) {
-                for (size_t v = 0; v < s->n_value; v++)
-                    t->value[v] += s->value[v];
+                for (size_t v = 0; v < s->n_value; v++) /* wraps as the server's would */
+                    t->value[v] = (int64_t)((uint64_t)t->value[v] + (uint64_t)s->value[v]);
                 break;
             }
         }
@@ -210,6 +211,34 @@ static int merge_samples(Profile *p, Sample **keep, size_t *nkeep)
     mp_pyro_u64map_free(&m);
     *nkeep = n;
     return rc;
+}
+
+/* Whether any message of `p` holds fields profile.proto does not define:
+ * they would be copied into every part as they came (a field number 0
+ * even re-encoded into bytes no decoder reads), so such input is
+ * refused. No producer of this workspace writes them. */
+static bool has_unknown(const Profile *p)
+{
+#define UNK(m) ((m) && (m)->base.n_unknown_fields)
+    bool u = UNK(p) || UNK(p->period_type);
+    for (size_t i = 0; i < p->n_sample_type && !u; i++)
+        u = UNK(p->sample_type[i]);
+    for (size_t i = 0; i < p->n_sample && !u; i++) {
+        u = UNK(p->sample[i]);
+        for (size_t j = 0; j < p->sample[i]->n_label && !u; j++)
+            u = UNK(p->sample[i]->label[j]);
+    }
+    for (size_t i = 0; i < p->n_location && !u; i++) {
+        u = UNK(p->location[i]);
+        for (size_t j = 0; j < p->location[i]->n_line && !u; j++)
+            u = UNK(p->location[i]->line[j]);
+    }
+    for (size_t i = 0; i < p->n_function && !u; i++)
+        u = UNK(p->function[i]);
+    for (size_t i = 0; i < p->n_mapping && !u; i++)
+        u = UNK(p->mapping[i]);
+#undef UNK
+    return u;
 }
 
 /* --- parts ------------------------------------------------------------------ */
@@ -290,6 +319,11 @@ mp_pyro_status mp_pyro_fit(const uint8_t *in, size_t len, size_t max_samples, si
     Profile *p = perftools__profiles__profile__unpack(NULL, len, in);
     if (!p) {
         mp_pyro_fmt(err, errlen, "the profile is not a pprof Profile message");
+        return MP_PYRO_E_INVALID_ARGUMENT;
+    }
+    if (has_unknown(p)) {
+        perftools__profiles__profile__free_unpacked(p, NULL);
+        mp_pyro_fmt(err, errlen, "the profile holds fields that pprof does not define");
         return MP_PYRO_E_INVALID_ARGUMENT;
     }
     mp_pyro_status st = MP_PYRO_E_NOMEM;
