@@ -85,7 +85,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *user)
 }
 
 /* The "message" string of a JSON error body {"code":..,"message":..}, else
- * the body's first line; JSON escapes other than \" and \\ are kept. */
+ * the body's first line; JSON escapes other than \" and \\ are kept. Either
+ * way a byte outside printable ASCII becomes '?': the message is printed
+ * to terminals, and a server's bytes must not drive them. */
 static void server_message(const response *r, char *out, size_t len)
 {
     const char *m = strstr(r->data, "\"message\"");
