@@ -213,6 +213,13 @@ class NameTests(unittest.TestCase):
 class ServerCase(unittest.TestCase):
     args = []
 
+    def unnamed_push_service(self):
+        """The service_name a Push without one is stored under."""
+        prof = heap_profile([(("main",), [1, 1, 1, 1])])
+        st, _h, _b = self.srv.push([{"labels": [("__name__", "memory")], "samples": [(prof, "")]}])
+        self.assertEqual(st, 200)
+        return self.srv.query("LabelValues", {"name": "service_name"})[1]["names"]
+
     def setUp(self):
         self.srv = Server(*self.args)
 
@@ -522,10 +529,7 @@ class Version113Tests(ServerCase):
         self.assertIn("duplicate label name", json.loads(body)["message"])
 
     def test_push_without_service_name_is_unspecified(self):
-        prof = heap_profile([(("main",), [1, 1, 1, 1])])
-        self.assertEqual(self.srv.push([{"labels": [("__name__", "memory")], "samples": [(prof, "")]}])[0], 200)
-        st, js = self.srv.query("LabelValues", {"name": "service_name"})
-        self.assertEqual(js["names"], ["unspecified"])
+        self.assertEqual(self.unnamed_push_service(), ["unspecified"])
 
     def test_no_body_limit(self):
         self.srv.ctl("POST", "/config", {"body_limit": 300})
@@ -550,10 +554,7 @@ class Version20Tests(ServerCase):
         self.assertEqual(js["names"], ["p1"])
 
     def test_push_without_service_name_is_unknown_service(self):
-        prof = heap_profile([(("main",), [1, 1, 1, 1])])
-        self.assertEqual(self.srv.push([{"labels": [("__name__", "memory")], "samples": [(prof, "")]}])[0], 200)
-        st, js = self.srv.query("LabelValues", {"name": "service_name"})
-        self.assertEqual(js["names"], ["unknown_service"])
+        self.assertEqual(self.unnamed_push_service(), ["unknown_service"])
 
 
 class QueryValidationTests(ServerCase):
