@@ -32,7 +32,7 @@
 #include "queue.h"
 #include "util.h"
 
-#define MAGIC "MPPYROSPOOL 2\n"
+#define MAGIC    "MPPYROSPOOL 2\n"
 #define MAGIC_V1 "MPPYROSPOOL 1\n"
 
 typedef struct spool_file {
@@ -119,22 +119,32 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
         mp_pyro_fmt(err, errlen, "spool directory '%s': %s", dir, strerror(errno));
         return MP_PYRO_E_IO;
     }
+    /* Everything below is relative to the directory opened once: a path
+     * that names something else (a file, a FIFO, a device) is refused,
+     * and nothing in it is followed out of it. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        mp_pyro_fmt(err, errlen, "spool directory '%s': %s", dir,
+                    errno == ENOTDIR ? "not a directory" : strerror(errno));
+        return MP_PYRO_E_IO;
+    }
     mp_pyro_spool *sp = calloc(1, sizeof *sp);
     if (!sp || !(sp->dir = strdup(dir))) {
         free(sp);
+        close(dfd);
         return MP_PYRO_E_NOMEM;
     }
     pthread_mutex_init(&sp->mu, NULL);
     sp->max_bytes = max_bytes;
     sp->max_age_ns = (int64_t)max_age_s * 1000000000;
     sp->owner = owner;
-    char *lock = path_of(sp, ".lock");
-    sp->lock_fd = lock ? open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600) : -1;
-    free(lock);
+    /* O_NOFOLLOW: a symbolic link named .lock is refused, never created
+     * or locked where it points. */
+    sp->lock_fd = openat(dfd, ".lock", O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
     mp_pyro_status st = MP_PYRO_OK;
     if (sp->lock_fd < 0) {
         mp_pyro_fmt(err, errlen, "spool directory '%s': cannot create .lock: %s", dir,
-                    strerror(errno));
+                    errno == ELOOP ? "it is a symbolic link" : strerror(errno));
         st = MP_PYRO_E_IO;
     } else if (flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         mp_pyro_fmt(err, errlen, "spool directory '%s' is in use by another agent", dir);
@@ -149,24 +159,24 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
     while (d && (de = readdir(d))) {
         int64_t ts;
         struct stat sb;
+        /* Only regular files are ours: a FIFO would block the read, a
+         * link would lead to (and later delete) a file elsewhere. */
+        if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            continue;
         if (strncmp(de->d_name, ".tmp-", 5) == 0) {
-            /* left by a crash between write and rename */
-            char *p = path_of(sp, de->d_name);
-            if (p)
-                unlink(p);
-            free(p);
+            unlinkat(dfd, de->d_name, 0); /* left by a crash between write and rename */
             continue;
         }
         if (parse_name(de->d_name, &ts) != 0)
             continue;
         char *p = path_of(sp, de->d_name);
-        if (p && stat(p, &sb) == 0 &&
-            add_file(sp, de->d_name, (uint64_t)sb.st_size, ts, is_foreign(sp, p)) != 0)
+        if (p && add_file(sp, de->d_name, (uint64_t)sb.st_size, ts, is_foreign(sp, p)) != 0)
             st = MP_PYRO_E_NOMEM;
         free(p);
     }
     if (d)
         closedir(d);
+    close(dfd);
     if (st != MP_PYRO_OK) {
         mp_pyro_spool_close(sp);
         return st;
