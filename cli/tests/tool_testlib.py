@@ -139,27 +139,17 @@ class TempDirTest(unittest.TestCase):
         return p
 
 
-def go_build_cache():
-    """Go's own build cache of the real environment (GOCACHE, else
-    $XDG_CACHE_HOME/go-build, else ~/.cache/go-build). Content-addressed
-    and safe to share: a fresh one per test made `go tool pprof` rebuild
-    itself and the standard library on every run (over 120 s on a loaded
-    machine), which a cache kept between runs does once."""
-    if os.environ.get("GOCACHE"):
-        return os.environ["GOCACHE"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "go-build")
-
-
 def go_env(tmp):
-    """Environment for running the Go toolchain in a sandbox (its build
-    cache excepted: go_build_cache)."""
+    """Environment for running the Go toolchain in a sandbox. The build
+    cache is MIMPROF_GOCACHE when set (./dev sets one): Go 1.25+ builds
+    `go tool pprof` on first use (about 45 s of CPU), once per cache."""
     env = dict(os.environ)
-    env["GOCACHE"] = go_build_cache()
-    for k in ("HOME", "GOPATH", "GOTMPDIR"):
+    for k in ("HOME", "GOCACHE", "GOPATH", "GOTMPDIR"):
         d = os.path.join(tmp, k.lower())
         os.makedirs(d, exist_ok=True)
         env[k] = d
+    if os.environ.get("MIMPROF_GOCACHE"):
+        env["GOCACHE"] = os.environ["MIMPROF_GOCACHE"]
     env["GO111MODULE"] = "off"
     env["GOFLAGS"] = ""
     env["GOTOOLCHAIN"] = "local"
