@@ -392,7 +392,7 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  *         (reports then carry linkage names); MP_PROF_E_INVALID_CONFIG for
  *         a NULL `name`/`len`, or NULL `out` with `cap` > 0.
  */
-mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t *len);
+MP_PROF_API mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t *len);
 
 /** The version of the mimprof-profiling package, e.g. "0.1.0". */
 MP_PROF_API const char *mp_prof_version(void);
