@@ -149,6 +149,7 @@ void mp_sampler_warm_up(void)
 {
     uintptr_t buf[64];
     mp_guard_enter();
+    mp_unwind_nofd_install(); /* before libunwind's first unwind opens its pipe */
     (void)capture(buf, 64);
     mp_guard_exit();
 }
