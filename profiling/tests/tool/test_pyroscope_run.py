@@ -431,6 +431,26 @@ class Unreachable(PyroscopeTest):
         # bound, which leaves a loaded machine room for two separate runs)
         self.assertLess(secs, plain_s + 1.0 + 10.0, (secs, plain_s))
 
+    def test_loss_is_reported_when_the_program_closes_its_stderr(self):
+        # Regression (issue 14, item 6): sort closes stdout and stderr at
+        # exit (gnulib's close_stdout), before the runtime's exit handler
+        # counts the loss; the line went to the closed descriptor 2
+        # (EBADF) and was lost, or into the agent's socket once that took
+        # number 2. Now mimprof run prints it from the process's status file.
+        data = self.write("in.txt", "".join("%d\n" % (i * 7919 % 100003) for i in range(50000))
+                          .encode())
+        plain, _ = self.run_cmd(["/usr/bin/sort", data])
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        url = "http://127.0.0.1:%d" % refusing_port(self)
+        r, _ = self.run_cmd([MIMPROF, "run", "--pyroscope", url, "--app", "demo", "--every", "0",
+                             "--", "/usr/bin/sort", data],
+                            env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s", "TMPDIR": self.tmp})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertRegex(r.stderr, r"mimprof: pyroscope: pid \d+: 0 of 1 profiles uploaded, 1 lost "
+                         r"\(.*stop deadline 1,")
+        self.assertEqual(glob.glob(os.path.join(self.tmp, "mimprof-run-*")), [], "removed")
+
 
 class BarePreload(PyroscopeTest):
     """LD_PRELOAD and PYROSCOPE_* without the mimprof launcher."""

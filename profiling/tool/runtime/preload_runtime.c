@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -75,6 +76,7 @@ static struct {
     int64_t window_from_ns; /* `from` of the next report's window (wall clock) */
     uint64_t pyro_unsent;   /* reports never handed to the agent */
     char pyro_app[128];     /* service_name, for the summary line */
+    char status_dir[4096];  /* MIMPROF_STATUS_DIR: where the summary goes, or "" */
 #if MPT_HAVE_PYROSCOPE
     mpt_pyro_api pyro_api;
     mp_pyro_config *pyro_cfg; /* validated at start; copied by each agent */
@@ -384,6 +386,38 @@ static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
 #endif
 }
 
+/* The upload summary of this process: a file in the private directory
+ * `mimprof run` made for it (MIMPROF_STATUS_DIR), which the command prints
+ * after the program ended -- whatever the program did with its
+ * descriptors, nothing is lost silently -- else (a bare preload, or the
+ * directory is gone) a message on the runtime's own descriptor. */
+static void status_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void status_say(const char *fmt, ...)
+{
+    if (rt.quiet)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (rt.status_dir[0] != '\0') {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/pyroscope.%ld", rt.status_dir, (long)getpid());
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            int rc = write_all(fd, (const uint8_t *)line, len);
+            if (close(fd) == 0 && rc == 0)
+                return;
+            unlink(path);
+        }
+    }
+    say("%s", line);
+}
+
 /* After the last report: stops the agent, which delivers what is queued
  * within its flush deadline (MIMPROF_PYROSCOPE_FLUSH_DEADLINE, default 5 s)
  * and spools or counts the rest; then one line on stderr when anything was
@@ -413,7 +447,7 @@ static void pyro_finish(void)
     ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
                  st.fail_server + st.fail_rejected + st.fail_other;
     if (lost > 0 || st.spooled > 0 || failed > 0)
-        say("mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
+        status_say("mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
             "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
             "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
             "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
@@ -425,7 +459,7 @@ static void pyro_finish(void)
             (ull)st.fail_rejected, (ull)st.fail_other, last[0] != '\0' ? "; last error: " : "",
             last);
     else if (rt.pyro_summary && !rt.pyro_forked)
-        say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+        status_say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
             (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
 #endif
 }
@@ -758,11 +792,15 @@ int mp_preload_runtime_start(void)
         return result;
     }
     once = true;
+    mpt_rt_msg_init(); /* before any message */
     /* The runtime owns the session of this process: the preload's own
      * constructor (which runs after this one) must not start another. */
     if (!disabled)
         setenv("MIMPROF_DISABLE", DISABLE_MARK, 1);
     rt.quiet = env_flag("MIMPROF_QUIET", false);
+    const char *sd = getenv("MIMPROF_STATUS_DIR");
+    if (sd != NULL && sd[0] == '/' && strlen(sd) < sizeof rt.status_dir)
+        memcpy(rt.status_dir, sd, strlen(sd) + 1);
     int rc = -1;
     mp_prof_config_init(&rt.cfg);
     uint64_t v;
@@ -860,6 +898,7 @@ int mp_preload_runtime_start(void)
                                            "MIMPROF_IMAGE",
                                            "MIMPROF_IMAGE_EVERY",
                                            "MIMPROF_IMAGE_ON_EXIT",
+                                           "MIMPROF_STATUS_DIR",
                                            NULL};
         drop_self_from_ld_preload();
         for (int i = 0; vars[i] != NULL; i++)
