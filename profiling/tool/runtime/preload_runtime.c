@@ -40,6 +40,7 @@
 #include "../units.h"
 #include "image_runtime.h"
 #include "rt_common.h"
+#include "rt_signals.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -595,25 +596,14 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
 
 __attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
 
+/* SIGUSR2 and the fatal signals, each while the program leaves it at its
+ * default action; the program keeps seeing its own dispositions
+ * (rt_signals.h). */
 static void install_handlers(void)
 {
-    struct sigaction old, sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGUSR2, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-        !(old.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = on_usr2;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGUSR2, &sa, NULL);
-    }
-    for (size_t i = 0; i < NFATAL; i++) {
-        if (sigaction(FATAL_SIGNALS[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
-            (old.sa_flags & SA_SIGINFO))
-            continue;
-        sa.sa_handler = on_fatal;
-        sa.sa_flags = SA_RESETHAND | SA_RESTART;
-        sigaction(FATAL_SIGNALS[i], &sa, NULL);
-    }
+    mpt_sig_take(SIGUSR2, on_usr2, SA_RESTART);
+    for (size_t i = 0; i < NFATAL; i++)
+        mpt_sig_take(FATAL_SIGNALS[i], on_fatal, SA_RESETHAND | SA_RESTART);
 }
 
 /* ---- environment ----------------------------------------------------- */
@@ -713,7 +703,13 @@ static int start_locked(void)
     atomic_store(&rt.fatal_sig, 0);
     rt.started = true;
     mp_image_rt_start(rt.prof);
+    /* Born with every signal blocked: no process-directed signal is ever
+     * delivered to it, not even before it could block them itself. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     rt.have_reporter = pthread_create(&rt.reporter, NULL, reporter_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!rt.have_reporter)
         say("mimprof: no reporter thread in pid %ld: only the final report will be written\n",
             (long)rt.pid);
@@ -725,6 +721,7 @@ static void after_fork_child(void)
     /* The core ended the parent's session in this child; the reporter
      * thread does not exist here. */
     pthread_mutex_init(&rt.lock, NULL);
+    mpt_sig_after_fork();
     if (!rt.started)
         return;
     rt.started = false;
