@@ -258,6 +258,30 @@ class Signals(TempDirTest):
             files = [f for fs in reports(out).values() for f in fs]
             self.assertEqual(len(files), 2, "the asked-for report and the exit's (%r)" % files)
 
+    def test_python_sees_its_own_dispositions(self):
+        # Regression (issue 14, item 4): the runtime's handlers, installed
+        # before main, were what Python found: getsignal(SIGINT) was None
+        # (Python installs its handler only over SIG_DFL) and SIGINT killed
+        # the interpreter (130) instead of raising KeyboardInterrupt.
+        code = ("import os, signal, time\n"
+                "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,\n"
+                "      [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGSEGV,\n"
+                "       signal.SIGUSR2, signal.SIGHUP)])\n"
+                "try:\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
+                "except KeyboardInterrupt:\n    print('KeyboardInterrupt')\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print(signal.getsignal(signal.SIGTERM))\n"
+                "os.kill(os.getpid(), signal.SIGTERM)\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+                "print(signal.getsignal(signal.SIGTERM))\n")
+        plain = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        r = mimprof("run", "--every", "0", "-o", self.path("out"), "--", PYTHON, "-c", code)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+        self.assertTrue(r.stdout.startswith("True [<Handlers.SIG_DFL: 0>"), r.stdout)
+        self.assertIn("KeyboardInterrupt\n", r.stdout)
+
     def test_program_that_handles_sigusr2_keeps_it(self):
         code = ("import os, signal, time\ngot = []\n"
                 "signal.signal(signal.SIGUSR2, lambda *a: got.append(1))\n"
