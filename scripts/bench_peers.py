@@ -479,9 +479,9 @@ def default_paths(build):
         "workload": os.path.join(build, "tests/bench/mimprof-bench-workload"),
         "override": os.path.join(build, "subprojects/mimprof-allocator/"
                                         "libmimprof-allocator-override.so"),
-        "preload_mimalloc": os.path.join(build, "subprojects/mimprof-profiling/"
+        "preload_mimalloc": os.path.join(build, "subprojects/mimprof-cli/"
                                                 "libmimprof-preload-mimalloc.so"),
-        "preload_jemalloc": os.path.join(build, "subprojects/mimprof-profiling/"
+        "preload_jemalloc": os.path.join(build, "subprojects/mimprof-cli/"
                                                 "libmimprof-preload-jemalloc.so"),
         "tcmalloc_helper": os.path.join(build, "tests/bench/"
                                                "libmimprof-bench-tcmalloc-sample.so"),

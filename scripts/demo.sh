@@ -2,20 +2,20 @@
 # The main job on the bundled example: run by `./dev demo` after the build.
 #
 # `mimprof run` profiles the example program (a toy request loop with a
-# growing leak, profiling/examples/leaky_server.c) with a report every
+# growing leak, cli/examples/leaky_server.c) with a report every
 # second, then `mimprof top` shows the last report, `mimprof diff` what grew
 # between the first and the last, and `mimprof flame` writes flame.svg.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-prof=$build/subprojects/mimprof-profiling
-mimprof=$prof/tool/mimprof
-example=$prof/examples/mimprof-example
+cli=$build/subprojects/mimprof-cli
+mimprof=$cli/mimprof
+example=$cli/examples/mimprof-example
 out=$root/mimprof-out
 svg=$root/flame.svg
 
 for f in "$mimprof" "$example"; do
-  [ -x "$f" ] || { echo "demo: $f is missing (build with -Dpreload=enabled)" >&2; exit 1; }
+  [ -x "$f" ] || { echo "demo: $f is missing (the cli package was not built: -Dpreload=enabled)" >&2; exit 1; }
 done
 
 rm -rf "$out"

@@ -339,7 +339,7 @@ mp_img_status img_view_open(struct img_view *v, const void *data, size_t len,
         return st;
     /* The head checksum vouches for the header and the tables parsed
      * below; the checksum of the whole file is confirmed by the pass over
-     * the object region (loader.c), which reads every byte once anyway. */
+     * the object region (pass.c), which reads every byte once anyway. */
     if (img_hash(v->data + IMG_HEAD_FROM, (size_t)(v->objects_at - v->data) - IMG_HEAD_FROM) !=
         v->hd.head_checksum)
         return img_fail(err, MP_IMG_ERR_CHECKSUM,

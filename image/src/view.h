@@ -1,7 +1,7 @@
 /* A verified view of an image in memory: the header checked field by field,
  * the sections located, the head checksum confirmed and the small tables
  * (types, foreign entries, roots) parsed and checked. The pass over the
- * object region (loader.c), which also confirms the checksum of the whole
+ * object region (pass.c), which also confirms the checksum of the whole
  * file, follows. */
 #ifndef MP_IMG_VIEW_H
 #define MP_IMG_VIEW_H
@@ -48,7 +48,7 @@ void img_view_close(struct img_view *v);
 /* The pass over the object region without a heap: every object's header
  * word, shape and units checked against the image's own tables, every
  * reference against the objects the region holds, the roots likewise, and
- * the checksum of the whole file (loader.c). */
+ * the checksum of the whole file (pass.c). */
 mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err);
 
 /* Reads a native word at any alignment. */

@@ -6,19 +6,15 @@
  * registered by mp_himg_registry_new(), in this order (the order is part
  * of the image's type table, which the loader compares):
  *
- * | # | type               | shape                      | units |
- * |---|--------------------|----------------------------|-------|
- * | 0 | `mimprof.str`      | `word bytes`               | length, bytes (not NUL-terminated in the
- * image) | | 1 | `mimprof.words`    | `*: word`                  | count, values | | 2 |
- * `mimprof.refs`     | `*: word ref`              | count, objects | | 3 | `mimprof.mapping`  |
- * `ref ref ref word word`    | path (str), build-id (str, lower-case hex, "" if none), segments
- * (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) | | 4 |
- * `mimprof.stack`    | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or
- * nil), then one `code` foreign unit per frame, innermost first | | 5 | `mimprof.live`     | `ref
- * ref`                  | the live samples of one stack: stack, samples (words: requested size,
- * weight as IEEE-754 double bits (the objects it stands for), session generation, per sample, in
- * live-table order) | | 6 | `mimprof.interval` | `ref word word word`       | allocations since the
- * last report, per stack: stack, objects (double bits), bytes (double bits), records |
+ * | # | type | shape | units |
+ * |---|---|---|---|
+ * | 0 | `mimprof.str` | `word bytes` | length, bytes (not NUL-terminated in the image) |
+ * | 1 | `mimprof.words` | `*: word` | count, values |
+ * | 2 | `mimprof.refs` | `*: word ref` | count, objects |
+ * | 3 | `mimprof.mapping` | `ref ref ref word word` | path (str), build-id (str, lower-case hex, "" if none), segments (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) |
+ * | 4 | `mimprof.stack` | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or nil), then one `code` foreign unit per frame, innermost first |
+ * | 5 | `mimprof.live` | `ref ref` | the live samples of one stack: stack, samples (words per sample, in live-table order: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation) |
+ * | 6 | `mimprof.interval` | `ref word word word` | allocations since the last report, per stack: stack, objects (double bits), bytes (double bits), records |
  *
  * Frames are return addresses named `code(build-id, path, offset)` by the
  * image library (offset = address - load bias of the module). A frame in
@@ -37,15 +33,15 @@
  *
  * Roots (each exactly once):
  *
- * | root               | object | contents |
- * |--------------------|--------|----------|
- * | `mimprof.meta`     | words  | MP_HIMG_META_* |
- * | `mimprof.version`  | str    | the writer's mimprof-profiling version |
- * | `mimprof.config`   | words  | MP_HIMG_CFG_* (the session's mp_prof_config) |
- * | `mimprof.counters` | words  | MP_HIMG_CTR_* (mp_prof_stats at the snapshot) |
- * | `mimprof.mappings` | refs   | mappings, in the order of the report side's cache (pprof mapping
- * ids follow it) | | `mimprof.live`     | refs   | live samples, one `mimprof.live` per stack (in
- * the order the live table first meets the stacks) | | `mimprof.interval` | refs   | intervals |
+ * | root | object | contents |
+ * |---|---|---|
+ * | `mimprof.meta` | words | MP_HIMG_META_* |
+ * | `mimprof.version` | str | the writer's mimprof-profiling version |
+ * | `mimprof.config` | words | MP_HIMG_CFG_* (the session's mp_prof_config) |
+ * | `mimprof.counters` | words | MP_HIMG_CTR_* (mp_prof_stats at the snapshot) |
+ * | `mimprof.mappings` | refs | mappings, in the order of the report side's cache (pprof mapping ids follow it) |
+ * | `mimprof.live` | refs | live samples, one `mimprof.live` per stack (in the order the live table first meets the stacks) |
+ * | `mimprof.interval` | refs | intervals |
  *
  * A change to any of this changes MP_HIMG_SCHEMA (and, for the types, the
  * image's type digest, which makes older readers refuse it by name).

@@ -393,6 +393,8 @@ const char *mp_prof_strerror(mp_prof_status s)
         return "a file could not be read or written";
     case MP_PROF_E_UNSUPPORTED:
         return "not supported on this platform or build";
+    case MP_PROF_E_BAD_IMAGE:
+        return "not a heap image this version can read";
     }
     return "unknown status";
 }

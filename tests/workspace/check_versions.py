@@ -14,7 +14,7 @@ import pathlib
 import re
 import sys
 
-PACKAGES = ["sys", "allocator", "image", "profiling", "pyroscope-adapter"]
+PACKAGES = ["sys", "allocator", "image", "profiling", "pyroscope-adapter", "cli"]
 
 PROJECT_RE = re.compile(r"project\(\s*'([^']+)'.*?version:\s*'([^']+)'", re.S)
 MIN_VERSIONS_RE = re.compile(r"min_versions\s*=\s*\{(.*?)\}", re.S)

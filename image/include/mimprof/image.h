@@ -11,10 +11,10 @@
  *
  * | kind | code | a unit holds | the image stores |
  * |---|---|---|---|
- * | ::MP_IMG_REF | 0 | a pointer to an object of the same heap, or NULL | its object index (0 =
- * nil) | | ::MP_IMG_WORD | 1 | a machine value | the value | | ::MP_IMG_BYTES | 2 | a pointer to
- * bytes whose length the type knows | the bytes, in the byte blob | | ::MP_IMG_FOREIGN | 3 | an
- * address the program does not own | a name from the foreign vocabulary |
+ * | ::MP_IMG_REF | 0 | a pointer to an object of the same heap, or NULL | its object index (0 = nil) |
+ * | ::MP_IMG_WORD | 1 | a machine value | the value |
+ * | ::MP_IMG_BYTES | 2 | a pointer to bytes whose length the type knows | the bytes, in the byte blob |
+ * | ::MP_IMG_FOREIGN | 3 | an address the program does not own | a name from the foreign vocabulary |
  *
  * The writer (mp_img_write()) is a mark phase that emits: it traces from the
  * named roots, stamps an index on every reachable object, resolves every unit

@@ -129,15 +129,17 @@ typedef enum mp_prof_status {
     MP_PROF_OK = 0,               /**< success */
     MP_PROF_E_INVALID_CONFIG = 1, /**< a config field is out of range */
     MP_PROF_E_ALLOCATOR_NOT_OBSERVED =
-        2,                    /**< no sampling allocator has served an allocation in this process */
-    MP_PROF_E_BUSY = 3,       /**< another live session owns the process recorder */
-    MP_PROF_E_INACTIVE = 4,   /**< the session was stopped */
-    MP_PROF_E_NOMEM = 5,      /**< out of memory */
-    MP_PROF_E_INTERNAL = 6,   /**< an internal invariant failed (a bug) */
-    MP_PROF_E_IO = 7,         /**< a file could not be read or written */
-    MP_PROF_E_UNSUPPORTED = 8 /**< not available on this platform or build: symbolize=LINES
-                                   without libdw (always on macOS and with the generic
-                                   backend), heap images off the ELF backend */
+        2,                  /**< no sampling allocator has served an allocation in this process */
+    MP_PROF_E_BUSY = 3,     /**< another live session owns the process recorder */
+    MP_PROF_E_INACTIVE = 4, /**< the session was stopped */
+    MP_PROF_E_NOMEM = 5,    /**< out of memory */
+    MP_PROF_E_INTERNAL = 6, /**< an internal invariant failed (a bug) */
+    MP_PROF_E_IO = 7,       /**< a file could not be read or written */
+    MP_PROF_E_UNSUPPORTED = 8, /**< not available on this platform or build: symbolize=LINES
+                                    without libdw (always on macOS and with the generic
+                                    backend), heap images off the ELF backend */
+    MP_PROF_E_BAD_IMAGE = 9    /**< a heap image could not be read or was refused
+                                    (<mimprof/profiling_image.h>) */
 } mp_prof_status;
 
 /** How report() names stack frames. */

@@ -3,20 +3,16 @@
  * @brief mimprof-sys: native allocator bindings as uniform, statically
  *        dispatched providers.
  *
- * A *provider* is a C identifier prefix `P` for which five `static inline`
- * functions exist:
+ * A *provider* is a C identifier prefix `P` for which these five
+ * `static inline` operations exist:
  *
  * | function | contract |
  * |---|---|
- * | `void *P_alloc(size_t size, size_t align)` | a block of at least `size` bytes aligned to
- * `align` (any power of two); NULL with `errno == ENOMEM` on failure. `size` may be 0 (a unique,
- * freeable pointer). | | `void P_dealloc(void *p, size_t size, size_t align)` | frees `p` (NULL is
- * a no-op). `size` and `align` are the values it was allocated with; `size == 0` means "unknown"
- * and does an unsized free. | | `void *P_realloc(void *p, size_t old_size, size_t align, size_t
- * new_size)` | moves or resizes `p`, keeping `min(old, new)` bytes. On failure returns NULL with
- * `errno == ENOMEM` and leaves `p` allocated and intact. | | `void *P_alloc_zeroed(size_t size,
- * size_t align)` | like `P_alloc`, the block zero-filled. | | `size_t P_usable_size(const void *p)`
- * | bytes usable at `p` (>= the requested size); 0 for NULL. |
+ * | `void *P_alloc(size_t size, size_t align)` | a block of at least `size` bytes aligned to `align` (any power of two); NULL with `errno == ENOMEM` on failure. `size` may be 0 (a unique, freeable pointer). |
+ * | `void P_dealloc(void *p, size_t size, size_t align)` | frees `p` (NULL is a no-op). `size` and `align` are the values it was allocated with; `size == 0` means "unknown" and does an unsized free. |
+ * | `void *P_realloc(void *p, size_t old_size, size_t align, size_t new_size)` | moves or resizes `p`, keeping `min(old, new)` bytes. On failure returns NULL with `errno == ENOMEM` and leaves `p` allocated and intact. |
+ * | `void *P_alloc_zeroed(size_t size, size_t align)` | like `P_alloc`, the block zero-filled. |
+ * | `size_t P_usable_size(const void *p)` | bytes usable at `p` (>= the requested size); 0 for NULL. |
  *
  * plus `const char *P_name(void)` and `const char *P_version(char buf[MP_SYS_VERSION_LEN])`
  * (the linked allocator's own version, e.g. "2.0.9"). Because every operation is a static inline

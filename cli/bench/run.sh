@@ -2,21 +2,21 @@
 # The overhead of `mimprof run` on an allocation-churn program, against the
 # same program with only the mimalloc preload (libmimprof-allocator-override.so),
 # measured side by side in one hyperfine run. Not a test: numbers go to
-# profiling/tool/BENCHMARKS.md.
+# cli/BENCHMARKS.md.
 #
-#   profiling/tool/bench/run.sh [BUILD_DIR] [OPERATIONS] [RUNS]
+#   cli/bench/run.sh [BUILD_DIR] [OPERATIONS] [RUNS]
 #
 # BUILD_DIR defaults to build/ (the workspace tree `./dev build` makes),
 # OPERATIONS to 50,000,000 (about 2-3 s), RUNS to 15.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../../.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 ops=${2:-50000000}
 runs=${3:-15}
-prof=$build/subprojects/mimprof-profiling
+cli=$build/subprojects/mimprof-cli
 override=$build/subprojects/mimprof-allocator/libmimprof-allocator-override.so
-churn=$prof/tool/bench/mimprof-churn
-mimprof=$prof/tool/mimprof
+churn=$cli/bench/mimprof-churn
+mimprof=$cli/mimprof
 for f in "$override" "$churn" "$mimprof"; do
   [ -e "$f" ] || { echo "bench: $f is missing (build with benchmarks and preload)" >&2; exit 1; }
 done

@@ -9,7 +9,7 @@ round, so slow drifts of a shared machine cancel. The figure is CPU time
 count time the process spent descheduled; the verdict is the median of
 the per-round ratios. Not a test: it prints a Markdown table.
 
-    profiling/tool/bench/real_programs.py [BUILD_DIR] [ROUNDS]
+    cli/bench/real_programs.py [BUILD_DIR] [ROUNDS]
 
 BUILD_DIR defaults to build/ (the workspace tree of `./dev build`),
 ROUNDS to 8 (each program runs 2 x ROUNDS times per side).
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PY_SCRIPT = r"""
 import json
@@ -78,8 +78,8 @@ def main():
     build = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build")
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     override = os.path.join(build, "subprojects/mimprof-allocator/libmimprof-allocator-override.so")
-    mimprof = os.path.join(build, "subprojects/mimprof-profiling/tool/mimprof")
-    churn = os.path.join(build, "subprojects/mimprof-profiling/tool/bench/mimprof-churn")
+    mimprof = os.path.join(build, "subprojects/mimprof-cli/mimprof")
+    churn = os.path.join(build, "subprojects/mimprof-cli/bench/mimprof-churn")
     for f in (override, mimprof, churn):
         if not os.path.exists(f):
             sys.exit("bench: %s is missing (./dev build)" % f)

@@ -35,12 +35,12 @@
 
 #include <mimprof/profiling.h>
 
-#include "../fsutil.h"
-#include "../pyro_api.h"
-#include "../units.h"
+#include "fsutil.h"
 #include "image_runtime.h"
+#include "pyro_api.h"
 #include "rt_common.h"
 #include "rt_signals.h"
+#include "units.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */

@@ -1,10 +1,10 @@
-/* Internal contract between the LD_PRELOAD objects of mimprof-profiling
- * (libmimprof-preload-mimalloc.so / -jemalloc.so, built from preload/)
+/* Internal contract between the LD_PRELOAD objects of mimprof-cli
+ * (libmimprof-preload-mimalloc.so / -jemalloc.so, built from ../preload/)
  * and the `mimprof run` command: how a preloaded process is told to
  * profile itself and where its reports go. Not installed.
  *
  * How it hooks in: preload_runtime.c is compiled into each preload object
- * (profiling/meson.build adds tool/runtime's sources to the preload
+ * (cli/meson.build adds runtime/'s sources to the preload
  * targets). Its constructor has priority 101, so it runs before the
  * preload's own constructor (default priority). The runtime owns the
  * session (runtime mode) when MIMPROF_EVERY is set -- `mimprof run` always

@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../fsutil.h"
-#include "../units.h"
+#include "fsutil.h"
 #include "rt_common.h"
+#include "units.h"
 
 static struct {
     bool on; /* MIMPROF_IMAGE is set */

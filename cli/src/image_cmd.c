@@ -2,9 +2,9 @@
  * read in another process, later, possibly on another machine.
  *
  * An image becomes the pprof the writing process's report() would have
- * given at the snapshot (src/heap_image_pprof.c: the report side's builder
- * and symbolizer over the image's mappings, files checked by build-id);
- * top and diff are the pprof views of top.c and diff.c over it. */
+ * given at the snapshot (<mimprof/profiling_image.h>: the report side's
+ * builder and symbolizer over the image's mappings, files checked by
+ * build-id); top and diff are the pprof views of top.c and diff.c over it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -17,7 +17,8 @@
 
 #include <zlib.h>
 
-#include "heap_image.h"
+#include <mimprof/profiling_image.h>
+
 #include "units.h"
 #include "views.h"
 
@@ -59,47 +60,34 @@ typedef struct img_opts {
     bool cum;
 } img_opts;
 
-/* (mp_prof_strerror is the profiler core's, which this command does not link.) */
-static const char *status_text(mp_prof_status st)
-{
-    switch (st) {
-    case MP_PROF_E_NOMEM:
-        return "out of memory";
-    case MP_PROF_E_IO:
-        return "a file could not be read or written";
-    default:
-        return "internal error (a bug in mimprof-profiling)";
-    }
-}
-
 static void note(void *ctx, const char *line)
 {
     fprintf(stderr, "mimprof image: %s: %s\n", (const char *)ctx, line);
 }
 
-static mp_himg *load(const char *path)
+static mp_prof_image *load(const char *path)
 {
-    mp_himg *img = NULL;
+    mp_prof_image *img = NULL;
     char err[1024];
-    if (mp_himg_load(path, &img, err, sizeof err) != 0) {
+    if (mp_prof_image_open(path, &img, err, sizeof err) != MP_PROF_OK) {
         fprintf(stderr, "mimprof image: %s: %s\n", path, err);
         return NULL;
     }
     return img;
 }
 
-static int to_pprof(const char *path, const mp_himg *img, const img_opts *o, uint8_t **buf,
+static int to_pprof(const char *path, const mp_prof_image *img, const img_opts *o, uint8_t **buf,
                     size_t *len)
 {
-    mp_himg_pprof_opts po = {
+    mp_prof_image_pprof_opts po = {
         .binary_path = o->binary_path,
         .symbolize = o->symbolize,
         .note = note,
         .note_ctx = (void *)path,
     };
-    mp_prof_status st = mp_himg_pprof(img, &po, buf, len);
+    mp_prof_status st = mp_prof_image_pprof(img, &po, buf, len);
     if (st != MP_PROF_OK) {
-        fprintf(stderr, "mimprof image: %s: %s\n", path, status_text(st));
+        fprintf(stderr, "mimprof image: %s: %s\n", path, mp_prof_strerror(st));
         return -1;
     }
     return 0;
@@ -108,7 +96,7 @@ static int to_pprof(const char *path, const mp_himg *img, const img_opts *o, uin
 /* The image as a parsed profile, for the views. */
 static mpt_profile *profile_of(const char *path, const img_opts *o)
 {
-    mp_himg *img = load(path);
+    mp_prof_image *img = load(path);
     if (img == NULL)
         return NULL;
     uint8_t *buf = NULL;
@@ -119,8 +107,8 @@ static mpt_profile *profile_of(const char *path, const img_opts *o)
         if (mpt_profile_parse(buf, len, NULL, &p, err, sizeof err) != 0)
             fprintf(stderr, "mimprof image: %s: %s\n", path, err);
     }
-    free(buf);
-    mp_himg_free(img);
+    mp_prof_buffer_free(buf);
+    mp_prof_image_free(img);
     return p;
 }
 
@@ -166,7 +154,7 @@ static int cmd_pprof(const char *file, const img_opts *o)
         fprintf(stderr, "mimprof image pprof: want -o OUT (see mimprof image --help)\n");
         return MPT_EXIT_USAGE;
     }
-    mp_himg *img = load(file);
+    mp_prof_image *img = load(file);
     if (img == NULL)
         return MPT_EXIT_FAIL;
     uint8_t *buf = NULL;
@@ -178,8 +166,8 @@ static int cmd_pprof(const char *file, const img_opts *o)
         else
             fprintf(stderr, "mimprof image: cannot write %s: %s\n", o->output, strerror(errno));
     }
-    free(buf);
-    mp_himg_free(img);
+    mp_prof_buffer_free(buf);
+    mp_prof_image_free(img);
     return rc;
 }
 
@@ -239,50 +227,36 @@ static const char *mode_name(int m)
 
 static int cmd_info(const char *file, const img_opts *o)
 {
-    mp_himg *img = load(file);
+    mp_prof_image *img = load(file);
     if (img == NULL)
         return MPT_EXIT_FAIL;
     struct stat st;
     char t1[64], t2[64], v1[32], v2[32], v3[32];
-    const uint64_t *m = img->meta;
+    mp_prof_image_info in;
+    mp_prof_image_info_get(img, &in);
     printf("%-12s %s (%lld bytes)\n", "image", file,
            stat(file, &st) == 0 ? (long long)st.st_size : -1LL);
     printf("%-12s mimprof-profiling %s, pid %llu, session generation %llu\n", "written by",
-           img->version, (unsigned long long)m[MP_HIMG_META_PID],
-           (unsigned long long)m[MP_HIMG_META_GENERATION]);
-    uint64_t snap = m[MP_HIMG_META_SNAPSHOT_NS], from = m[MP_HIMG_META_INTERVAL_NS];
+           in.version, (unsigned long long)in.pid, (unsigned long long)in.generation);
+    uint64_t snap = in.snapshot_ns, from = in.interval_start_ns;
     printf("%-12s %s\n", "snapshot", when(snap, t1, sizeof t1));
     mpt_format_value(v1, sizeof v1, snap > from ? (double)(snap - from) : 0, "nanoseconds");
     printf("%-12s since %s (%s before the snapshot)\n", "interval", when(from, t2, sizeof t2), v1);
-    const mp_prof_config *c = &img->cfg;
+    const mp_prof_config *c = &in.config;
     mpt_format_value(v1, sizeof v1, (double)c->sample_interval_bytes, "bytes");
     printf("%-12s sample interval %s, max depth %u, symbolize %s, seed %s%llu, ring %zu, "
            "max live %zu\n",
            "config", v1, c->max_stack_depth, mode_name(c->symbolize), c->seed ? "" : "random ",
            (unsigned long long)c->seed, c->ring_capacity, c->max_live_samples);
-    double lo, lb;
-    mp_himg_live_totals(img, &lo, &lb);
-    mpt_format_value(v1, sizeof v1, lb, "bytes");
-    printf("%-12s %zu samples: ~%.0f objects, ~%s\n", "live", img->nlive, lo, v1);
-    double io = 0, ib = 0;
-    uint64_t recs = 0;
-    for (size_t i = 0; i < img->ninterval; i++) {
-        io += img->interval[i].objects;
-        ib += img->interval[i].bytes;
-        recs += img->interval[i].records;
-    }
-    mpt_format_value(v2, sizeof v2, ib, "bytes");
+    mpt_format_value(v1, sizeof v1, in.live_bytes, "bytes");
+    printf("%-12s %zu samples: ~%.0f objects, ~%s\n", "live", in.live_samples, in.live_objects, v1);
+    mpt_format_value(v2, sizeof v2, in.interval_bytes, "bytes");
     printf("%-12s %llu samples on %zu stacks: ~%.0f objects, ~%s\n", "allocated",
-           (unsigned long long)recs, img->ninterval, io, v2);
-    uint64_t frames = 0, named = 0;
-    for (size_t i = 0; i < img->nstacks; i++) {
-        frames += img->stacks[i].depth;
-        named += img->stacks[i].named;
-    }
+           (unsigned long long)in.interval_records, in.interval_stacks, in.interval_objects, v2);
     printf("%-12s %zu distinct, %llu frames (%llu as code(build-id, path, offset), %llu raw)\n",
-           "stacks", img->nstacks, (unsigned long long)frames, (unsigned long long)named,
-           (unsigned long long)(frames - named));
-    const mp_prof_stats *s = &img->counters;
+           "stacks", in.stacks, (unsigned long long)in.frames, (unsigned long long)in.named_frames,
+           (unsigned long long)(in.frames - in.named_frames));
+    const mp_prof_stats *s = &in.counters;
     printf(
         "%-12s taken %llu, reported %llu, waiting %llu, discarded %llu, dropped %llu "
         "(registration %llu, teardown %llu, overflow %llu), live-table drops %llu, "
@@ -295,25 +269,27 @@ static int cmd_info(const char *file, const img_opts *o)
         (unsigned long long)s->dropped_registration, (unsigned long long)s->dropped_teardown,
         (unsigned long long)s->dropped_overflow_full,
         (unsigned long long)s->dropped_live_table_full, (unsigned long long)s->registered_threads);
-    printf("mappings (%zu)\n", img->nmaps);
-    for (size_t i = 0; i < img->nmaps; i++) {
-        const mp_himg_mapping *mp = &img->maps[i];
+    printf("mappings (%zu)\n", in.mappings);
+    for (size_t i = 0; i < in.mappings; i++) {
+        mp_prof_image_mapping mp;
+        mp_prof_image_mapping_get(img, i, &mp);
         char why[2048], *found = NULL;
-        mp_himg_where w = mp_himg_locate(mp, o->binary_path, &found, why, sizeof why);
-        uint64_t lo_a = mp->segs[0].start, hi_a = mp->segs[mp->nsegs - 1].limit;
+        mp_prof_image_symbols w =
+            mp_prof_image_locate(img, i, o->binary_path, &found, why, sizeof why);
+        uint64_t lo_a = mp.start, hi_a = mp.limit;
         mpt_format_value(v3, sizeof v3, (double)(hi_a - lo_a), "bytes");
-        printf("  %2zu %s%s%s\n", i + 1, mp->path, mp->flags & MP_HIMG_MAP_MAIN ? " (main)" : "",
-               mp->flags & MP_HIMG_MAP_LOADED ? "" : " (unloaded)");
+        printf("  %2zu %s%s%s\n", i + 1, mp.path, mp.main ? " (main)" : "",
+               mp.loaded ? "" : " (unloaded)");
         printf("     build-id %s, 0x%llx-0x%llx (%s), %zu executable segment%s\n",
-               mp->build_id[0] ? mp->build_id : "(none)", (unsigned long long)lo_a,
-               (unsigned long long)hi_a, v3, mp->nsegs, mp->nsegs == 1 ? "" : "s");
-        if (w == MP_HIMG_FOUND)
+               mp.build_id[0] ? mp.build_id : "(none)", (unsigned long long)lo_a,
+               (unsigned long long)hi_a, v3, mp.segments, mp.segments == 1 ? "" : "s");
+        if (w == MP_PROF_IMAGE_SYMBOLS_FOUND)
             printf("     symbols: %s\n", found);
-        else if (w != MP_HIMG_NO_FILE)
+        else if (w != MP_PROF_IMAGE_SYMBOLS_NO_FILE)
             printf("     symbols: none: %s\n", why);
         free(found);
     }
-    mp_himg_free(img);
+    mp_prof_image_free(img);
     return ferror(stdout) ? MPT_EXIT_FAIL : MPT_EXIT_OK;
 }
 

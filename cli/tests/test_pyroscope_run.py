@@ -8,7 +8,7 @@ output and exit status unchanged, bad settings refused before the program
 starts, an unreachable server costing nothing but a reported loss.
 
 Registered by pyroscope-adapter/meson.build (it knows the library) from
-profiling/tests/tool/meson.build's description: preload tests allowed, no
+cli/tests/meson.build's description: preload tests allowed, no
 sanitizer. Needs MIMPROF, MIMPROF_EXAMPLE, MIMPROF_PRELOAD,
 MIMPROF_PYROSCOPE_LIB and PYROSCOPE_STANDIN.
 
