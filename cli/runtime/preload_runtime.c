@@ -448,7 +448,8 @@ static void pyro_finish(void)
     ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
                  st.fail_server + st.fail_rejected + st.fail_other;
     if (lost > 0 || st.spooled > 0 || failed > 0)
-        status_say("mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
+        status_say(
+            "mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
             "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
             "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
             "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
@@ -461,7 +462,7 @@ static void pyro_finish(void)
             last);
     else if (rt.pyro_summary && !rt.pyro_forked)
         status_say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
-            (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
+                   (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
 #endif
 }
 

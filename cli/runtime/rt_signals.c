@@ -102,10 +102,7 @@ static __sighandler_t bsd_like(int sig, __sighandler_t h)
 
 /* The real function for a signal the runtime did not take (it also knows
  * siginterrupt()'s flags). */
-static void *real_fn(const char *name)
-{
-    return dlsym(RTLD_NEXT, name);
-}
+static void *real_fn(const char *name) { return dlsym(RTLD_NEXT, name); }
 
 __attribute__((visibility("default"))) __sighandler_t signal(int sig, __sighandler_t h)
 {
@@ -162,8 +159,7 @@ __attribute__((visibility("default"))) __sighandler_t sigset(int sig, __sighandl
         memset(&act, 0, sizeof act);
         act.sa_handler = disp;
         sigemptyset(&act.sa_mask);
-        if (sigaction(sig, &act, &old) != 0 ||
-            pthread_sigmask(SIG_UNBLOCK, &one, &old_mask) != 0)
+        if (sigaction(sig, &act, &old) != 0 || pthread_sigmask(SIG_UNBLOCK, &one, &old_mask) != 0)
             return SIG_ERR;
     }
     return sigismember(&old_mask, sig) ? SIG_HOLD : old.sa_handler;

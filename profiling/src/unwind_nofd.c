@@ -78,6 +78,10 @@ static struct {
 /* 1 when the byte at addr is readable, -1 (errno EFAULT) when not. */
 static long probe(const void *addr)
 {
+    if (addr == NULL) { /* a NULL set is "no change" to the kernel, not a fault */
+        errno = EFAULT;
+        return -1;
+    }
     long r = real.syscall(SYS_rt_sigprocmask, INT_MAX, addr, NULL, 8L);
     /* 8: the kernel's sigset_t (64 signals) on every Linux architecture */
     if (r != 0 && errno == EFAULT)
@@ -131,9 +135,8 @@ static const struct {
     const char *name;
     uintptr_t hook;
 } HOOKS[] = {
-    {"pipe2", HOOK_ADDR(h_pipe2)}, {"pipe", HOOK_ADDR(h_pipe)},
-    {"read", HOOK_ADDR(h_read)},   {"write", HOOK_ADDR(h_write)},
-    {"syscall", HOOK_ADDR(h_syscall)}, {"close", HOOK_ADDR(h_close)},
+    {"pipe2", HOOK_ADDR(h_pipe2)}, {"pipe", HOOK_ADDR(h_pipe)},       {"read", HOOK_ADDR(h_read)},
+    {"write", HOOK_ADDR(h_write)}, {"syscall", HOOK_ADDR(h_syscall)}, {"close", HOOK_ADDR(h_close)},
 };
 
 /* The object's dynamic table gives addresses either relocated by the
@@ -206,7 +209,8 @@ void mp_unwind_nofd_install(void)
         return;
     Dl_info info;
     struct link_map *lm = NULL;
-    if (dladdr1((const void *)(uintptr_t)&unw_backtrace, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 ||
+    if (dladdr1((const void *)(uintptr_t)&unw_backtrace, &info, (void **)&lm, RTLD_DL_LINKMAP) ==
+            0 ||
         lm == NULL)
         return;
     uintptr_t base = (uintptr_t)lm->l_addr;

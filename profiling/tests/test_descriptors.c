@@ -55,7 +55,7 @@ static void *volatile sink;
 /* Distinct call sites on distinct stack pages: every new return address
  * makes libunwind step (and validate) afresh. */
 #define LEVEL(name, next)                                                                          \
-    __attribute__((noinline)) static void name(int n, size_t size)                                \
+    __attribute__((noinline)) static void name(int n, size_t size)                                 \
     {                                                                                              \
         volatile char pad[4500];                                                                   \
         pad[0] = (char)n;                                                                          \

@@ -8,13 +8,13 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "util.h"
 
