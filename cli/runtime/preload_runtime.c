@@ -19,7 +19,6 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -392,31 +391,16 @@ static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
  * after the program ended -- whatever the program did with its
  * descriptors, nothing is lost silently -- else (a bare preload, or the
  * directory is gone) a message on the runtime's own descriptor. */
-static void status_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void status_say(const char *fmt, ...)
+#define status_say(...) mpt_rt_say_to(rt.quiet, status_path(), __VA_ARGS__)
+
+/* pyroscope.<pid> in rt.status_dir, or NULL. */
+static const char *status_path(void)
 {
-    if (rt.quiet)
-        return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n <= 0)
-        return;
-    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-    if (rt.status_dir[0] != '\0') {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/pyroscope.%ld", rt.status_dir, (long)getpid());
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            int rc = write_all(fd, (const uint8_t *)line, len);
-            if (close(fd) == 0 && rc == 0)
-                return;
-            unlink(path);
-        }
-    }
-    say("%s", line);
+    static char path[4200];
+    if (rt.status_dir[0] == '\0')
+        return NULL;
+    snprintf(path, sizeof path, "%s/pyroscope.%ld", rt.status_dir, (long)getpid());
+    return path;
 }
 
 /* After the last report: stops the agent, which delivers what is queued

@@ -51,7 +51,7 @@ void mpt_rt_msg_init(void)
     msg.fd = fd;
 }
 
-void mpt_rt_say(bool quiet, const char *fmt, ...)
+void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
 {
     if (quiet)
         return;
@@ -60,10 +60,20 @@ void mpt_rt_say(bool quiet, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (n <= 0)
+        return;
+    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    if (path != NULL) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            bool ok = write(fd, buf, len) == (ssize_t)len;
+            if (close(fd) == 0 && ok)
+                return;
+            unlink(path);
+        }
+    }
     struct stat st;
-    if (n > 0 && msg.fd >= 0 && fstat(msg.fd, &st) == 0 && st.st_dev == msg.dev &&
-        st.st_ino == msg.ino) {
-        size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    if (msg.fd >= 0 && fstat(msg.fd, &st) == 0 && st.st_dev == msg.dev && st.st_ino == msg.ino) {
         ssize_t w = write(msg.fd, buf, len);
         (void)w;
     }

@@ -21,9 +21,15 @@
  * once at start; again in a process that has none yet. */
 void mpt_rt_msg_init(void);
 
-/* printf to the runtime's message descriptor (above) with one write(2)
- * (at most 1023 bytes; no stdio, no malloc), unless `quiet`. */
-void mpt_rt_say(bool quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* printf with one write(2) (at most 1023 bytes; no stdio, no malloc),
+ * unless `quiet`: into the new file `path` (created 0600, never
+ * followed or replaced) when it is not NULL and can be written, else to
+ * the runtime's message descriptor (above). */
+void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A message on the runtime's message descriptor. */
+#define mpt_rt_say(quiet, ...) mpt_rt_say_to((quiet), NULL, __VA_ARGS__)
 
 /* Moves `fd` (close-on-exec) to a number the program's own open() would
  * reach last: just below RLIMIT_NOFILE (at most 4096, since the kernel's

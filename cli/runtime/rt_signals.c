@@ -100,19 +100,26 @@ static __sighandler_t bsd_like(int sig, __sighandler_t h)
     return sigaction(sig, &act, &old) == 0 ? old.sa_handler : SIG_ERR;
 }
 
-/* The real function for a signal the runtime did not take (it also knows
- * siginterrupt()'s flags). */
-static void *real_fn(const char *name) { return dlsym(RTLD_NEXT, name); }
+typedef __sighandler_t (*disp_fn)(int, __sighandler_t);
+
+/* For a signal the runtime did not take: the C library's `name` (which
+ * also knows siginterrupt()'s flags), looked up once into *cache; NULL
+ * when the runtime took the signal. */
+static disp_fn passthrough(int sig, const char *name, disp_fn *cache)
+{
+    if (taken(sig))
+        return NULL;
+    if (*cache == NULL)
+        *(void **)cache = dlsym(RTLD_NEXT, name);
+    return *cache;
+}
 
 __attribute__((visibility("default"))) __sighandler_t signal(int sig, __sighandler_t h)
 {
-    if (!taken(sig)) {
-        static __sighandler_t (*real)(int, __sighandler_t);
-        if (real == NULL)
-            *(void **)&real = real_fn("signal");
-        if (real != NULL)
-            return real(sig, h);
-    }
+    static disp_fn real;
+    disp_fn f = passthrough(sig, "signal", &real);
+    if (f != NULL)
+        return f(sig, h);
     return bsd_like(sig, h);
 }
 
@@ -124,13 +131,10 @@ __attribute__((visibility("default"))) __sighandler_t bsd_signal(int sig, __sigh
 /* System V semantics: one-shot, not blocked in its handler. */
 __attribute__((visibility("default"))) __sighandler_t sysv_signal(int sig, __sighandler_t h)
 {
-    if (!taken(sig)) {
-        static __sighandler_t (*real)(int, __sighandler_t);
-        if (real == NULL)
-            *(void **)&real = real_fn("sysv_signal");
-        if (real != NULL)
-            return real(sig, h);
-    }
+    static disp_fn real;
+    disp_fn f = passthrough(sig, "sysv_signal", &real);
+    if (f != NULL)
+        return f(sig, h);
     struct sigaction act, old;
     memset(&act, 0, sizeof act);
     act.sa_handler = h;
@@ -141,13 +145,10 @@ __attribute__((visibility("default"))) __sighandler_t sysv_signal(int sig, __sig
 
 __attribute__((visibility("default"))) __sighandler_t sigset(int sig, __sighandler_t disp)
 {
-    if (!taken(sig)) {
-        static __sighandler_t (*real)(int, __sighandler_t);
-        if (real == NULL)
-            *(void **)&real = real_fn("sigset");
-        if (real != NULL)
-            return real(sig, disp);
-    }
+    static disp_fn real;
+    disp_fn f = passthrough(sig, "sigset", &real);
+    if (f != NULL)
+        return f(sig, disp);
     sigset_t one, old_mask;
     sigemptyset(&one);
     sigaddset(&one, sig);
