@@ -6,15 +6,12 @@
 #include "http.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "util.h"
 
@@ -212,30 +209,17 @@ static void url_path(const char *url, char *out, size_t len)
     out[n] = '\0';
 }
 
-/* The agent's sockets are never descriptors the program would get: the
- * program's open() takes the lowest free number, so each socket is moved
- * to the top of the descriptor range (below RLIMIT_NOFILE, at most 4096:
- * the kernel's table grows to the highest number in use) and is
- * close-on-exec. A daemon that closes 0-1023 and reopens its files never
- * finds a socket of ours there, and a program that closed stderr never
- * has its next file become our connection (issue 14, items 1 and 6). */
+/* The agent's sockets are close-on-exec and at the top of the descriptor
+ * range (mp_pyro_fd_high): a daemon that closes 0-1023 and reopens its
+ * files never finds a socket of ours there, and a program that closed
+ * stderr never has its next file become our connection (issue 14, items
+ * 1 and 6). */
 static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
 {
     (void)clientp;
     (void)purpose;
     int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-    if (fd < 0)
-        return CURL_SOCKET_BAD;
-    struct rlimit rl;
-    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    if (top > 4096)
-        top = 4096;
-    int high = top > 64 ? fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64)) : -1;
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
-    return fd;
+    return fd < 0 ? CURL_SOCKET_BAD : mp_pyro_fd_high(fd);
 }
 
 static void setup(CURL *e, const mp_pyro_config *cfg, const mp_pyro_request *req,

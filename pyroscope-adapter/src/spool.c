@@ -112,7 +112,7 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
     sp->max_bytes = max_bytes;
     sp->max_age_ns = (int64_t)max_age_s * 1000000000;
     char *lock = path_of(sp, ".lock");
-    sp->lock_fd = lock ? open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600) : -1;
+    sp->lock_fd = lock ? mp_pyro_fd_high(open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600)) : -1;
     free(lock);
     mp_pyro_status st = MP_PYRO_OK;
     if (sp->lock_fd < 0) {

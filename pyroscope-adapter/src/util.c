@@ -2,10 +2,12 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +26,19 @@ int64_t mp_pyro_now_mono_ns(void)
 }
 
 char *mp_pyro_strdup(const char *s) { return s ? strdup(s) : NULL; }
+
+int mp_pyro_fd_high(int fd)
+{
+    struct rlimit rl;
+    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    if (top > 4096)
+        top = 4096;
+    int high = fd >= 0 && top > 64 ? fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64)) : -1;
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
 
 void mp_pyro_free_secret(char *s)
 {
