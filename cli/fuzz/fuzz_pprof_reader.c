@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mpt_limits_init(&lim);
     lim.max_inflated = (size_t)16 << 20;
     lim.max_frames = (size_t)1 << 20;
+    lim.max_decoded = (size_t)64 << 20;
     mpt_profile *p = NULL;
     char err[512];
     if (mpt_profile_parse(data, size, &lim, &p, err, sizeof err) != 0)

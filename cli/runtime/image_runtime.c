@@ -15,7 +15,8 @@
 
 #include "fsutil.h"
 #include "rt_common.h"
-#include "units.h"
+#include "rt_env.h"
+#include "rt_output.h"
 
 static struct {
     bool on; /* MIMPROF_IMAGE is set */
@@ -39,23 +40,25 @@ static struct {
 int mp_image_rt_configure(bool quiet)
 {
     im.quiet = quiet;
-    const char *dir = getenv("MIMPROF_IMAGE");
-    const char *every = getenv("MIMPROF_IMAGE_EVERY");
-    const char *at_exit = getenv("MIMPROF_IMAGE_ON_EXIT");
-    bool want_every = every != NULL && every[0] != '\0';
-    bool want_exit = at_exit != NULL && at_exit[0] != '\0' && strcmp(at_exit, "0") != 0;
-    if (dir == NULL || dir[0] == '\0') {
+    /* Parsed by mpt_env_load() (a malformed value was refused there). */
+    const char *dir = mpt_env(MPT_ENV_IMAGE)->text;
+    bool want_every = mpt_env(MPT_ENV_IMAGE_EVERY)->set;
+    bool want_exit = mpt_env_flag(MPT_ENV_IMAGE_ON_EXIT, false);
+    if (dir == NULL) {
         if (want_every || want_exit) {
-            say("mimprof: MIMPROF_IMAGE_EVERY and MIMPROF_IMAGE_ON_EXIT need MIMPROF_IMAGE=DIR; "
+            mpt_rt_say(
+                false,
+                "mimprof: MIMPROF_IMAGE_EVERY and MIMPROF_IMAGE_ON_EXIT need MIMPROF_IMAGE=DIR; "
                 "profiling disabled\n");
             return -1;
         }
         return 0;
     }
-    if (want_every && (!mpt_parse_duration_ms(every, &im.every_ms) || im.every_ms == 0)) {
-        say("mimprof: MIMPROF_IMAGE_EVERY=%s is not a duration (e.g. 10s, 500ms); profiling "
-            "disabled\n",
-            every);
+    im.every_ms = mpt_env(MPT_ENV_IMAGE_EVERY)->num;
+    if (want_every && im.every_ms == 0) {
+        mpt_rt_say(false,
+                   "mimprof: MIMPROF_IMAGE_EVERY=0 is not a period (e.g. 10s, 500ms); profiling "
+                   "disabled\n");
         return -1;
     }
     char cwd[4096];
@@ -63,7 +66,9 @@ int mp_image_rt_configure(bool quiet)
             : getcwd(cwd, sizeof cwd) != NULL ? snprintf(im.dir, sizeof im.dir, "%s/%s", cwd, dir)
                                               : -1;
     if (n < 0 || (size_t)n >= sizeof im.dir || mpt_mkdir_dir(im.dir) != 0) {
-        say("mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n", dir);
+        mpt_rt_say(false,
+                   "mimprof: MIMPROF_IMAGE=%s is not a usable directory; profiling disabled\n",
+                   dir);
         return -1;
     }
     im.on_exit = want_exit;
@@ -77,9 +82,16 @@ static void image_once(void)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/heap.%ld.%u.mpimg", im.dir, (long)im.pid, im.seq++);
+    /* The image writer renames over its path: never over anything but a
+     * regular file (rt_output.h's rule). */
+    char real[4096], why[600];
+    if (mpt_out_target(path, real, sizeof real, why, sizeof why) != 0) {
+        mpt_rt_say(false, "mimprof: heap image: %s\n", why);
+        return;
+    }
     mp_prof_status st = mp_profiler_write_image(im.prof, path);
     if (st != MP_PROF_OK)
-        say("mimprof: heap image %s not written: %s\n", path, mp_prof_strerror(st));
+        mpt_rt_say(false, "mimprof: heap image %s not written: %s\n", path, mp_prof_strerror(st));
 }
 
 static void *image_main(void *arg)

@@ -24,22 +24,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include <mimprof/profiling.h>
 
-#include "fsutil.h"
 #include "image_runtime.h"
 #include "pyro_api.h"
 #include "rt_common.h"
+#include "rt_env.h"
+#include "rt_output.h"
 #include "rt_signals.h"
-#include "units.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -52,9 +48,8 @@ static struct {
     bool started;         /* a session is running in this process */
     mp_profiler *prof;
     mp_prof_config cfg;
-    char dir[4096];     /* directory mode: the directory; else "" */
-    char pattern[4096]; /* pattern mode: the absolute pattern */
-    bool gzip;
+    mpt_out out; /* where reports go (rt_output.h) */
+    bool bare;   /* the bare preload: one report at exit, no thread, no handler */
     uint64_t every_ms;
     bool follow_fork;
     bool quiet;
@@ -67,7 +62,8 @@ static struct {
     atomic_bool report_req;
     atomic_int fatal_sig;     /* a fatal signal waits for its report */
     atomic_uint reports_done; /* bumped after every report attempt */
-    bool files;               /* reports are written (rt.dir or rt.pattern) */
+    bool files;               /* reports are written (rt.out) */
+    bool told_fork;           /* said why forked children are not profiled */
     /* Pyroscope: reports are also handed to a sink agent. */
     bool pyro_on;           /* configured: upload every report */
     bool pyro_failed;       /* the agent could not start: reports go nowhere */
@@ -84,127 +80,12 @@ static struct {
 #endif
 } rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Messages on stderr, unless MIMPROF_QUIET. */
-#define say(...) mpt_rt_say(rt.quiet, __VA_ARGS__)
-
-/* ---- gzip into mmap()ed memory ---------------------------------------- */
-
-/* zlib's allocator: mmap, so the runtime's buffers never pass through the
- * malloc the profiler samples. A size header precedes each block. */
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
-{
-    (void)opaque;
-    size_t n = (size_t)items * size + 16;
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return Z_NULL;
-    *(size_t *)p = n;
-    return (char *)p + 16;
-}
-
-static void z_free(voidpf opaque, voidpf address)
-{
-    (void)opaque;
-    if (address != Z_NULL) {
-        char *p = (char *)address - 16;
-        munmap(p, *(size_t *)p);
-    }
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* gzip-compresses buf into fd. */
-static int gzip_to_fd(int fd, const uint8_t *buf, size_t len)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    zs.zalloc = z_alloc;
-    zs.zfree = z_free;
-    if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -1;
-    enum { CHUNK = 1 << 18 };
-    uint8_t *out = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (out == MAP_FAILED) {
-        deflateEnd(&zs);
-        return -1;
-    }
-    int rc = 0, z;
-    size_t off = 0;
-    do {
-        if (zs.avail_in == 0 && off < len) {
-            size_t chunk = len - off > (1u << 30) ? (1u << 30) : len - off;
-            zs.next_in = (Bytef *)(uintptr_t)(buf + off);
-            zs.avail_in = (uInt)chunk;
-            off += chunk;
-        }
-        zs.next_out = out;
-        zs.avail_out = CHUNK;
-        z = deflate(&zs, off == len ? Z_FINISH : Z_NO_FLUSH);
-        if (z == Z_STREAM_ERROR) {
-            rc = -1;
-            break;
-        }
-        if (write_all(fd, out, CHUNK - zs.avail_out) != 0) {
-            rc = -1;
-            break;
-        }
-    } while (z != Z_STREAM_END);
-    deflateEnd(&zs);
-    munmap(out, CHUNK);
-    return rc;
-}
+/* Messages on stderr, unless MIMPROF_QUIET; errors (a report not
+ * written, a malformed value) whatever MIMPROF_QUIET says. */
+#define say(...)       mpt_rt_say(rt.quiet, __VA_ARGS__)
+#define say_error(...) mpt_rt_say(false, __VA_ARGS__)
 
 /* ---- reports --------------------------------------------------------- */
-
-/* The file of report `seq`: DIR/heap.<pid>.<seq>.pb.gz, or the pattern
- * with %p, %n, %t and %% expanded. */
-static int expand_path(char *dst, size_t cap, unsigned seq)
-{
-    if (rt.dir[0] != '\0') {
-        int n = snprintf(dst, cap, "%s/heap.%ld.%u.pb.gz", rt.dir, (long)rt.pid, seq);
-        return n > 0 && (size_t)n < cap ? 0 : -1;
-    }
-    size_t o = 0;
-    for (const char *s = rt.pattern; *s; s++) {
-        char piece[32] = {s[0], 0};
-        if (s[0] == '%' && s[1] != '\0') {
-            s++;
-            if (*s == 'p')
-                snprintf(piece, sizeof piece, "%ld", (long)rt.pid);
-            else if (*s == 'n')
-                snprintf(piece, sizeof piece, "%u", seq);
-            else if (*s == 't')
-                snprintf(piece, sizeof piece, "%lld", (long long)time(NULL));
-            else if (*s == '%')
-                piece[0] = '%';
-            else {
-                piece[0] = '%';
-                piece[1] = *s;
-                piece[2] = '\0';
-            }
-        }
-        size_t l = strlen(piece);
-        if (o + l >= cap)
-            return -1;
-        memcpy(dst + o, piece, l);
-        o += l;
-    }
-    dst[o] = '\0';
-    return 0;
-}
 
 static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns);
 
@@ -237,42 +118,16 @@ static void report_once(void)
         mp_prof_buffer_free(buf);
         return;
     }
-    char path[4200], tmp[4300];
+    char path[4200], why[600];
     unsigned seq = rt.seq++;
-    if (expand_path(path, sizeof path, seq) != 0) {
-        say("mimprof: report path too long\n");
-        mp_prof_buffer_free(buf);
-        return;
-    }
-    /* The temporary file sits next to the target (same file system). */
-    const char *slash = strrchr(path, '/');
-    int dlen = slash != NULL ? (int)(slash - path) : 0;
-    snprintf(tmp, sizeof tmp, "%.*s/.%s.tmp", dlen, path, slash != NULL ? slash + 1 : path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        say("mimprof: cannot write %s: %s\n", tmp, strerror(errno));
-    } else {
-        int rc = rt.gzip ? gzip_to_fd(fd, buf, len) : write_all(fd, buf, len);
-        if (close(fd) != 0)
-            rc = -1;
-        if (rc == 0 && rename(tmp, path) == 0) {
-            /* written */
-        } else {
-            say("mimprof: cannot write %s: %s\n", path, strerror(errno));
-            unlink(tmp);
-        }
-    }
+    if (mpt_out_name(&rt.out, rt.pid, seq, path, sizeof path) != 0)
+        say_error("mimprof: report path too long\n");
+    else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
+        say_error("mimprof: %s; report not written\n", why);
     mp_prof_buffer_free(buf);
 }
 
 /* ---- Pyroscope ------------------------------------------------------- */
-
-/* The value the runtime gives MIMPROF_DISABLE: it owns the session, the
- * preload's constructor must not start one. Unlike a user's "1" it does
- * not stop a program this process executes from uploading. */
-#define DISABLE_MARK "runtime"
-
-static bool env_flag(const char *name, bool dflt);
 
 #if MPT_HAVE_PYROSCOPE
 /* Loads libmimprof-pyroscope: $MIMPROF_PYROSCOPE_LIB (mimprof run sets
@@ -281,8 +136,8 @@ static bool env_flag(const char *name, bool dflt);
  * search (LD_LIBRARY_PATH, ld.so.cache, this object's RUNPATH). */
 static bool pyro_load(char *err, size_t errlen)
 {
-    const char *lib = getenv("MIMPROF_PYROSCOPE_LIB");
-    if (lib != NULL && lib[0] != '\0')
+    const char *lib = mpt_env(MPT_ENV_PYROSCOPE_LIB)->text;
+    if (lib != NULL)
         return mpt_pyro_open(lib, false, &rt.pyro_api, err, errlen);
     Dl_info info;
     if (dladdr(&rt, &info) != 0 && info.dli_fname != NULL && strrchr(info.dli_fname, '/') != NULL) {
@@ -313,15 +168,13 @@ static int pyro_setup(void)
     mp_pyro_status st = api->config_new(&cfg);
     if (st == MP_PYRO_OK)
         st = api->config_from_env(cfg);
-    const char *level = getenv("MIMPROF_PYROSCOPE_LOG_LEVEL");
-    if (st == MP_PYRO_OK && rt.quiet && (level == NULL || level[0] == '\0'))
+    if (st == MP_PYRO_OK && rt.quiet && !mpt_env(MPT_ENV_PYROSCOPE_LOG_LEVEL)->set)
         st = api->config_set_logger(cfg, MP_PYRO_LOG_ERROR, NULL, NULL);
     if (st == MP_PYRO_OK)
         st = api->config_validate(cfg);
     if (st != MP_PYRO_OK) {
-        const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
         const char *why = cfg != NULL ? api->config_error(cfg) : "";
-        if (st == MP_PYRO_E_NOT_CONFIGURED && (app == NULL || app[0] == '\0'))
+        if (st == MP_PYRO_E_NOT_CONFIGURED && !mpt_env(MPT_ENV_PYRO_APP)->set)
             why = "PYROSCOPE_APPLICATION_NAME is not set";
         say("mimprof: pyroscope: %s; not uploading\n",
             why != NULL && why[0] != '\0' ? why : api->strerror(st));
@@ -330,8 +183,8 @@ static int pyro_setup(void)
         return -1;
     }
     rt.pyro_cfg = cfg;
-    snprintf(rt.pyro_app, sizeof rt.pyro_app, "%s", getenv("PYROSCOPE_APPLICATION_NAME"));
-    rt.pyro_summary = env_flag("MIMPROF_PYROSCOPE_SUMMARY", false);
+    snprintf(rt.pyro_app, sizeof rt.pyro_app, "%s", mpt_env(MPT_ENV_PYRO_APP)->text);
+    rt.pyro_summary = mpt_env_flag(MPT_ENV_PYROSCOPE_SUMMARY, false);
     rt.pyro_on = true;
     return 1;
 #else
@@ -591,77 +444,6 @@ static void install_handlers(void)
         mpt_sig_take(FATAL_SIGNALS[i], on_fatal, SA_RESETHAND | SA_RESTART);
 }
 
-/* ---- environment ----------------------------------------------------- */
-
-static bool env_flag(const char *name, bool dflt)
-{
-    const char *v = getenv(name);
-    if (v == NULL || v[0] == '\0')
-        return dflt;
-    return !(strcmp(v, "0") == 0 || strcmp(v, "no") == 0 || strcmp(v, "false") == 0);
-}
-
-/* Removes every LD_PRELOAD entry naming this object, so that exec'd
- * programs do not inherit it. */
-static void drop_self_from_ld_preload(void)
-{
-    const char *lp = getenv("LD_PRELOAD");
-    if (lp == NULL)
-        return;
-    char self[4096];
-    ssize_t n = -1;
-    {
-        /* The object that contains this function, by address. */
-        FILE *maps = fopen("/proc/self/maps", "re");
-        uintptr_t me = (uintptr_t)&drop_self_from_ld_preload;
-        char line[4400];
-        while (maps != NULL && fgets(line, sizeof line, maps) != NULL) {
-            unsigned long lo, hi;
-            int off = 0;
-            if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &off) >= 2 && me >= lo &&
-                me < hi && off > 0) {
-                char *path = line + off;
-                path[strcspn(path, "\n")] = '\0';
-                snprintf(self, sizeof self, "%s", path);
-                n = (ssize_t)strlen(self);
-                break;
-            }
-        }
-        if (maps != NULL)
-            fclose(maps);
-    }
-    if (n <= 0)
-        return;
-    const char *self_base = strrchr(self, '/') != NULL ? strrchr(self, '/') + 1 : self;
-    size_t cap = strlen(lp) + 1;
-    char *out = malloc(cap), *copy = strdup(lp);
-    if (out == NULL || copy == NULL) {
-        free(out);
-        free(copy);
-        return;
-    }
-    out[0] = '\0';
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ": ", &save); tok != NULL; tok = strtok_r(NULL, ": ", &save)) {
-        const char *base = strrchr(tok, '/') != NULL ? strrchr(tok, '/') + 1 : tok;
-        char real[4096];
-        bool same =
-            strcmp(tok, self) == 0 || (strcmp(base, self_base) == 0 &&
-                                       realpath(tok, real) != NULL && strcmp(real, self) == 0);
-        if (same)
-            continue;
-        if (out[0] != '\0')
-            strcat(out, ":");
-        strcat(out, tok);
-    }
-    if (out[0] == '\0')
-        unsetenv("LD_PRELOAD");
-    else
-        setenv("LD_PRELOAD", out, 1);
-    free(out);
-    free(copy);
-}
-
 /* ---- session lifecycle ----------------------------------------------- */
 
 static void after_fork_child(void);
@@ -681,13 +463,17 @@ static int start_locked(void)
         return -1;
     }
     rt.pid = getpid();
-    rt.seq = rt.dir[0] != '\0' ? mpt_rt_first_free_seq(rt.dir, rt.pid, ".pb.gz") : 0;
+    /* An exec'd program keeps its pid: its files continue the series. */
+    rt.seq =
+        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
     rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);
     atomic_store(&rt.fatal_sig, 0);
     rt.started = true;
     mp_image_rt_start(rt.prof);
+    if (rt.bare)
+        return 0; /* one report, at exit */
     /* Born with every signal blocked: no process-directed signal is ever
      * delivered to it, not even before it could block them itself. */
     sigset_t all, old;
@@ -719,55 +505,93 @@ static void after_fork_child(void)
     if (rt.pyro_on)
         pyro_after_fork();
     mp_image_rt_after_fork();
-    if (rt.follow_fork)
+    /* A child whose files would have its parent's names is not profiled
+     * (fork_parent said so). */
+    if (rt.follow_fork && (!rt.files || rt.out.per_process))
         start_locked();
 }
 
-/* MIMPROF_OUTPUT -> rt.dir (directory mode) or rt.pattern, absolute. */
-static int set_output(const char *v)
+/* In the parent, after its first fork: when its children's reports would
+ * replace its own (no %p in the file names), one line says that they are
+ * not profiled. */
+static void after_fork_parent(void)
 {
-    if (v == NULL || v[0] == '\0')
-        v = "mimprof-out/";
-    char abs[4096], cwd[4096];
-    if (v[0] == '/') {
-        if (snprintf(abs, sizeof abs, "%s", v) >= (int)sizeof abs)
-            return -1;
-    } else {
-        if (getcwd(cwd, sizeof cwd) == NULL ||
-            snprintf(abs, sizeof abs, "%s/%s", cwd, v) >= (int)sizeof abs)
-            return -1;
+    if (rt.started && rt.follow_fork && rt.files && !rt.out.per_process && !rt.told_fork) {
+        rt.told_fork = true;
+        say("mimprof: %s has no %%p: forked children are not profiled (their reports would "
+            "replace this process's)\n",
+            rt.out.pattern);
     }
-    size_t len = strlen(abs);
-    struct stat st;
-    bool dir = abs[len - 1] == '/' || (stat(abs, &st) == 0 && S_ISDIR(st.st_mode));
-    if (dir) {
-        while (len > 1 && abs[len - 1] == '/')
-            abs[--len] = '\0';
-        if (mpt_mkdir_p(abs) != 0)
-            return -1;
-        memcpy(rt.dir, abs, len + 1);
-        rt.gzip = true;
-    } else {
-        memcpy(rt.pattern, abs, len + 1);
-        rt.gzip = len > 3 && strcmp(abs + len - 3, ".gz") == 0;
+}
+
+/* The envp the dynamic loader passed to constructors: the process's
+ * initial environment, read before the program can change it. */
+static char *const *g_envp;
+
+/* The configuration from the environment (rt_env.h); rt.lock held. 0:
+ * configured; -1: not profiling (a message said why). */
+static int configure(mpt_env_var bad, const char *why)
+{
+    if (bad != MPT_ENV_COUNT) {
+        say_error("mimprof: %s=%s is not %s; profiling disabled\n", mpt_env_table[bad].name,
+                  mpt_env(bad)->text, why);
+        return -1;
     }
+    const mpt_env_value *every = mpt_env(MPT_ENV_EVERY);
+    bool pyro = mpt_env(MPT_ENV_PYRO_SERVER)->set;
+    rt.bare = !every->set && !pyro;
+    mp_prof_config_init(&rt.cfg);
+    if (mpt_env(MPT_ENV_INTERVAL)->set)
+        rt.cfg.sample_interval_bytes = (size_t)mpt_env(MPT_ENV_INTERVAL)->num;
+    if (mpt_env(MPT_ENV_SEED)->set)
+        rt.cfg.seed = mpt_env(MPT_ENV_SEED)->num;
+    if (mpt_env(MPT_ENV_STACK_DEPTH)->set)
+        rt.cfg.max_stack_depth = (unsigned)mpt_env(MPT_ENV_STACK_DEPTH)->num;
+    if (mpt_env(MPT_ENV_SYMBOLIZE)->set)
+        rt.cfg.symbolize = (mp_prof_symbolize)mpt_env(MPT_ENV_SYMBOLIZE)->num;
+    /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
+     * the upload interval (a malformed one is refused by pyro_setup). */
+    const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);
+    rt.every_ms = every->set ? every->num : ui->set && ui->num > 0 ? ui->num : 10000;
+    rt.follow_fork = mpt_env_flag(MPT_ENV_FOLLOW_FORK, true);
+    if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
+        return -1;
+    /* Files: MIMPROF_OUTPUT; when uploading, only when it asks for them. */
+    const char *output = mpt_env(MPT_ENV_OUTPUT)->text;
+    rt.files = !pyro || output != NULL;
+    char err[600];
+    if (rt.files &&
+        mpt_out_configure(&rt.out, output, every->set ? "mimprof-out/" : "mimprof.%p.pb",
+                          rt.bare ? "mimprof.%p.pb" : "heap.%p.%n.pb.gz", err, sizeof err) != 0) {
+        say_error("mimprof: %s; profiling disabled\n", err);
+        return -1;
+    }
+    /* Uploads: without them (a message said why) the runtime goes on with
+     * its files, or leaves the process unprofiled when it writes none. */
+    if (pyro && pyro_setup() < 0 && !rt.files)
+        return -1;
     return 0;
+}
+
+/* Whether this process profiles itself. MIMPROF_ROOT_PID (set by
+ * `mimprof run`) names the process it started: that process, also after
+ * an exec that replaced it (same pid), is profiled; a program executed by
+ * any other process (a child that forked and executed) only with
+ * MIMPROF_FOLLOW_EXEC=1. Without MIMPROF_ROOT_PID (a bare preload) every
+ * process that loads the preload profiles itself. Forked children that do
+ * not exec are after_fork_child's. */
+static bool this_process_is_profiled(void)
+{
+    if (mpt_env_flag(MPT_ENV_DISABLE, false))
+        return false;
+    const mpt_env_value *root = mpt_env(MPT_ENV_ROOT_PID);
+    return !root->set || (pid_t)root->num == getpid() || mpt_env_flag(MPT_ENV_FOLLOW_EXEC, true);
 }
 
 int mp_preload_runtime_start(void)
 {
     static bool once;
     static int result;
-    /* Runtime mode: MIMPROF_EVERY (mimprof run), or PYROSCOPE_SERVER_ADDRESS
-     * (a bare preload uploading to Pyroscope) unless the user asked for the
-     * allocator only. */
-    const char *every = getenv("MIMPROF_EVERY");
-    const char *addr = getenv("PYROSCOPE_SERVER_ADDRESS");
-    bool pyro = addr != NULL && addr[0] != '\0';
-    const char *dis = getenv("MIMPROF_DISABLE");
-    bool disabled = dis != NULL && strcmp(dis, "0") != 0;
-    if (every == NULL && (!pyro || (disabled && strcmp(dis, DISABLE_MARK) != 0)))
-        return 0;
     pthread_mutex_lock(&rt.lock);
     if (once) {
         pthread_mutex_unlock(&rt.lock);
@@ -775,124 +599,26 @@ int mp_preload_runtime_start(void)
     }
     once = true;
     mpt_rt_msg_init(); /* before any message */
-    /* The runtime owns the session of this process: the preload's own
-     * constructor (which runs after this one) must not start another. */
-    if (!disabled)
-        setenv("MIMPROF_DISABLE", DISABLE_MARK, 1);
-    rt.quiet = env_flag("MIMPROF_QUIET", false);
-    const char *sd = getenv("MIMPROF_STATUS_DIR");
-    if (sd != NULL && sd[0] == '/' && strlen(sd) < sizeof rt.status_dir)
-        memcpy(rt.status_dir, sd, strlen(sd) + 1);
     int rc = -1;
-    mp_prof_config_init(&rt.cfg);
-    uint64_t v;
-    const char *s;
-    if ((s = getenv("MIMPROF_INTERVAL")) != NULL && s[0] != '\0') {
-        if (!mpt_parse_size(s, &v) || v == 0 || v > MP_PROF_MAX_INTERVAL) {
-            say("mimprof: MIMPROF_INTERVAL=%s is not a size (e.g. 512k, 1m); profiling disabled\n",
-                s);
-            goto out;
-        }
-        rt.cfg.sample_interval_bytes = (size_t)v;
-    }
-    rt.every_ms = 10000;
-    if (every != NULL && every[0] != '\0' && !mpt_parse_duration_ms(every, &rt.every_ms)) {
-        say("mimprof: MIMPROF_EVERY=%s is not a duration (e.g. 10s, 500ms, 0); profiling "
-            "disabled\n",
-            every);
+    /* The table is read first, whatever else fails: MIMPROF_QUIET and
+     * the per-process decision need it. */
+    const char *why = "";
+    mpt_env_var bad = mpt_env_load(g_envp, &why);
+    rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
+    if (mpt_env(MPT_ENV_STATUS_DIR)->set && mpt_env(MPT_ENV_STATUS_DIR)->text[0] == '/')
+        snprintf(rt.status_dir, sizeof rt.status_dir, "%s", mpt_env(MPT_ENV_STATUS_DIR)->text);
+    if (!this_process_is_profiled()) {
+        rc = 0;
         goto out;
     }
-    /* A bare preload reports at the upload interval (a malformed one is
-     * refused by pyro_setup below). */
-    if (every == NULL && (s = getenv("PYROSCOPE_UPLOAD_INTERVAL")) != NULL && s[0] != '\0' &&
-        (!mpt_parse_duration_ms(s, &rt.every_ms) || rt.every_ms == 0))
-        rt.every_ms = 10000;
-    if ((s = getenv("MIMPROF_SYMBOLIZE")) != NULL && s[0] != '\0') {
-        if (strcmp(s, "none") == 0)
-            rt.cfg.symbolize = MP_PROF_SYMBOLIZE_NONE;
-        else if (strcmp(s, "functions") == 0)
-            rt.cfg.symbolize = MP_PROF_SYMBOLIZE_FUNCTIONS;
-        else if (strcmp(s, "lines") == 0)
-            rt.cfg.symbolize = MP_PROF_SYMBOLIZE_LINES;
-        else {
-            say("mimprof: MIMPROF_SYMBOLIZE=%s is not none|functions|lines; profiling disabled\n",
-                s);
-            goto out;
-        }
-    }
-    if ((s = getenv("MIMPROF_STACK_DEPTH")) != NULL && s[0] != '\0') {
-        char *end;
-        unsigned long d = strtoul(s, &end, 10);
-        if (s[0] < '0' || s[0] > '9' || *end != '\0' || d == 0 || d > 512) {
-            say("mimprof: MIMPROF_STACK_DEPTH=%s is not in 1..512; profiling disabled\n", s);
-            goto out;
-        }
-        rt.cfg.max_stack_depth = (unsigned)d;
-    }
-    if ((s = getenv("MIMPROF_SEED")) != NULL && s[0] != '\0') {
-        char *end;
-        errno = 0;
-        rt.cfg.seed = strtoull(s, &end, 0);
-        if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0) {
-            say("mimprof: MIMPROF_SEED=%s is not a number; profiling disabled\n", s);
-            goto out;
-        }
-    }
-    rt.follow_fork = env_flag("MIMPROF_FOLLOW_FORK", true);
-    if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
+    if (configure(bad, why) != 0)
         goto out;
-    /* Files: MIMPROF_OUTPUT, default ./mimprof-out/; when uploading, only
-     * when MIMPROF_OUTPUT asks for them. */
-    const char *output = getenv("MIMPROF_OUTPUT");
-    rt.files = !pyro || (output != NULL && output[0] != '\0');
-    if (rt.files && set_output(output) != 0) {
-        say("mimprof: MIMPROF_OUTPUT=%s is unusable; profiling disabled\n",
-            output != NULL ? output : "");
-        goto out;
-    }
-    /* Uploads: without them (a message said why) the runtime goes on with
-     * its files, or leaves the process unprofiled when it writes none. */
-    if (pyro && pyro_setup() < 0 && !rt.files)
-        goto out;
-    /* mimprof run does not follow exec by default; a bare preload does
-     * (every program of an environment with LD_PRELOAD and PYROSCOPE_*
-     * uploads, as the preload alone profiles every program). */
-    if (!env_flag("MIMPROF_FOLLOW_EXEC", every == NULL)) {
-        /* Programs this process executes run unprofiled: no preload and
-         * none of the runtime's variables. PYROSCOPE_* stay: every
-         * Pyroscope client reads them (the program may run one). */
-        static const char *const vars[] = {"MIMPROF_EVERY",
-                                           "MIMPROF_OUTPUT",
-                                           "MIMPROF_INTERVAL",
-                                           "MIMPROF_SEED",
-                                           "MIMPROF_STACK_DEPTH",
-                                           "MIMPROF_SYMBOLIZE",
-                                           "MIMPROF_FOLLOW_FORK",
-                                           "MIMPROF_FOLLOW_EXEC",
-                                           "MIMPROF_QUIET",
-                                           "MIMPROF_PYROSCOPE_LIB",
-                                           "MIMPROF_PYROSCOPE_SUMMARY",
-                                           "MIMPROF_PYROSCOPE_PROTOCOL",
-                                           "MIMPROF_PYROSCOPE_SPOOL_DIR",
-                                           "MIMPROF_PYROSCOPE_CA_PATH",
-                                           "MIMPROF_PYROSCOPE_FLUSH_DEADLINE",
-                                           "MIMPROF_PYROSCOPE_LOG_LEVEL",
-                                           "MIMPROF_IMAGE",
-                                           "MIMPROF_IMAGE_EVERY",
-                                           "MIMPROF_IMAGE_ON_EXIT",
-                                           "MIMPROF_STATUS_DIR",
-                                           NULL};
-        drop_self_from_ld_preload();
-        for (int i = 0; vars[i] != NULL; i++)
-            unsetenv(vars[i]);
-        /* MIMPROF_DISABLE stays: the preload's constructor, which runs
-         * after this one, reads it. */
-    }
     sem_init(&rt.wake, 0, 0);
     if (start_locked() != 0)
         goto out;
-    pthread_atfork(NULL, NULL, after_fork_child);
-    install_handlers();
+    pthread_atfork(NULL, after_fork_parent, after_fork_child);
+    if (!rt.bare)
+        install_handlers();
     atexit(mp_preload_runtime_stop);
     rc = 1;
 out:
@@ -903,7 +629,13 @@ out:
 
 /* Before the preload's own constructor (default priority): see the
  * header. */
-__attribute__((constructor(101))) static void runtime_ctor(void) { mp_preload_runtime_start(); }
+__attribute__((constructor(102))) static void runtime_ctor(int argc, char **argv, char **envp)
+{
+    (void)argc;
+    (void)argv;
+    g_envp = envp;
+    mp_preload_runtime_start();
+}
 
 void mp_preload_runtime_stop(void)
 {

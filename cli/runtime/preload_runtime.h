@@ -4,20 +4,20 @@
  * profile itself and where its reports go. Not installed.
  *
  * How it hooks in: preload_runtime.c is compiled into each preload object
- * (cli/meson.build adds runtime/'s sources to the preload
- * targets). Its constructor has priority 101, so it runs before the
- * preload's own constructor (default priority). The runtime owns the
- * session (runtime mode) when MIMPROF_EVERY is set -- `mimprof run` always
- * sets it -- or when PYROSCOPE_SERVER_ADDRESS is set and MIMPROF_DISABLE
- * does not ask for the allocator only (a bare preload uploading to
- * Pyroscope, see below). It then starts
- * the session and sets MIMPROF_DISABLE=runtime (unless set to something
- * else than 0) so that the preload's single-report session
- * (preload/preload.c) stays off in this process and in the programs it
- * runs; the preload still registers its code as profiler frames. The value
- * "runtime" (not "1") lets an exec'd program's runtime tell it from a
- * user's MIMPROF_DISABLE. Otherwise the runtime does nothing and the
- * preload behaves as documented in preload/preload.c.
+ * (cli/meson.build adds runtime/'s sources to the preload targets);
+ * preload/preload.c only defines the allocator and registers the object's
+ * frames (constructor priority 101), then the runtime's
+ * constructor (102) reads the environment (rt_env.h: once, from the
+ * initial environment, never written) and decides for this process:
+ *
+ *  - MIMPROF_DISABLE=1: nothing (the allocator only);
+ *  - MIMPROF_ROOT_PID set (by `mimprof run`) and not this pid: a program
+ *    executed by a child process, profiled only with MIMPROF_FOLLOW_EXEC=1;
+ *    the root pid itself, also after an exec replaced it, is profiled;
+ *  - no MIMPROF_EVERY and no PYROSCOPE_SERVER_ADDRESS: the bare preload,
+ *    the same runtime with no period: one report at exit, no reporter
+ *    thread, no signal handler, default output mimprof.%p.pb;
+ *  - otherwise runtime mode, below.
  *
  * In runtime mode:
  *
@@ -32,27 +32,19 @@
  *    SIGILL: the handler waits at most 2 s for that report, then the
  *    signal takes its default action);
  *  - each report goes to MIMPROF_OUTPUT (when uploading to Pyroscope, only
- *    if MIMPROF_OUTPUT is set): a directory (existing, or a value
- *    ending in '/': created) receives heap.<pid>.<seq>.pb.gz, seq = 0, 1,
- *    2, ... per process; any other value is a file name pattern with %p
- *    (pid), %n (seq), %t (Unix time) and %%. Names ending in ".gz" are
- *    gzip-compressed (as pprof tools expect), others are raw pprof. Files
- *    are written under a temporary name and renamed, so a reader never
- *    sees a partial file. The writer's buffers are mmap()ed: it does not
- *    appear in the profile it writes;
+ *    if MIMPROF_OUTPUT is set), named and written by rt_output.h: a
+ *    directory receives heap.<pid>.<seq>.pb.gz, seq = 0, 1, 2, ... per
+ *    process (an exec'd program keeps its pid and continues the series);
+ *    any other value is a file name pattern with %p, %n, %t and %%.
+ *    Written atomically, never over anything but a regular file;
  *  - fork(): with MIMPROF_FOLLOW_FORK=1 (default) the child starts its own
- *    session and reporter (its files carry its pid); with 0 the child is
- *    not profiled (the core ends the parent's session in every child);
- *  - exec(): with MIMPROF_FOLLOW_EXEC=0 (the default under MIMPROF_EVERY)
- *    the runtime removes its preload object from LD_PRELOAD and its
- *    variables (all above and below but MIMPROF_DISABLE and PYROSCOPE_*)
- *    from the environment at start, so programs the process executes run
- *    unprofiled; with 1 (the default of a bare preload, which profiles
- *    every program as the preload alone does) they inherit it and profile
- *    themselves (an exec'd image keeps its pid: in directory mode its seq
- *    continues after the files already there). PYROSCOPE_* always stay:
- *    they are the names every Pyroscope client reads, the program may run
- *    one of its own.
+ *    session and reporter (its files carry its pid; with a pattern
+ *    without %p it is not profiled, and the first fork says so); with 0
+ *    the child is not profiled (the core ends the parent's session in
+ *    every child);
+ *  - exec(): see MIMPROF_ROOT_PID above. The environment is never edited:
+ *    programs executed by unprofiled children keep the preload loaded, as
+ *    an allocator with no session.
  *
  * Pyroscope (issue 7). With PYROSCOPE_SERVER_ADDRESS set, the runtime
  * dlopen()s libmimprof-pyroscope (the package arrow is pyroscope ->
@@ -92,7 +84,7 @@
  *  - MIMPROF_QUIET=1 lowers the adapter's log level to error (unless
  *    MIMPROF_PYROSCOPE_LOG_LEVEL says otherwise) and silences the summary.
  *
- * Variables of runtime mode (besides the preload's):
+ * Variables (the table, with defaults: rt_env.c and the tool's README):
  *   MIMPROF_EVERY        report period: 10s, 500ms, 1m; 0 = only at exit
  *                        and on SIGUSR2. Its presence selects runtime mode.
  *                        Unset in a bare Pyroscope preload: the upload

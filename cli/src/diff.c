@@ -23,8 +23,8 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const named *)a)->name, ((const named *)b)->name);
 }
 
-static int64_t dflat(const drow *r) { return r->new_flat - r->base_flat; }
-static int64_t dcum(const drow *r) { return r->new_cum - r->base_cum; }
+static int64_t dflat(const drow *r) { return mpt_sat_sub(r->new_flat, r->base_flat); }
+static int64_t dcum(const drow *r) { return mpt_sat_sub(r->new_cum, r->base_cum); }
 
 /* Largest growth first; ties by the other delta, then name. */
 static int growth_cmp(const drow *x, const drow *y, bool cum)
@@ -156,8 +156,9 @@ int mpt_diff_print(FILE *out, const mpt_profile *base, const mpt_profile *cur, c
     char s1[32], s2[32], s3[40], tname[96], uname[64];
     mpt_format_value(s1, sizeof s1, (double)ta, unit);
     mpt_format_value(s2, sizeof s2, (double)tc, unit);
-    mpt_format_value(s3 + 1, sizeof s3 - 1, (double)(tc - ta), unit);
-    s3[0] = tc - ta > 0 ? '+' : ' ';
+    int64_t td = mpt_sat_sub(tc, ta);
+    mpt_format_value(s3 + 1, sizeof s3 - 1, (double)td, unit);
+    s3[0] = td > 0 ? '+' : ' ';
     fprintf(out, "Type: %s (%s)\n", mpt_display_name(type, tname, sizeof tname, 60),
             mpt_display_name(unit, uname, sizeof uname, 40));
     fprintf(out, "Total: %s -> %s (%s)\n", s1, s2, s3[0] == ' ' ? s3 + 1 : s3);

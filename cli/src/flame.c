@@ -134,14 +134,14 @@ static int tree_build(ftree *t, const mpt_profile *p, size_t type)
         int64_t v = p->values[s * p->ntypes + type];
         if (v <= 0)
             continue;
-        t->nodes[0].value += v;
+        t->nodes[0].value = mpt_sat_add(t->nodes[0].value, v);
         uint32_t cur = 0;
         for (size_t i = p->stack_off[s + 1]; i > p->stack_off[s]; i--) {
             int64_t c = tree_child(t, cur, p->frames[i - 1]);
             if (c < 0)
                 return -1;
             cur = (uint32_t)c;
-            t->nodes[cur].value += v;
+            t->nodes[cur].value = mpt_sat_add(t->nodes[cur].value, v);
         }
     }
     /* Children lists (CSR), each sorted by name. */
@@ -448,7 +448,7 @@ int mpt_flame_write(FILE *out, const mpt_profile *p, size_t type, const mpt_flam
                 uint32_t ch = t.child[c];
                 int64_t v = t.nodes[ch].value;
                 if ((double)v * scale < min_w) {
-                    tiny_sum += v;
+                    tiny_sum = mpt_sat_add(tiny_sum, v);
                     tiny_n++;
                     tiny_one = ch;
                     continue;

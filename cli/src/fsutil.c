@@ -3,9 +3,11 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int mpt_mkdir_p(const char *path)
 {
@@ -38,5 +40,21 @@ int mpt_mkdir_dir(const char *path)
         errno = ENOTDIR;
         return -1;
     }
+    return 0;
+}
+
+int mpt_dir_writable(const char *path)
+{
+    char probe[PATH_MAX];
+    if (snprintf(probe, sizeof probe, "%s/.mimprof-probe.%ld.tmp", path, (long)getpid()) >=
+        (int)sizeof probe) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    unlink(probe);
     return 0;
 }

@@ -13,4 +13,9 @@ int mpt_mkdir_p(const char *path);
  * ENOTDIR when it is something else. */
 int mpt_mkdir_dir(const char *path);
 
+/* Whether files can be created in the directory `path`: a file is
+ * created and removed there (access(2) says yes to root on a read-only
+ * file system and on /proc). 0, or -1 with errno. */
+int mpt_dir_writable(const char *path);
+
 #endif

@@ -13,6 +13,7 @@
 
 #include <zlib.h>
 
+#include "pprof_bound.h"
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile PB_Profile;
@@ -35,6 +36,7 @@ void mpt_limits_init(mpt_limits *lim)
 {
     lim->max_inflated = (size_t)1 << 30;
     lim->max_frames = (size_t)1 << 26;
+    lim->max_decoded = (size_t)1 << 30;
 }
 
 /* ---- gzip ------------------------------------------------------------ */
@@ -528,6 +530,16 @@ int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim, mp
     } else if (len > lim->max_inflated) {
         return fail(err, errlen, "file larger than the limit of %zu bytes", lim->max_inflated);
     }
+    /* protobuf-c expands its input up to ~60 times: bounded before it
+     * allocates anything. */
+    size_t decoded = mpt_pprof_decoded_size(data, rawlen);
+    if (decoded != SIZE_MAX && decoded > lim->max_decoded) {
+        free(raw);
+        return fail(err, errlen,
+                    "decoding would take %zu MiB, more than the limit of %zu MiB (too many "
+                    "samples, locations or strings)",
+                    decoded >> 20, lim->max_decoded >> 20);
+    }
     PB_Profile *pb = perftools__profiles__profile__unpack(NULL, rawlen, data);
     free(raw);
     if (pb == NULL)
@@ -668,7 +680,7 @@ int64_t mpt_profile_total(const mpt_profile *p, size_t t)
 {
     int64_t sum = 0;
     for (size_t s = 0; s < p->nsamples; s++)
-        sum += p->values[s * p->ntypes + t];
+        sum = mpt_sat_add(sum, p->values[s * p->ntypes + t]);
     return sum;
 }
 
@@ -689,12 +701,12 @@ int mpt_func_totals_compute(const mpt_profile *p, size_t t, mpt_func_totals *out
         size_t a = p->stack_off[s], b = p->stack_off[s + 1];
         if (a == b || v == 0)
             continue;
-        out->flat[p->frames[a]] += v;
+        out->flat[p->frames[a]] = mpt_sat_add(out->flat[p->frames[a]], v);
         for (size_t i = a; i < b; i++) {
             uint32_t f = p->frames[i];
             if (last[f] != s + 1) {
                 last[f] = s + 1;
-                out->cum[f] += v;
+                out->cum[f] = mpt_sat_add(out->cum[f], v);
             }
         }
     }

@@ -21,6 +21,9 @@
 typedef struct mpt_limits {
     size_t max_inflated; /* bound on the decompressed size; default 1 GiB */
     size_t max_frames;   /* bound on the total frames over all samples; default 1<<26 */
+    size_t max_decoded;  /* bound on the memory the protobuf decoder would allocate
+                            (pprof_bound.h; counts of samples, locations, lines,
+                            strings...); default 1 GiB */
 } mpt_limits;
 
 typedef struct mpt_profile {
@@ -67,6 +70,20 @@ int mpt_profile_pick_type(const mpt_profile *p, const char *name, char *err, siz
 
 /* Sum of type `t` over all samples. */
 int64_t mpt_profile_total(const mpt_profile *p, size_t t);
+
+/* a + b and a - b, saturated at INT64_MIN / INT64_MAX: sums of values
+ * from a file never wrap (a wrapped total printed "-4096.00PiB"). */
+static inline int64_t mpt_sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+static inline int64_t mpt_sat_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
 
 /* Per-function totals for one sample type: flat (the function is the
  * innermost frame) and cum (the function appears in the stack; once per

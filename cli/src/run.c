@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mimprof/profiling.h>
+
 #include "fsutil.h"
 #include "pyro_api.h"
 #include "units.h"
@@ -335,8 +337,10 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     int rc = setenv("LD_PRELOAD", lp, 1);
     free(lp);
     char num[64];
-    if (abs_dir != NULL)
-        rc |= setenv("MIMPROF_OUTPUT", abs_dir, 1);
+    /* With a '/': a directory to the runtime, whatever is there later. */
+    char out[PATH_MAX + 1];
+    if (abs_dir != NULL && snprintf(out, sizeof out, "%s/", abs_dir) < (int)sizeof out)
+        rc |= setenv("MIMPROF_OUTPUT", out, 1);
     else
         unsetenv("MIMPROF_OUTPUT"); /* uploads only */
     if (o->interval != 0) {
@@ -351,7 +355,7 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     if (o->seed != NULL)
         rc |= setenv("MIMPROF_SEED", o->seed, 1);
     if (o->max_depth != NULL)
-        rc |= setenv("MIMPROF_MAX_DEPTH", o->max_depth, 1);
+        rc |= setenv("MIMPROF_STACK_DEPTH", o->max_depth, 1);
     rc |= setenv("MIMPROF_FOLLOW_FORK", o->follow_fork == 0 ? "0" : "1", 1);
     rc |= setenv("MIMPROF_FOLLOW_EXEC", o->follow_exec == 1 ? "1" : "0", 1);
     if (o->quiet)
@@ -368,7 +372,7 @@ static int image_env(const run_opts *o)
         return 0;
     const char *dir = o->image_dir != NULL ? o->image_dir : o->out_dir;
     char abs[PATH_MAX];
-    if (mpt_mkdir_dir(dir) != 0 || realpath(dir, abs) == NULL) {
+    if (mpt_mkdir_dir(dir) != 0 || realpath(dir, abs) == NULL || mpt_dir_writable(abs) != 0) {
         fprintf(stderr, "mimprof run: cannot use image directory %s: %s\n", dir, strerror(errno));
         return -1;
     }
@@ -552,7 +556,7 @@ int mpt_cmd_run(int argc, char **argv)
         switch (c) {
         case 'i':
             if (!mpt_parse_size(optarg, &o.interval) || o.interval == 0 ||
-                o.interval > ((uint64_t)1 << 40)) {
+                o.interval > MP_PROF_MAX_INTERVAL) {
                 fprintf(
                     stderr,
                     "mimprof run: --interval wants a size like 512k or 1m (1 B..1 TiB), not '%s'\n",
@@ -610,8 +614,9 @@ int mpt_cmd_run(int argc, char **argv)
         case O_DEPTH: {
             char *end;
             unsigned long d = strtoul(optarg, &end, 10);
-            if (*end != '\0' || d == 0 || d > 512) {
-                fprintf(stderr, "mimprof run: --max-depth wants 1..512, not '%s'\n", optarg);
+            if (*end != '\0' || d == 0 || d > MP_PROF_MAX_STACK_DEPTH) {
+                fprintf(stderr, "mimprof run: --max-depth wants 1..%u, not '%s'\n",
+                        MP_PROF_MAX_STACK_DEPTH, optarg);
                 return EXIT_OWN_ERROR;
             }
             o.max_depth = optarg;
@@ -726,7 +731,8 @@ static int run_command(run_opts *op, char **cmd)
     /* Uploading: files only with -o. */
     bool files = !o.pyro || o.out_given;
     char abs_dir[PATH_MAX];
-    if (files && (mpt_mkdir_dir(o.out_dir) != 0 || realpath(o.out_dir, abs_dir) == NULL)) {
+    if (files && (mpt_mkdir_dir(o.out_dir) != 0 || realpath(o.out_dir, abs_dir) == NULL ||
+                  mpt_dir_writable(abs_dir) != 0)) {
         fprintf(stderr, "mimprof run: cannot use output directory %s: %s\n", o.out_dir,
                 strerror(errno));
         return EXIT_OWN_ERROR;
@@ -775,6 +781,13 @@ static int run_command(run_opts *op, char **cmd)
             sigaction(fwd[i], &saved[i], NULL);
         sigprocmask(SIG_SETMASK, &oldmask, NULL);
         close(pfd[0]);
+        /* The process the runtime profiles: this one, also once an exec
+         * replaced it; programs other processes execute are governed by
+         * MIMPROF_FOLLOW_EXEC (runtime/rt_env.h). */
+        char root[32];
+        snprintf(root, sizeof root, "%ld", (long)getpid());
+        if (setenv("MIMPROF_ROOT_PID", root, 1) != 0)
+            _exit(EXIT_OWN_ERROR);
         execvp(cmd[0], cmd);
         int e = errno;
         ssize_t w = write(pfd[1], &e, sizeof e);

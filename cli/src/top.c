@@ -68,7 +68,7 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
     int64_t sum = 0;
     for (size_t i = 0; i < shown; i++) {
         char fv[32], cv[32], name[1024];
-        sum += rows[i].flat;
+        sum = mpt_sat_add(sum, rows[i].flat);
         mpt_format_value(fv, sizeof fv, (double)rows[i].flat, unit);
         mpt_format_value(cv, sizeof cv, (double)rows[i].cum, unit);
         fprintf(out, "%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s\n", fv, pct(rows[i].flat, total),

@@ -158,6 +158,56 @@ class Top(TempDirTest):
         self.assertIn("bad??utf8", out)
 
 
+
+def limited(mem_bytes):
+    """preexec_fn: the address space of the child bounded (a reader that
+    is not bounded fails here instead of taking the machine's memory).
+    Not under AddressSanitizer, which reserves terabytes of address space
+    at start (it reports an allocation beyond its own limit itself)."""
+    import resource
+
+    with open(MIMPROF, "rb") as f:
+        if b"__asan_init" in f.read():
+            return None
+
+    def f():
+        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+    return f
+
+
+class BoundedReaders(TempDirTest):
+    """Every reader bounds what it decodes, with a clear error."""
+
+    def test_expanding_pprof_is_refused_before_it_is_unpacked(self):
+        # 20 million empty samples: 40 MB of wire data, ~40 KB gzipped,
+        # ~2.5 GB once protobuf-c has unpacked them.
+        head = heap_profile([(["main"], [1, 1, 1, 1])]).encode()
+        data = gzip.compress(head + b"\x12\x00" * 20_000_000, 9)
+        self.assertLess(len(data), 200_000)
+        path = self.write("expand.pb.gz", data)
+        r = mimprof("top", path, preexec_fn=limited(1 << 30))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"limit of \d+ MiB")
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+
+    def test_image_info_of_an_endless_file_is_refused(self):
+        r = mimprof("image", "info", "/dev/zero", preexec_fn=limited(3 << 29), timeout=120)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertGreater(r.returncode, 0, "an error, not a signal")
+        self.assertRegex(r.stderr, r"larger than the limit of \d+ MiB")
+
+    def test_totals_saturate_instead_of_wrapping(self):
+        big = 6 * 10 ** 18  # two of them exceed INT64_MAX
+        b = heap_profile([(["a", "main"], [1, big, 1, big]), (["b", "main"], [1, big, 1, big])])
+        out = mimprof("top", self.write("big.pb", b.encode()), check=True).stdout
+        total = next(l for l in out.splitlines() if "Total" in l)
+        self.assertNotIn("-", total, total)
+        rows = parse_top(out)
+        # shares of the saturated total (INT64_MAX): positive, and equal
+        self.assertTrue(all(0 <= r[1] <= 100 and 0 < r[2] <= 100 for r in rows), rows)
+        self.assertEqual(rows[0][1], rows[1][1])
+
+
 class Flame(TempDirTest):
     def test_widths_proportional_to_values(self):
         src = self.write("p.pb.gz", heap_profile(KNOWN).encode(gz=True))
@@ -237,6 +287,23 @@ class Flame(TempDirTest):
         total = sum(f["v"] for f in frames if f["d"] == 2)
         self.assertEqual(total, 2 * 100 * stacks, "merging keeps the values")
         self.assertTrue(any(f["name"] == "big" for f in frames))
+
+    def test_min_width_decides_what_is_merged(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)
+        for i in range(200):
+            b.sample(["leaf_%d" % i, "main"], [1, 100, 1, 100])
+        b.sample(["big", "main"], [1, 100 * 200, 1, 100 * 200])
+        src = self.write("mw.pb", b.encode())
+        counts = {}
+        for mw in ("0.01", "20"):
+            svg = self.path("mw%s.svg" % mw)
+            mimprof("flame", src, "--min-width", mw, "-o", svg, check=True)
+            _, frames = svg_frames(svg)
+            counts[mw] = (len(frames), sum(f["merged"] for f in frames))
+        self.assertEqual(counts["0.01"][1], 0, "nothing merged at 0.01 px")
+        self.assertGreater(counts["0.01"][0], 200)
+        self.assertGreater(counts["20"][1], 0, "tiny frames merged at 20 px")
+        self.assertLess(counts["20"][0], 50)
 
     def test_hostile_names_make_valid_xml(self):
         b = pprof_wire.Builder(pprof_wire.HEAP_TYPES)

@@ -547,6 +547,49 @@ class BarePreload(PyroscopeTest):
         self.assertEqual(self.server.summary().get("requests", 0), 0)
         self.assertEqual(os.listdir(self.tmp), [], "and no files either")
 
+class NoHarm(PyroscopeTest):
+    """bash keeps its own environment table: the runtime must not need to
+    write the environment to upload; and what a server answers never
+    reaches the terminal raw."""
+
+    def test_bash_uploads(self):
+        r = self.mimprof_run("--pyroscope", self.server.url, "--app", "bashapp", "--every", "0",
+                             "-i", "4k", cmd=["/bin/bash", "-c", "x=1; /bin/true; exit 3"])
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertGreaterEqual(self.assert_uploaded_line(r.stderr, "bashapp"), 1)
+        self.assertGreaterEqual(self.server.summary().get("profiles", 0), 1)
+
+    def test_server_error_body_is_sanitized(self):
+        import http.server
+        import threading
+
+        class Hostile(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = b'{"code":"invalid","message":"bad\x1b[31mred\x07\x1b]0;title\x07"}'
+                self.send_response(400)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            url = "http://127.0.0.1:%d" % srv.server_address[1]
+            r = self.mimprof_run("--pyroscope", url, "--app", "hostile", "--every", "0",
+                                 cmd=["true"])
+        finally:
+            srv.shutdown()
+            srv.server_close()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("HTTP 400", r.stderr)
+        self.assertIn("bad?[31mred?", r.stderr)
+        self.assertNotIn("\x1b", r.stderr)
+        self.assertNotIn("\x07", r.stderr)
+
 
 if __name__ == "__main__":
     for need in (MIMPROF, EXAMPLE, PRELOAD, PYRO_LIB, STANDIN):

@@ -25,8 +25,8 @@ import sys
 import time
 import unittest
 
-from tool_testlib import (EXAMPLE, MIMPROF, TempDirTest, mimprof, parse_diff, parse_top, pprof_wire,
-                          rounding)
+from tool_testlib import (EXAMPLE, MIMPROF, TempDirTest, decode, mimprof, parse_diff, parse_top,
+                          pprof_wire, reports, rounding)
 
 MiB = 1 << 20
 PYTHON = "/usr/bin/python3"
@@ -36,21 +36,6 @@ PRELOAD = os.environ.get("MIMPROF_PRELOAD", "")
 def rel_sd(size, interval, n):
     p = 1 - math.exp(-size / interval)
     return math.sqrt((1 - p) / (n * p))
-
-
-def reports(d, pid=None):
-    """{pid: [paths by seq]} of the heap.<pid>.<seq>.pb.gz files in d."""
-    out = {}
-    for p in glob.glob(os.path.join(d, "heap.*.pb.gz")):
-        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.pb\.gz", os.path.basename(p))
-        out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
-    out = {k: [p for _, p in sorted(v)] for k, v in out.items()}
-    return out if pid is None else out.get(pid, [])
-
-
-def decode(path):
-    with open(path, "rb") as f:
-        return pprof_wire.decode_profile(f.read())
 
 
 def main_pid(stderr):
@@ -385,16 +370,20 @@ class FollowForkExec(TempDirTest):
         r = mimprof("run", "--every", "0", "--follow-exec", "-o", out, "--", *cmd)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len(reports(out)), 2, "sh and python")
-        # what a program run by the profiled one sees
+        # what a program run by the profiled one sees: the environment
+        # `mimprof run` passed, unchanged by the runtime (it never writes
+        # the environment; MIMPROF_ROOT_PID tells a child it is not the
+        # profiled process)
         env_cmd = ["sh", "-c", "env; true"]
         def seen(r):
             env = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
-            return env.get("LD_PRELOAD", ""), env.get("MIMPROF_EVERY")
+            return env.get("LD_PRELOAD", ""), env.get("MIMPROF_EVERY"), env.get("MIMPROF_FOLLOW_EXEC")
         r = mimprof("run", "--every", "0", "-o", self.path("c"), "--", *env_cmd)
-        self.assertEqual(seen(r), ("", None))
+        self.assertIn("libmimprof-preload-mimalloc.so", seen(r)[0])
+        self.assertEqual(seen(r)[1:], ("0ms", "0"))
         r = mimprof("run", "--every", "0", "--follow-exec", "-o", self.path("d"), "--", *env_cmd)
         self.assertIn("libmimprof-preload-mimalloc.so", seen(r)[0])
-        self.assertEqual(seen(r)[1], "0ms")
+        self.assertEqual(seen(r)[1:], ("0ms", "1"))
 
 
 class RealPrograms(TempDirTest):

@@ -1,4 +1,5 @@
 """Shared helpers of the mimprof command's tests (standard library only)."""
+import glob
 import os
 import re
 import shutil
@@ -33,12 +34,13 @@ def mimprof(*args, check=False, **kw):
     return r
 
 
-UNIT = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
+UNIT = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4,
+        "PiB": 1024 ** 5}
 
 
 def parse_value(text):
     """'1.50MiB' -> bytes, '12' -> 12, '-3.00KiB' -> -3072."""
-    m = re.fullmatch(r"([+-]?[0-9.]+)(B|KiB|MiB|GiB|TiB)?", text)
+    m = re.fullmatch(r"([+-]?[0-9.]+)(B|KiB|MiB|GiB|TiB|PiB)?", text)
     if not m:
         raise ValueError(text)
     return float(m.group(1)) * UNIT.get(m.group(2) or "B", 1)
@@ -102,6 +104,22 @@ def svg_frames(path):
             "merged": "merged" in g.get("class").split(),
         })
     return root, frames
+
+
+def reports(d, pid=None):
+    """{pid: [paths by seq]} of the heap.<pid>.<seq>.pb.gz files `mimprof run`
+    wrote in d (of one pid when given)."""
+    out = {}
+    for p in glob.glob(os.path.join(d, "heap.*.pb.gz")):
+        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.pb\.gz", os.path.basename(p))
+        out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
+    out = {k: [p for _, p in sorted(v)] for k, v in out.items()}
+    return out if pid is None else out.get(pid, [])
+
+
+def decode(path):
+    with open(path, "rb") as f:
+        return pprof_wire.decode_profile(f.read())
 
 
 class TempDirTest(unittest.TestCase):

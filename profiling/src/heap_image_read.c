@@ -617,6 +617,12 @@ int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
     size_t len = 0, cap = 0;
     for (;;) {
         if (len == cap) {
+            if (cap >= MP_HIMG_MAX_FILE) {
+                free(buf);
+                fclose(f);
+                return fail(err, errlen, "%s: larger than the limit of %zu MiB",
+                            mp_img_strerror(MP_IMG_ERR_IO), MP_HIMG_MAX_FILE >> 20);
+            }
             size_t nc = cap ? cap * 2 : (size_t)1 << 20;
             unsigned char *b = realloc(buf, nc);
             if (b == NULL) {

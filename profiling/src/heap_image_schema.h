@@ -50,6 +50,7 @@
 #define MIMPROF_PROFILING_HEAP_IMAGE_SCHEMA_H
 
 #include <mimprof/image.h>
+#include <mimprof/profiling.h>
 
 #define MP_HIMG_SCHEMA 1u
 
@@ -150,10 +151,14 @@ enum {
 };
 
 /* Bounds the reader enforces (the writer never exceeds them). */
-#define MP_HIMG_PATH_MAX     4096u /* bytes of a path */
-#define MP_HIMG_BUILD_ID_HEX 128u  /* hex digits of a build-id */
-#define MP_HIMG_MAX_SEGS     64u   /* executable segments of one mapping */
-#define MP_HIMG_MAX_DEPTH    512u  /* frames of one stack */
+#define MP_HIMG_PATH_MAX     4096u                   /* bytes of a path */
+#define MP_HIMG_BUILD_ID_HEX 128u                    /* hex digits of a build-id */
+#define MP_HIMG_MAX_SEGS     64u                     /* executable segments of one mapping */
+#define MP_HIMG_MAX_DEPTH    MP_PROF_MAX_STACK_DEPTH /* frames of one stack */
+/* Bytes of an image file mp_himg_load() reads (a process's live samples
+ * are at most max_live_samples, 1<<20 by default: a few hundred MiB at
+ * most); a larger file, or one that never ends (/dev/zero), is refused. */
+#define MP_HIMG_MAX_FILE ((size_t)1 << 30)
 
 /* A new registry (metadata width 0) with the schema's types registered,
  * and the types by index in `types`. Free with mp_img_registry_free(). */

@@ -42,7 +42,6 @@
 #include "ring.h"
 #include "rwlock.h"
 
-#define MP_MAX_DEPTH_LIMIT 512u
 /* Frames captured beyond max_stack_depth, so that profiler frames cut from
  * the top still leave max_stack_depth application frames. */
 #define MP_CAPTURE_SLACK 16u

@@ -68,7 +68,7 @@ void mp_prof_config_init(mp_prof_config *cfg)
 static bool config_valid(const mp_prof_config *c)
 {
     return c->sample_interval_bytes >= 1 && c->sample_interval_bytes <= MP_PROF_MAX_INTERVAL &&
-           c->max_stack_depth >= 1 && c->max_stack_depth <= MP_MAX_DEPTH_LIMIT &&
+           c->max_stack_depth >= 1 && c->max_stack_depth <= MP_PROF_MAX_STACK_DEPTH &&
            c->ring_capacity >= 1 && c->ring_capacity <= MP_PROF_MAX_RING &&
            c->max_live_samples >= 1 && c->overflow_stacks >= 1 &&
            c->overflow_stacks <= MP_PROF_MAX_OVERFLOW && c->report_max_records >= 1 &&

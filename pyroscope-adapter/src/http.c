@@ -85,7 +85,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *user)
 }
 
 /* The "message" string of a JSON error body {"code":..,"message":..}, else
- * the body's first line; JSON escapes other than \" and \\ are kept. */
+ * the body's first line; JSON escapes other than \" and \\ are kept. Either
+ * way a byte outside printable ASCII becomes '?': the message is printed
+ * to terminals, and a server's bytes must not drive them. */
 static void server_message(const response *r, char *out, size_t len)
 {
     const char *m = strstr(r->data, "\"message\"");
@@ -99,7 +101,7 @@ static void server_message(const response *r, char *out, size_t len)
         for (m++; *m && *m != '"' && o + 1 < len; m++) {
             if (*m == '\\' && (m[1] == '"' || m[1] == '\\'))
                 m++;
-            out[o++] = *m;
+            out[o++] = (*m >= 0x20 && *m < 0x7F) ? *m : '?';
         }
     } else {
         for (const char *p = r->data; *p && *p != '\n' && *p != '\r' && o + 1 < len && o < 200; p++)

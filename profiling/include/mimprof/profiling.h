@@ -92,26 +92,19 @@
  *
  *     LD_PRELOAD=libmimprof-preload-mimalloc.so MIMPROF_OUTPUT=/tmp/prof/ ./program
  *
- * | variable | meaning |
- * |---|---|
- * | `MIMPROF_INTERVAL` | mean bytes between samples: a number with an optional binary suffix `k`,
- * `m` or `g` (`512k` = 524288), optionally followed by `b` or `ib` (`64KiB`); default 512k | |
- * `MIMPROF_OUTPUT` | an existing directory or a value ending in `/`: `DIR/mimprof.%p.pb`; else a
- * file name pattern where `%p` is the pid, `%t` the Unix time, `%n` the report number in the
- * process and `%%` a percent sign; relative to the working directory at load time; default
- * `mimprof.%p.pb` | | `MIMPROF_SEED` | sampling seed (default random) | | `MIMPROF_STACK_DEPTH` |
- * frames per stack, 1..512 (default 64) | | `MIMPROF_SYMBOLIZE` | `none`, `functions` or `lines` |
- * | `MIMPROF_DISABLE` | set and not `0`: allocator only, no session |
- * | `MIMPROF_DEBUG_ROOT` | where separate debug files are looked up by build-id
- * (`ROOT/.build-id/xx/yyyy.debug`) and debug link; an absolute path; default `/usr/lib/debug`;
- * read by every report, with or without the preload |
+ * The variables, their defaults and what each process does on fork and
+ * exec: the `mimprof` command's README (section "Environment"). Besides
+ * those, every report reads `MIMPROF_DEBUG_ROOT`, with or without the
+ * preload: where separate debug files are looked up by build-id
+ * (`ROOT/.build-id/xx/yyyy.debug`) and debug link; an absolute path;
+ * default `/usr/lib/debug`.
  *
  * A malformed value is reported on stderr and disables profiling; the
  * program runs unchanged. Reports are uncompressed pprof. A forked child
  * starts its own session (and writes its own file) when the output
  * pattern contains `%p` or names a directory; otherwise it is not
  * profiled. Programs it executes start their own sessions from the same
- * environment.
+ * environment (under `mimprof run`: only with `--follow-exec`).
  */
 #ifndef MIMPROF_PROFILING_H
 #define MIMPROF_PROFILING_H
@@ -157,7 +150,7 @@ typedef enum mp_prof_symbolize {
 /** Session configuration; start from mp_prof_config_init(). */
 typedef struct mp_prof_config {
     size_t sample_interval_bytes; /**< mean bytes between samples; default 512 KiB; >= 1 */
-    unsigned max_stack_depth;     /**< frames kept per stack; default 64; 1..512 */
+    unsigned max_stack_depth;     /**< frames per stack; default 64; 1..MP_PROF_MAX_STACK_DEPTH */
     size_t ring_capacity;         /**< records per thread ring; default 256; >= 1 */
     size_t
         max_live_samples; /**< bound on the live table; default 1<<20; grows on demand up to it */
@@ -175,6 +168,8 @@ typedef struct mp_prof_config {
 
 /** Largest accepted mp_prof_config::sample_interval_bytes (1 TiB). */
 #define MP_PROF_MAX_INTERVAL ((size_t)1 << 40)
+/** Largest accepted mp_prof_config::max_stack_depth (frames kept per stack). */
+#define MP_PROF_MAX_STACK_DEPTH 512u
 /** Largest accepted mp_prof_config::ring_capacity. */
 #define MP_PROF_MAX_RING ((size_t)1 << 20)
 /** Largest accepted mp_prof_config::overflow_stacks. */
