@@ -598,7 +598,6 @@ int mp_preload_runtime_start(void)
         return result;
     }
     once = true;
-    mpt_rt_msg_init(); /* before any message */
     int rc = -1;
     /* The table is read first, whatever else fails: MIMPROF_QUIET and
      * the per-process decision need it. */
@@ -609,8 +608,9 @@ int mp_preload_runtime_start(void)
         snprintf(rt.status_dir, sizeof rt.status_dir, "%s", mpt_env(MPT_ENV_STATUS_DIR)->text);
     if (!this_process_is_profiled()) {
         rc = 0;
-        goto out;
+        goto out; /* and no descriptor of ours in this process */
     }
+    mpt_rt_msg_init(); /* before any message */
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&rt.wake, 0, 0);

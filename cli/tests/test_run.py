@@ -339,6 +339,21 @@ class Descriptors(TempDirTest):
                              "run %d: status, descriptor tables, log, data size" % i)
 
 
+    def test_unprofiled_child_has_no_descriptor_of_ours(self):
+        # A program run by the profiled one (not followed: it keeps the
+        # preload as its allocator) has exactly the descriptors it would
+        # have without mimprof: CPython's test_subprocess
+        # test_pass_fds_redirected counts them (the runtime's message
+        # descriptor was taken there too).
+        code = ("import subprocess, sys\n"
+                "subprocess.run([sys.executable, '-c', 'import os; "
+                "print(sorted(os.listdir(\"/proc/self/fd\")))'], close_fds=True)\n")
+        plain = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+        r = mimprof("run", "--every", "0", "-o", self.path("out"), "--", PYTHON, "-c", code)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, plain.stdout)
+
+
 class FollowForkExec(TempDirTest):
     FORK = ("import os, sys\n"
             "def child_work():\n    global b\n    b = bytearray(8 << 20)\n"
