@@ -183,7 +183,9 @@ int mpt_cmd_diff(int argc, char **argv)
     const char *type = NULL;
     size_t n = 20;
     bool cum = false;
-    int rc_opts = mpt_parse_table_opts("diff", argc, argv, &type, &n, &cum);
+    mpt_limits lim;
+    mpt_limits_init(&lim);
+    int rc_opts = mpt_parse_table_opts("diff", argc, argv, &type, &n, &cum, &lim);
     if (rc_opts >= 0)
         return rc_opts;
     if (argc - optind != 2) {
@@ -193,8 +195,8 @@ int mpt_cmd_diff(int argc, char **argv)
     char err[640];
     mpt_profile *a = NULL, *b = NULL;
     int rc = MPT_EXIT_FAIL;
-    if (mpt_profile_load(argv[optind], NULL, &a, err, sizeof err) != 0 ||
-        mpt_profile_load(argv[optind + 1], NULL, &b, err, sizeof err) != 0)
+    if (mpt_profile_load(argv[optind], &lim, &a, err, sizeof err) != 0 ||
+        mpt_profile_load(argv[optind + 1], &lim, &b, err, sizeof err) != 0)
         fprintf(stderr, "mimprof diff: %s\n", err);
     else if (mpt_diff_print(stdout, a, b, type, n, cum, err, sizeof err) != 0)
         fprintf(stderr, "mimprof diff: %s\n", err);

@@ -490,12 +490,15 @@ int mpt_cmd_flame(int argc, char **argv)
         {"title", required_argument, NULL, 'T'},
         {"width", required_argument, NULL, 'w'},
         {"min-width", required_argument, NULL, 'm'},
+        {"no-demangle", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *type = NULL, *path = "flame.svg";
     mpt_flame_opts fo;
     mpt_flame_opts_init(&fo);
+    mpt_limits lim;
+    mpt_limits_init(&lim);
     int c;
     optind = 1;
     opterr = 0;
@@ -530,6 +533,9 @@ int mpt_cmd_flame(int argc, char **argv)
             fo.min_width = v;
             break;
         }
+        case 'D':
+            lim.raw_names = true;
+            break;
         case 'h':
             mpt_usage(stdout, "flame");
             return MPT_EXIT_OK;
@@ -548,7 +554,7 @@ int mpt_cmd_flame(int argc, char **argv)
     }
     char err[640];
     mpt_profile *p;
-    if (mpt_profile_load(argv[optind], NULL, &p, err, sizeof err) != 0) {
+    if (mpt_profile_load(argv[optind], &lim, &p, err, sizeof err) != 0) {
         fprintf(stderr, "mimprof flame: %s\n", err);
         return MPT_EXIT_FAIL;
     }

@@ -45,6 +45,7 @@ static const char USAGE_IMAGE[] =
     "  -t, --type TYPE        (top, diff) sample type (default inuse_space)\n"
     "  -n N                   (top, diff) rows (default 20; 0 = all)\n"
     "      --cum              (top, diff) sort by cumulative value\n"
+    "      --no-demangle      (top, diff) linkage names as written (the pprof carries both)\n"
     "\n"
     "Symbols come from files with the build-id the mapping recorded; a file with another\n"
     "build-id is never used (a line on stderr says which), and that mapping's locations keep\n"
@@ -58,6 +59,7 @@ typedef struct img_opts {
     const char *type;
     size_t n;
     bool cum;
+    bool raw_names; /* --no-demangle (top, diff) */
 } img_opts;
 
 static void note(void *ctx, const char *line)
@@ -104,7 +106,10 @@ static mpt_profile *profile_of(const char *path, const img_opts *o)
     mpt_profile *p = NULL;
     if (to_pprof(path, img, o, &buf, &len) == 0) {
         char err[640];
-        if (mpt_profile_parse(buf, len, NULL, &p, err, sizeof err) != 0)
+        mpt_limits lim;
+        mpt_limits_init(&lim);
+        lim.raw_names = o->raw_names;
+        if (mpt_profile_parse(buf, len, &lim, &p, err, sizeof err) != 0)
             fprintf(stderr, "mimprof image: %s: %s\n", path, err);
     }
     mp_prof_buffer_free(buf);
@@ -316,6 +321,7 @@ int mpt_cmd_image(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"type", required_argument, NULL, 't'},
         {"cum", no_argument, NULL, 'c'},
+        {"no-demangle", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -363,6 +369,9 @@ int mpt_cmd_image(int argc, char **argv)
         }
         case 'c':
             o.cum = true;
+            break;
+        case 'D':
+            o.raw_names = true;
             break;
         case 'h':
             fputs(USAGE_IMAGE, stdout);

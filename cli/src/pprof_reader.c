@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mimprof/profiling.h>
 #include <zlib.h>
 
 #include "pprof_bound.h"
@@ -37,6 +38,7 @@ void mpt_limits_init(mpt_limits *lim)
     lim->max_inflated = (size_t)1 << 30;
     lim->max_frames = (size_t)1 << 26;
     lim->max_decoded = (size_t)1 << 30;
+    lim->raw_names = false;
 }
 
 /* ---- gzip ------------------------------------------------------------ */
@@ -360,8 +362,13 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
         const char *sys = name != NULL ? str_at(d, f->system_name, "a function system name") : NULL;
         if (name == NULL || sys == NULL || str_at(d, f->filename, "a function file name") == NULL)
             goto out;
-        if (name[0] == '\0')
+        if (name[0] == '\0' || (lim->raw_names && sys[0] != '\0'))
             name = sys;
+        char human[4096];
+        size_t hlen;
+        if (!lim->raw_names && mp_prof_demangle(name, human, sizeof human, &hlen) == MP_PROF_OK &&
+            hlen < sizeof human)
+            name = human;
         fname[i] = -1;
         if (name[0] != '\0' && (fname[i] = intern(&in, name)) < 0)
             goto oom;

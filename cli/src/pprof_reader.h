@@ -7,6 +7,12 @@
  * crash. Frame names are sanitized for terminals and XML by the views, not
  * here: names are kept byte-exact.
  *
+ * Names: a function's Function.name, demangled when it is still a
+ * linkage name (mp_prof_demangle's rule: a profile from another tool, or
+ * written without a demangler), else its system_name when the name is
+ * empty; with mpt_limits.raw_names, its system_name (the linkage name as
+ * written) when set.
+ *
  * Stacks are lists of *frames*: one per pprof Line (an inlined call
  * becomes its own frame, innermost first, as pprof shows them), or one per
  * Location without lines, named "<object basename>+0x<file offset>" when
@@ -15,15 +21,19 @@
 #ifndef MIMPROF_TOOL_PPROF_READER_H
 #define MIMPROF_TOOL_PPROF_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* How a file is read: bounds, and how functions are named. */
 typedef struct mpt_limits {
     size_t max_inflated; /* bound on the decompressed size; default 1 GiB */
     size_t max_frames;   /* bound on the total frames over all samples; default 1<<26 */
     size_t max_decoded;  /* bound on the memory the protobuf decoder would allocate
                             (pprof_bound.h; counts of samples, locations, lines,
                             strings...); default 1 GiB */
+    bool raw_names;      /* linkage names as written, nothing demangled (--no-demangle);
+                            default false */
 } mpt_limits;
 
 typedef struct mpt_profile {

@@ -80,11 +80,12 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
 }
 
 int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **type, size_t *n,
-                         bool *cum)
+                         bool *cum, mpt_limits *lim)
 {
     static const struct option longopts[] = {
         {"type", required_argument, NULL, 't'},
         {"cum", no_argument, NULL, 'c'},
+        {"no-demangle", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -109,6 +110,9 @@ int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **ty
         case 'c':
             *cum = true;
             break;
+        case 'D':
+            lim->raw_names = true;
+            break;
         case 'h':
             mpt_usage(stdout, cmd);
             return MPT_EXIT_OK;
@@ -129,7 +133,9 @@ int mpt_cmd_top(int argc, char **argv)
     const char *type = NULL;
     size_t n = 20;
     bool cum = false;
-    int rc_opts = mpt_parse_table_opts("top", argc, argv, &type, &n, &cum);
+    mpt_limits lim;
+    mpt_limits_init(&lim);
+    int rc_opts = mpt_parse_table_opts("top", argc, argv, &type, &n, &cum, &lim);
     if (rc_opts >= 0)
         return rc_opts;
     if (argc - optind != 1) {
@@ -138,7 +144,7 @@ int mpt_cmd_top(int argc, char **argv)
     }
     char err[640];
     mpt_profile *p;
-    if (mpt_profile_load(argv[optind], NULL, &p, err, sizeof err) != 0) {
+    if (mpt_profile_load(argv[optind], &lim, &p, err, sizeof err) != 0) {
         fprintf(stderr, "mimprof top: %s\n", err);
         return MPT_EXIT_FAIL;
     }

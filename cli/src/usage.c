@@ -72,7 +72,9 @@ static const char USAGE_TOP[] =
     "  -t, --type TYPE   sample type: alloc_space, alloc_objects, inuse_space, inuse_objects\n"
     "                    (or any type in the file; default: the file's default, the last type)\n"
     "  -n N              rows (default 20; 0 = all)\n"
-    "      --cum         sort by cumulative value\n";
+    "      --cum         sort by cumulative value\n"
+    "      --no-demangle linkage names as written (default: C++ and Rust names still\n"
+    "                    mangled in the file are shown demangled, without parameters)\n";
 
 static const char USAGE_FLAME[] =
     "usage: mimprof flame FILE [options] [-o OUT.svg]\n"
@@ -85,7 +87,8 @@ static const char USAGE_FLAME[] =
     "  -o, --output OUT.svg   output file (default flame.svg; - = standard output)\n"
     "      --title TEXT       title (default \"Flame graph: TYPE\")\n"
     "      --width PX         image width (default 1200)\n"
-    "      --min-width PX     siblings narrower than this merge into one frame (default 1)\n";
+    "      --min-width PX     siblings narrower than this merge into one frame (default 1)\n"
+    "      --no-demangle      linkage names as written (as for top)\n";
 
 static const char USAGE_DIFF[] =
     "usage: mimprof diff BASE NEW [options]\n"
@@ -95,7 +98,8 @@ static const char USAGE_DIFF[] =
     "options:\n"
     "  -t, --type TYPE   sample type (default inuse_space when both have it)\n"
     "  -n N              rows per section (default 20; 0 = all)\n"
-    "      --cum         sort by cumulative delta\n";
+    "      --cum         sort by cumulative delta\n"
+    "      --no-demangle linkage names as written (as for top)\n";
 
 void mpt_usage(FILE *out, const char *cmd)
 {

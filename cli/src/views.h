@@ -26,11 +26,12 @@ void mpt_usage(FILE *out, const char *cmd);
 enum { MPT_EXIT_OK = 0, MPT_EXIT_FAIL = 1, MPT_EXIT_USAGE = 2 };
 
 /* The options of the table views `top` and `diff` (--type/-t, -n, --cum,
- * --help) into *type, *n and *cum; `cmd` names the subcommand in messages.
- * Returns -1 to go on (optind at the first operand), else the exit status
- * (usage printed, or an error said in one line). */
+ * --no-demangle, --help) into *type, *n, *cum and lim->raw_names; `cmd`
+ * names the subcommand in messages. Returns -1 to go on (optind at the
+ * first operand), else the exit status (usage printed, or an error said
+ * in one line). */
 int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **type, size_t *n,
-                         bool *cum);
+                         bool *cum, mpt_limits *lim);
 
 /* `top`: the n functions with the largest flat (or cum) value of type t.
  * n == 0 prints all. */

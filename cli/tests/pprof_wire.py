@@ -53,6 +53,7 @@ class Builder:
         self.period = period
         self.default_type = self.s(default_type) if default_type else 0
         self.functions = {}   # name -> id
+        self.system_names = {}  # name -> system name, where one is given
         self.locations = {}   # (name, inline tuple) -> id
         self.mappings = []    # encoded
         self.samples = []
@@ -111,7 +112,9 @@ class Builder:
                 body += _f_bytes(4, _f_varint(1, fid) + _f_varint(2, 10))
             out += _f_bytes(4, body)
         for name, fid in self.functions.items():
-            out += _f_bytes(5, _f_varint(1, fid) + _f_varint(2, self.s(name)))
+            sys_name = self.system_names.get(name)
+            out += _f_bytes(5, _f_varint(1, fid) + _f_varint(2, self.s(name))
+                            + (_f_varint(3, self.s(sys_name)) if sys_name else b""))
         for st in self.strings:
             out += _f_bytes(6, st)
         if self.period_type:
@@ -198,7 +201,8 @@ def decode_profile(data):
     functions, locations, mappings = {}, {}, []
     for _, v in top.get(5, []):
         m = _msg(v)
-        functions[_one(m, 1)] = {"name": strings[_one(m, 2)], "filename": strings[_one(m, 4)]}
+        functions[_one(m, 1)] = {"name": strings[_one(m, 2)], "system_name": strings[_one(m, 3)],
+                                 "filename": strings[_one(m, 4)]}
     for _, v in top.get(3, []):
         m = _msg(v)
         mappings.append({"id": _one(m, 1), "start": _one(m, 2), "limit": _one(m, 3),
@@ -238,7 +242,7 @@ def decode_profile(data):
     return {"types": types, "samples": samples, "mappings": mappings,
             "period": _signed(_one(top, 12)),
             "period_type": (strings[_one(pt, 1)], strings[_one(pt, 2)]) if pt else ("", ""),
-            "locations": locations}
+            "locations": locations, "functions": functions}
 
 
 def totals(profile, type_name):

@@ -130,6 +130,24 @@ class Browser(TempDirTest):
         self.assertNotIn('fill="rgb(230,0,230)"', by_name["cache_store"])
         self.assertRegex(dom, r"Matched: 9[0-9]\.[0-9]{2}%")
 
+    def test_search_finds_demangled_cxx_names(self):
+        # linkage names in the file: the flame graph shows and searches the
+        # human names (shop::Cache<shop::Item>::put)
+        put = "_ZN4shop5CacheINS_4ItemEE3putERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+        stacks = [(["_Znwm", put, "main"], [1, 3 * MiB, 1, 3 * MiB]),
+                  (["_Znwm", "_ZN4shop4fillEm", "main"], [1, MiB, 1, MiB])]
+        svg = self.path("cxx.svg")
+        mimprof("flame", self.write("cxx.pb", heap_profile(stacks).encode()), "-o", svg,
+                check=True)
+        for term in ("shop::Cache", "put"):
+            dom = self.chromium("file://" + svg + "#search=" + term, "--dump-dom")
+            self.assertIn('data-ready="1"', dom)
+            groups = re.findall(r'<g class="f[^"]*"[^>]*>.*?</g>', dom, re.S)
+            hits = [re.search(r"<title>(.*?) \(", g).group(1) for g in groups
+                    if 'fill="rgb(230,0,230)"' in g]
+            self.assertEqual(hits, ["shop::Cache&lt;shop::Item&gt;::put"], term)
+            self.assertRegex(dom, r"Matched: 75\.00%")
+
 
 if __name__ == "__main__":
     if not CHROMIUM:

@@ -356,6 +356,70 @@ class Diff(TempDirTest):
         self.assertIn("different units", r.stderr)
 
 
+# Linkage names as another tool (or a file written without a demangler)
+# leaves them, and the human names mimprof gives them.
+PUT_STR = "_ZN4shop5CacheINS_4ItemEE3putERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+PUT_INT = "_ZN4shop5CacheINS_4ItemEE3putEi"
+LAMBDA = "_ZZN4shop4fillEmENKUlmE_clEm"
+MANGLED = [
+    (["_Znwm", PUT_STR, "main"], [10, 10 * MiB, 10, 10 * MiB]),
+    (["_Znwm", PUT_INT, "main"], [10, 6 * MiB, 10, 6 * MiB]),
+    (["_Znam", LAMBDA, "_ZN4shop4fillEm", "main"], [5, 2 * MiB, 5, 2 * MiB]),
+    (["malloc", "_ZN12_GLOBAL__N_17scratchEm", "main"], [1, MiB, 1, MiB]),
+]
+HUMAN = {
+    "_Znwm": "operator new", "_Znam": "operator new[]",
+    PUT_STR: "shop::Cache<shop::Item>::put", PUT_INT: "shop::Cache<shop::Item>::put",
+    LAMBDA: "shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()",
+    "_ZN4shop4fillEm": "shop::fill", "_ZN12_GLOBAL__N_17scratchEm": "(anonymous namespace)::scratch",
+    "main": "main", "malloc": "malloc",
+}
+
+
+class Names(TempDirTest):
+    """Names still mangled in a file are shown demangled (mp_prof_demangle's
+    rule); --no-demangle shows the linkage names as written."""
+
+    def test_top_demangles_and_merges_overloads(self):
+        f = self.write("p.pb", heap_profile(MANGLED).encode())
+        rows = {r[5]: r for r in parse_top(mimprof("top", f, "-n", "0", check=True).stdout)}
+        self.assertEqual(set(rows), set(HUMAN.values()))
+        # the two overloads of put are one row: 10 + 6 MiB
+        self.assertEqual(rows["shop::Cache<shop::Item>::put"][3], 16 * MiB)
+        self.assertEqual(rows["operator new"][0], 16 * MiB)
+        raw = parse_top(mimprof("top", f, "-n", "0", "--no-demangle", check=True).stdout)
+        self.assertEqual({r[5] for r in raw}, set(HUMAN))
+
+    def test_no_demangle_shows_the_system_name_of_a_demangled_file(self):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES, ("space", "bytes"), 524288)
+        b.system_names["shop::Cache<shop::Item>::put"] = PUT_STR
+        b.sample(["shop::Cache<shop::Item>::put", "main"], [1, MiB, 1, MiB])
+        f = self.write("p.pb", b.encode())
+        names = {r[5] for r in parse_top(mimprof("top", f, check=True).stdout)}
+        self.assertEqual(names, {"shop::Cache<shop::Item>::put", "main"})
+        raw = {r[5] for r in parse_top(mimprof("top", f, "--no-demangle", check=True).stdout)}
+        self.assertEqual(raw, {PUT_STR, "main"})
+
+    def test_flame_and_diff_demangle(self):
+        f = self.write("p.pb", heap_profile(MANGLED).encode())
+        svg = self.path("f.svg")
+        mimprof("flame", f, "-o", svg, check=True)
+        names = {fr["name"] for fr in svg_frames(svg)[1]}
+        self.assertIn("shop::Cache<shop::Item>::put", names)
+        self.assertIn("shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()", names)
+        self.assertFalse([n for n in names if n.startswith("_Z")], names)
+        mimprof("flame", f, "-o", svg, "--no-demangle", check=True)
+        self.assertIn(PUT_STR, {fr["name"] for fr in svg_frames(svg)[1]})
+        base = self.write("a.pb", heap_profile(MANGLED[1:]).encode())
+        d = parse_diff(mimprof("diff", base, f, check=True).stdout)
+        self.assertEqual([r[4] for r in d["grew"]], ["operator new"])
+        cum = parse_diff(mimprof("diff", base, f, "--cum", check=True).stdout)
+        self.assertIn("shop::Cache<shop::Item>::put", [r[4] for r in cum["grew"]])
+        raw = parse_diff(mimprof("diff", base, f, "--cum", "--no-demangle", check=True).stdout)
+        self.assertIn(PUT_STR, [r[4] for r in raw["grew"]])
+        self.assertIn("_Znwm", [r[4] for r in raw["grew"]])
+
+
 if __name__ == "__main__":
     assert os.path.exists(MIMPROF), "set MIMPROF"
     unittest.main(verbosity=2)

@@ -133,7 +133,7 @@ def refusing_port(test):
 
 
 class PyroscopeTest(TempDirTest):
-    STORAGE = "v1"  # keeps __delta__ (v2 drops it) and would delta a mislabelled alloc_*
+    STORAGE = "v1"  # would delta a mislabelled alloc_* (and, as 1.x does, drops __delta__)
 
     @classmethod
     def setUpClass(cls):
@@ -206,7 +206,6 @@ class RunUploads(PyroscopeTest):
         self.assertTrue(set(TYPES.values()) <= self.server.types())
         self.assertEqual(self.server.label_values("service_name", "{}"), ["demo"])
         self.assertEqual(self.server.label_values("env", '{service_name="demo"}'), ["test"])
-        self.assertEqual(self.server.label_values("__delta__", sel), ["false"])
         self.assertEqual(self.server.label_values("pyroscope_spy", sel), ["mimprof"])
 
         # interval values: each profile holds its own window's allocations
@@ -254,7 +253,6 @@ class RunUploads(PyroscopeTest):
         headers = {k.lower(): v for k, v in reqs[0]["headers"]}
         self.assertEqual(headers.get("x-scope-orgid"), "team-a")
         sel = '{service_name="pushed", a="1", b="2"}'
-        self.assertEqual(self.server.label_values("__delta__", sel, tenant="team-a"), ["false"])
         self.assertEqual(len(self.server.points("alloc_space", sel, tenant="team-a")), 1)
         self.assertEqual(self.server.label_values("service_name", "{}", tenant="other"), [])
 
@@ -387,6 +385,12 @@ class RunRefuses(PyroscopeTest):
         self.assertRegex(line, r"--tag: .*env")
         line = self.refused("--pyroscope", url, "--app", "demo", "--tag", "env")
         self.assertIn("--tag: tag 'env' is not written name=value", line)
+        # Pyroscope 1.x refuses every upload with such a label
+        line = self.refused("--pyroscope", url, "--app", "demo", "--tag", "1az=x")
+        self.assertRegex(line, r"--tag: label name '1az' starts with a digit")
+        line = self.refused("--pyroscope", url, "--app", "demo",
+                            env={"PYROSCOPE_UPLOAD_INTERVAL": "59m"})
+        self.assertRegex(line, r"PYROSCOPE_UPLOAD_INTERVAL: .*1 h")
         line = self.refused("--pyroscope", url, "--app", "de mo")
         self.assertRegex(line, r"--app: application name 'de mo'")
         line = self.refused("--pyroscope", url)
@@ -511,7 +515,6 @@ class BarePreload(PyroscopeTest):
         total = sum(v for _, v in alloc)
         self.assertGreater(total, 1000 * PER_REQUEST * 0.93, total)
         self.assertLess(total, 1000 * (PER_REQUEST + 1200) * 1.07 + (1 << 20), total)
-        self.assertEqual(self.server.label_values("__delta__", sel), ["false"])
         self.assertEqual({q["path"] for q in self.server.requests()}, {"/push.v1.PusherService/Push"})
 
     def test_follows_exec_and_respects_disable(self):
@@ -521,7 +524,7 @@ class BarePreload(PyroscopeTest):
                             env=self.env("exec", MIMPROF_INTERVAL="16k",
                                          # reports are aligned to the wall clock: the
                                          # default 10 s could fall in the program's life
-                                         PYROSCOPE_UPLOAD_INTERVAL="3600s"))
+                                         PYROSCOPE_UPLOAD_INTERVAL="1800s"))
         self.assertEqual(r.returncode, 0, r.stderr)
         inuse = self.server.points("inuse_space", '{service_name="exec"}')
         self.assertEqual(len(inuse), 1, "one final report: the example's")
@@ -589,6 +592,38 @@ class NoHarm(PyroscopeTest):
         self.assertIn("bad?[31mred?", r.stderr)
         self.assertNotIn("\x1b", r.stderr)
         self.assertNotIn("\x07", r.stderr)
+
+
+class CxxNames(PyroscopeTest):
+    """What the server receives from a C++ program (issue 17): demangled,
+    qualified names (shop::Cache<shop::Item>::put, not _ZN4shop5Cache...
+    nor a bare put) in both symbolize modes, as the query API returns
+    them."""
+
+    def test_server_receives_demangled_names(self):
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cxx", "shop.cpp")
+        exe = os.path.join(self.tmp, "shop")
+        subprocess.run(["g++", "-O2", "-g", src, "-o", exe], check=True, timeout=300)
+        for mode in ("functions", "lines"):
+            self.server.control_post("/reset")
+            app = "shop-" + mode
+            r = self.mimprof_run("--pyroscope", self.server.url, "--app", app, "-s", mode,
+                                 "--interval", "16k", cmd=[exe, "300"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout, "300 items, 1500 kept\n")
+            sel = '{service_name="%s"}' % app
+            inuse = self.server.points("inuse_space", sel)
+            self.assertTrue(inuse, "uploaded")
+            prof = self.server.query("SelectMergeProfile", profileTypeID=TYPES["inuse_space"],
+                                     labelSelector=sel, start=inuse[-1][0], end=inuse[-1][0])
+            strings = prof.get("stringTable", [])
+            names = {strings[int(f["name"])] for f in prof.get("function", [])}
+            for want in ("shop::Cache<shop::Item>::put", "operator new", "shop::make_vector<int>",
+                         "shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()",
+                         "(anonymous namespace)::scratch"):
+                self.assertIn(want, names, (mode, sorted(names)))
+            self.assertNotIn("put", names)
+            self.assertFalse([n for n in names if n.startswith("_Z")], (mode, sorted(names)))
 
 
 if __name__ == "__main__":

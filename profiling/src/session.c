@@ -395,6 +395,8 @@ const char *mp_prof_strerror(mp_prof_status s)
         return "not supported on this platform or build";
     case MP_PROF_E_BAD_IMAGE:
         return "not a heap image this version can read";
+    case MP_PROF_E_NOT_MANGLED:
+        return "not a mangled name";
     }
     return "unknown status";
 }

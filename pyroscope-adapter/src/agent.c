@@ -58,12 +58,19 @@ mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg_in, mp_pyro_backend
     if (a->cfg->spool_dir) {
         char err[MP_PYRO_ERRLEN];
         s = mp_pyro_spool_open(a->cfg->spool_dir, a->cfg->spool_max_bytes, a->cfg->spool_max_age_s,
-                               &a->spool, err, sizeof err);
+                               a->cfg, &a->spool, err, sizeof err);
         if (s != MP_PYRO_OK) {
             mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "not started: %s", err);
             agent_destroy(a);
             return s;
         }
+        uint64_t files, bytes, foreign;
+        mp_pyro_spool_counts(a->spool, &files, &bytes, &foreign);
+        if (foreign)
+            mp_pyro_log(a->cfg, MP_PYRO_LOG_WARN,
+                        "spool '%s': %llu profiles were spooled for another server, tenant or "
+                        "credentials: kept, not sent (they expire %u s after their start)",
+                        a->cfg->spool_dir, (unsigned long long)foreign, a->cfg->spool_max_age_s);
     }
     if (backend) {
         bool expected = false;
@@ -189,19 +196,7 @@ mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size
         return MP_PYRO_E_STATE;
     if (len == 0)
         return MP_PYRO_OK;
-    uint8_t *gz;
-    size_t gz_len;
-    mp_pyro_status s = mp_pyro_gzip(pprof, len, &gz, &gz_len);
-    if (s != MP_PYRO_OK) {
-        pthread_mutex_lock(&a->mu);
-        a->st.reports_failed++;
-        pthread_mutex_unlock(&a->mu);
-        return s;
-    }
-    mp_pyro_agent_enqueue(
-        a,
-        (mp_pyro_item){.gz = gz, .gz_len = gz_len, .from_ns = from_nanos, .until_ns = until_nanos});
-    return MP_PYRO_OK;
+    return mp_pyro_agent_queue_report(a, pprof, len, from_nanos, until_nanos);
 }
 
 void mp_pyro_agent_free(mp_pyro_agent *a)
@@ -222,7 +217,7 @@ void mp_pyro_agent_stats(const mp_pyro_agent *ca, mp_pyro_stats *out)
     out->queue_depth = a->q.len + (a->inflight ? 1u : 0u);
     pthread_mutex_unlock(&a->mu);
     if (a->spool)
-        mp_pyro_spool_counts(a->spool, &out->spool_files, &out->spool_bytes);
+        mp_pyro_spool_counts(a->spool, &out->spool_files, &out->spool_bytes, &out->spool_foreign);
 }
 
 mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *ca, char *buf, size_t len)

@@ -42,6 +42,7 @@ struct mp_pyro_agent {
     mp_pyro_http *http;
     mp_pyro_spool *spool;
     mp_pyro_rng rng; /* uploader thread only */
+    char last_rejection[MP_PYRO_ERRLEN]; /* uploader thread only: logged once per kind */
 
     pthread_mutex_t mu;
     pthread_cond_t rep_cv; /* CLOCK_REALTIME: report boundaries */
@@ -80,6 +81,11 @@ void mp_pyro_agent_set_error(mp_pyro_agent *a, mp_pyro_status s, const char *msg
 void mp_pyro_agent_dispose(mp_pyro_agent *a, mp_pyro_item *it, dispose_reason why);
 /* Puts a gzipped profile in the queue (without a->mu). */
 void mp_pyro_agent_enqueue(mp_pyro_agent *a, mp_pyro_item it);
+/* Fits a report to the server's limits and queues its parts (without
+ * a->mu); a report that cannot be read or fitted is counted in
+ * reports_failed, logged and its status returned. */
+mp_pyro_status mp_pyro_agent_queue_report(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                          int64_t from_ns, int64_t until_ns);
 
 void *mp_pyro_reporter_main(void *arg);
 void *mp_pyro_uploader_main(void *arg);

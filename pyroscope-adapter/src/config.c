@@ -42,6 +42,8 @@ mp_pyro_status mp_pyro_config_new(mp_pyro_config **out)
                                       .initial_backoff_ms = 1000,
                                       .max_backoff_ms = 30000,
                                       .budget_ms = 120000};
+    c->limits = (mp_pyro_server_limits){
+        .max_samples = 16000, .max_profile_bytes = 4u << 20, .burst_bytes = 2u << 20};
     c->log_level = MP_PYRO_LOG_WARN;
     *out = c;
     return MP_PYRO_OK;
@@ -282,8 +284,12 @@ mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config *cfg, uint32
 {
     if (!cfg)
         return MP_PYRO_E_INVALID_ARGUMENT;
-    mp_pyro_status st = range(cfg, "upload interval (ms)", ms, 10, 3600000);
-    if (st == MP_PYRO_OK)
+    mp_pyro_status st = range(cfg, "upload interval (ms)", ms, 10, MP_PYRO_MAX_INTERVAL_MS);
+    if (st != MP_PYRO_OK)
+        mp_pyro_fmt(cfg->error + strlen(cfg->error), sizeof cfg->error - strlen(cfg->error),
+                    " (Pyroscope refuses profiles stamped more than 1 h ago; half of it is "
+                    "left for retries and the spool)");
+    else
         cfg->interval_ms = ms;
     return st == MP_PYRO_OK ? ok(cfg) : st;
 }
@@ -354,11 +360,34 @@ mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, ui
         return MP_PYRO_E_INVALID_ARGUMENT;
     if (dir && !*dir)
         return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG, "spool directory is empty");
+    if (max_age_s > MP_PYRO_MAX_SPOOL_AGE_S)
+        return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
+                                   "spool max age is %u s; at most %u (Pyroscope refuses profiles "
+                                   "stamped more than 1 h ago)",
+                                   max_age_s, MP_PYRO_MAX_SPOOL_AGE_S);
     mp_pyro_status st = set_str(cfg, &cfg->spool_dir, dir, false);
     if (st != MP_PYRO_OK)
         return st;
     cfg->spool_max_bytes = max_bytes ? max_bytes : (uint64_t)64 << 20;
-    cfg->spool_max_age_s = max_age_s ? max_age_s : 3300;
+    cfg->spool_max_age_s = max_age_s ? max_age_s : MP_PYRO_MAX_SPOOL_AGE_S;
+    return ok(cfg);
+}
+
+mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg,
+                                                const mp_pyro_server_limits *l)
+{
+    if (!cfg || !l)
+        return MP_PYRO_E_INVALID_ARGUMENT;
+    /* below these a profile's own tables would not fit in one request */
+    if (l->max_profile_bytes && l->max_profile_bytes < 65536)
+        return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
+                                   "server max profile size is %u bytes; at least 65536 or 0",
+                                   l->max_profile_bytes);
+    if (l->burst_bytes && l->burst_bytes < 65536)
+        return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
+                                   "server rate-limit burst is %u bytes; at least 65536 or 0",
+                                   l->burst_bytes);
+    cfg->limits = *l;
     return ok(cfg);
 }
 

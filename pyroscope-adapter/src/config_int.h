@@ -12,6 +12,13 @@
 
 #define MP_PYRO_MAX_HEADERS 32
 
+/* Pyroscope refuses profiles whose time_nanos is older than 1 h
+ * (validation.reject-older-than); profiles are stamped with their
+ * window's start. A window lasts at most half of it, and the spool keeps
+ * a profile until 55 min after its start (5 min left for the request). */
+#define MP_PYRO_MAX_INTERVAL_MS 1800000u
+#define MP_PYRO_MAX_SPOOL_AGE_S 3300u
+
 typedef struct mp_pyro_kv {
     char *name;
     char *value;
@@ -42,6 +49,7 @@ struct mp_pyro_config {
     uint32_t queue_capacity;
     uint32_t flush_deadline_ms;
     mp_pyro_retry_policy retry;
+    mp_pyro_server_limits limits;
     char *ca_path;
     char *spool_dir;
     uint64_t spool_max_bytes;

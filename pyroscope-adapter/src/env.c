@@ -52,6 +52,32 @@ static uint64_t parse_duration_ms(const char *s)
         }                                                                                          \
     } while (0)
 
+/* "samples=N,bytes=N,burst=N" (any subset, any order) over `l`; -1 on error. */
+static int parse_limits(const char *s, mp_pyro_server_limits *l)
+{
+    while (*s) {
+        uint32_t *field;
+        size_t klen;
+        if (strncmp(s, "samples=", klen = 8) == 0)
+            field = &l->max_samples;
+        else if (strncmp(s, "bytes=", klen = 6) == 0)
+            field = &l->max_profile_bytes;
+        else if (strncmp(s, "burst=", klen = 6) == 0)
+            field = &l->burst_bytes;
+        else
+            return -1;
+        s += klen;
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || end == s || v > UINT32_MAX || (*end && *end != ','))
+            return -1;
+        *field = (uint32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
 {
     if (!cfg)
@@ -109,6 +135,15 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg)
                 "MIMPROF_PYROSCOPE_FLUSH_DEADLINE: '%.64s' is not a duration", v);
         CHECK("MIMPROF_PYROSCOPE_FLUSH_DEADLINE",
               mp_pyro_config_set_flush_deadline_ms(cfg, (uint32_t)ms));
+    }
+    if ((v = env("MIMPROF_PYROSCOPE_LIMITS"))) {
+        mp_pyro_server_limits l = cfg->limits;
+        if (parse_limits(v, &l) != 0)
+            return mp_pyro_config_fail(cfg, MP_PYRO_E_INVALID_CONFIG,
+                                       "MIMPROF_PYROSCOPE_LIMITS: '%.64s' is not "
+                                       "samples=N,bytes=N,burst=N",
+                                       v);
+        CHECK("MIMPROF_PYROSCOPE_LIMITS", mp_pyro_config_set_server_limits(cfg, &l));
     }
     if ((v = env("MIMPROF_PYROSCOPE_LOG_LEVEL"))) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -179,6 +214,11 @@ mp_pyro_status mp_pyro_config_export_env(const mp_pyro_config *cfg)
     snprintf(deadline, sizeof deadline, "%ums", (unsigned)cfg->flush_deadline_ms);
     if (st == MP_PYRO_OK)
         st = put("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", cfg->flush_deadline_ms ? deadline : "0");
+    char limits[96];
+    snprintf(limits, sizeof limits, "samples=%u,bytes=%u,burst=%u", cfg->limits.max_samples,
+             cfg->limits.max_profile_bytes, cfg->limits.burst_bytes);
+    if (st == MP_PYRO_OK)
+        st = put("MIMPROF_PYROSCOPE_LIMITS", limits);
     mp_pyro_buf_free(&tags);
     return st;
 }

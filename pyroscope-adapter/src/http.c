@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "retry.h"
 #include "util.h"
 
 #ifndef MP_PYRO_PACKAGE_VERSION
@@ -98,6 +99,8 @@ static void server_message(const response *r, char *out, size_t len)
     }
     size_t o = 0;
     if (m) {
+        /* printable ASCII only: the message goes to logs and terminals,
+         * where an escape sequence from the server must not act */
         for (m++; *m && *m != '"' && o + 1 < len; m++) {
             if (*m == '\\' && (m[1] == '"' || m[1] == '\\'))
                 m++;
@@ -339,6 +342,7 @@ void mp_pyro_http_send(mp_pyro_http *h, const mp_pyro_config *cfg, const mp_pyro
     }
     res->status = code == 429   ? MP_PYRO_E_HTTP_RATE_LIMITED
                   : code >= 500 ? MP_PYRO_E_HTTP_SERVER
+                  : code == 422 ? mp_pyro_classify_422(smsg)
                                 : MP_PYRO_E_HTTP_REJECTED;
     mp_pyro_fmt(res->message, sizeof res->message, "POST %s: HTTP %ld: %s", where, code,
                 smsg[0] ? smsg : "(no message)");

@@ -87,12 +87,29 @@ mp_pyro_status mp_pyro_check_label_name(const char *s, char *err, size_t errlen)
                     MP_PYRO_MAX_NAME_LEN);
         return MP_PYRO_E_INVALID_LABEL;
     }
+    /* The rule every supported server keeps as written: 1.13 refuses a
+     * leading digit and stores '.' as '_' (so `a.b` and `a_b` collide);
+     * 2.0 keeps any UTF-8 name by default. */
+    if (s[0] >= '0' && s[0] <= '9') {
+        mp_pyro_fmt(err, errlen,
+                    "label name '%.64s' starts with a digit, which Pyroscope 1.x refuses "
+                    "(every upload would be rejected)",
+                    s);
+        return MP_PYRO_E_INVALID_LABEL;
+    }
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (!is_alnum(c) && c != '_' && c != '.') {
+        if (c == '.') {
+            mp_pyro_fmt(err, errlen,
+                        "label name '%.64s': Pyroscope 1.x stores '.' as '_' and 2.x keeps it, "
+                        "so the label would differ between servers; use '_'",
+                        s);
+            return MP_PYRO_E_INVALID_LABEL;
+        }
+        if (!is_alnum(c) && c != '_') {
             mp_pyro_fmt(err, errlen,
                         "label name '%.64s': character %zu (0x%02x) is not one of "
-                        "[A-Za-z0-9_.]",
+                        "[A-Za-z0-9_]",
                         s, i, c);
             return MP_PYRO_E_INVALID_LABEL;
         }

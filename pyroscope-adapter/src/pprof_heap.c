@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mimprof/profiling.h>
+
 #include "profile.pb-c.h"
+#include "u64map.h"
 
 typedef Perftools__Profiles__Location Location;
 typedef Perftools__Profiles__Function Function;
@@ -18,77 +21,16 @@ typedef Perftools__Profiles__Sample Sample;
 typedef Perftools__Profiles__Mapping Mapping;
 typedef Perftools__Profiles__ValueType ValueType;
 
-/* Open-addressing map from a 64-bit key to an index (+1; 0 = empty). */
-typedef struct u64map {
-    uint64_t *keys;
-    size_t *vals;
-    size_t cap, len;
-} u64map;
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdu;
-    x ^= x >> 33;
-    return x;
-}
-
-static int map_grow(u64map *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 256;
-    uint64_t *k = calloc(cap, sizeof *k);
-    size_t *v = calloc(cap, sizeof *v);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return -1;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->vals[i])
-            continue;
-        size_t j = mix(m->keys[i]) & (cap - 1);
-        while (v[j])
-            j = (j + 1) & (cap - 1);
-        k[j] = m->keys[i];
-        v[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = k;
-    m->vals = v;
-    m->cap = cap;
-    return 0;
-}
-
-/* Slot of `key`; *found says whether it holds it. NULL on OOM. */
-static size_t *map_slot(u64map *m, uint64_t key, bool *found)
-{
-    if ((m->len + 1) * 2 > m->cap && map_grow(m) != 0)
-        return NULL;
-    size_t j = mix(key) & (m->cap - 1);
-    while (m->vals[j] && m->keys[j] != key)
-        j = (j + 1) & (m->cap - 1);
-    *found = m->vals[j] != 0;
-    m->keys[j] = key;
-    return &m->vals[j];
-}
-
-static void map_free(u64map *m)
-{
-    free(m->keys);
-    free(m->vals);
-}
-
 typedef struct builder {
     char **strings;
     size_t nstrings, capstrings;
-    u64map string_index; /* FNV hash of the string -> index+1 (collisions checked) */
+    mp_pyro_u64map string_index; /* FNV hash of the string -> index+1 (collisions checked) */
     Location **locs;
     size_t nlocs, caplocs;
-    u64map loc_index; /* address -> location index+1 */
+    mp_pyro_u64map loc_index; /* address -> location index+1 */
     Function **funcs;
     size_t nfuncs, capfuncs;
-    u64map func_index; /* string index -> function index+1 */
+    mp_pyro_u64map func_index; /* string index -> function index+1 */
     int oom;
 } builder;
 
@@ -122,7 +64,7 @@ static int64_t str(builder *b, const char *s)
     uint64_t h = fnv(s);
     for (;; h++) { /* linear re-probe on a hash collision between different strings */
         bool found;
-        size_t *slot = map_slot(&b->string_index, h, &found);
+        size_t *slot = mp_pyro_u64map_slot(&b->string_index, h, &found);
         if (!slot) {
             b->oom = 1;
             return 0;
@@ -144,11 +86,14 @@ static int64_t str(builder *b, const char *s)
     }
 }
 
+/* The Function of linkage name `name`: name = its human name by the
+ * profiling library's rule (mp_prof_demangle: demangled and qualified,
+ * as the mimprof backend names it), system_name = `name`. */
 static uint64_t function_for(builder *b, const char *name)
 {
     int64_t si = str(b, name);
     bool found;
-    size_t *slot = b->oom ? NULL : map_slot(&b->func_index, (uint64_t)si, &found);
+    size_t *slot = b->oom ? NULL : mp_pyro_u64map_slot(&b->func_index, (uint64_t)si, &found);
     if (!slot) {
         b->oom = 1;
         return 0;
@@ -166,6 +111,10 @@ static uint64_t function_for(builder *b, const char *name)
     f->id = b->nfuncs + 1;
     f->name = si;
     f->system_name = si;
+    char human[4096];
+    size_t len;
+    if (mp_prof_demangle(name, human, sizeof human, &len) == MP_PROF_OK && len < sizeof human)
+        f->name = str(b, human);
     b->funcs[b->nfuncs++] = f;
     b->func_index.len++;
     *slot = f->id;
@@ -188,7 +137,7 @@ static uint64_t location_for(builder *b, const mp_pyro_heap_options *o, uint64_t
                              bool *resolved_by_map)
 {
     bool found;
-    size_t *slot = map_slot(&b->loc_index, addr, &found);
+    size_t *slot = mp_pyro_u64map_slot(&b->loc_index, addr, &found);
     if (!slot) {
         b->oom = 1;
         return 0;
@@ -247,9 +196,9 @@ static void builder_free(builder *b)
     for (size_t i = 0; i < b->nfuncs; i++)
         free(b->funcs[i]);
     free(b->funcs);
-    map_free(&b->string_index);
-    map_free(&b->loc_index);
-    map_free(&b->func_index);
+    mp_pyro_u64map_free(&b->string_index);
+    mp_pyro_u64map_free(&b->loc_index);
+    mp_pyro_u64map_free(&b->func_index);
 }
 
 mp_pyro_status mp_pyro_heap_pprof(const mp_jeprof_dump *d, const mp_pyro_heap_options *o,

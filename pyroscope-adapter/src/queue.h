@@ -53,22 +53,28 @@ typedef struct mp_pyro_spool_entry {
     int64_t from_ns, until_ns;
 } mp_pyro_spool_entry;
 
-/* Creates `dir` (0700) if needed, takes its lock, indexes its files. */
+/* Creates `dir` (0700) if needed, takes its lock, indexes its files.
+ * `owner` (borrowed, outlives the spool) is the agent's configuration:
+ * files are written for its server, tenant and credentials, and only
+ * files written for the same are read back; the others are kept. */
 mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t max_age_s,
-                                  mp_pyro_spool **out, char *err, size_t errlen);
+                                  const mp_pyro_config *owner, mp_pyro_spool **out, char *err,
+                                  size_t errlen);
 void mp_pyro_spool_close(mp_pyro_spool *sp);
 /* Writes one profile (atomically: temporary file + rename), first evicting
  * the oldest files beyond max_bytes (counted in *evicted). */
 mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series, const char *spy,
                                  const mp_pyro_item *it, uint64_t *evicted, char *err,
                                  size_t errlen);
-/* Loads the oldest profile; deletes expired (*expired) and unreadable
- * (*corrupt) files on the way. e->path is NULL when none is left. */
+/* Loads the oldest profile of this owner; deletes expired (*expired,
+ * measured from the profile's start) and unreadable (*corrupt) files on
+ * the way. e->path is NULL when none is left. */
 mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uint64_t *expired,
                                   uint64_t *corrupt);
 /* Deletes the file of `e` (after delivery or rejection). */
 void mp_pyro_spool_remove(mp_pyro_spool *sp, const mp_pyro_spool_entry *e);
 void mp_pyro_spool_entry_free(mp_pyro_spool_entry *e);
-void mp_pyro_spool_counts(mp_pyro_spool *sp, uint64_t *files, uint64_t *bytes);
+/* Files and bytes in the spool, and of them the files of other owners. */
+void mp_pyro_spool_counts(mp_pyro_spool *sp, uint64_t *files, uint64_t *bytes, uint64_t *foreign);
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "agent_int.h"
-#include "request.h"
+#include "upload.h"
 
 /* Puts a gzipped profile in the queue (dropping or spooling the oldest
  * when full). Called without a->mu. */
@@ -33,17 +33,43 @@ void mp_pyro_agent_enqueue(mp_pyro_agent *a, mp_pyro_item it)
         mp_pyro_agent_dispose(a, &oldest, DISPOSE_OVERFLOW);
 }
 
+mp_pyro_status mp_pyro_agent_queue_report(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                          int64_t from_ns, int64_t until_ns)
+{
+    mp_pyro_item *items;
+    size_t n;
+    char err[MP_PYRO_ERRLEN] = "";
+    mp_pyro_status s =
+        mp_pyro_prepare(a->cfg, a->spy, pprof, len, from_ns, until_ns, &items, &n, err, sizeof err);
+    if (s != MP_PYRO_OK) {
+        char msg[MP_PYRO_ERRLEN];
+        mp_pyro_fmt(msg, sizeof msg, "report %lld..%lld not sent: %s",
+                    (long long)(from_ns / 1000000), (long long)(until_ns / 1000000),
+                    err[0] ? err : mp_pyro_strerror(s));
+        pthread_mutex_lock(&a->mu);
+        a->st.reports_failed++;
+        mp_pyro_agent_set_error(a, s, msg);
+        pthread_mutex_unlock(&a->mu);
+        mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "%s", msg);
+        return s;
+    }
+    pthread_mutex_lock(&a->mu);
+    a->st.parts_split += n - 1;
+    pthread_mutex_unlock(&a->mu);
+    if (n > 1)
+        mp_pyro_log(a->cfg, MP_PYRO_LOG_DEBUG, "report %lld..%lld split in %zu requests",
+                    (long long)(from_ns / 1000000), (long long)(until_ns / 1000000), n);
+    for (size_t i = 0; i < n; i++)
+        mp_pyro_agent_enqueue(a, items[i]);
+    free(items);
+    return MP_PYRO_OK;
+}
+
 static void take_report(mp_pyro_agent *a, mp_pyro_window w)
 {
     mp_pyro_backend *b = a->backend;
     mp_pyro_profile p = {0};
     mp_pyro_status s = b->ops->report(b->state, &w, &p);
-    uint8_t *gz = NULL;
-    size_t gz_len = 0;
-    if (s == MP_PYRO_OK && p.len)
-        s = mp_pyro_gzip(p.pprof, p.len, &gz, &gz_len);
-    bool empty = s == MP_PYRO_OK && p.len == 0;
-    b->ops->release(b->state, &p);
 
     pthread_mutex_lock(&a->mu);
     a->st.reports++;
@@ -54,16 +80,16 @@ static void take_report(mp_pyro_agent *a, mp_pyro_window w)
                     mp_pyro_strerror(s), b->error[0] ? ": " : "", b->error);
         mp_pyro_agent_set_error(a, s, msg);
         pthread_mutex_unlock(&a->mu);
+        b->ops->release(b->state, &p);
         mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "%s", msg);
         return;
     }
-    if (empty)
+    if (p.len == 0)
         a->st.reports_empty++;
     pthread_mutex_unlock(&a->mu);
-    if (!empty)
-        mp_pyro_agent_enqueue(
-            a, (mp_pyro_item){
-                   .gz = gz, .gz_len = gz_len, .from_ns = w.from_nanos, .until_ns = w.until_nanos});
+    if (p.len)
+        mp_pyro_agent_queue_report(a, p.pprof, p.len, w.from_nanos, w.until_nanos);
+    b->ops->release(b->state, &p);
 }
 
 void *mp_pyro_reporter_main(void *arg)

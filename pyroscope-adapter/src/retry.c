@@ -1,6 +1,41 @@
 /* Retry policy: exponential backoff with jitter inside a budget. */
 #include "retry.h"
 
+#include <string.h>
+
+mp_pyro_status mp_pyro_classify_422(const char *message)
+{
+    /* "pushing IngestInput-pprof failed <error>" is every failure after
+     * parsing (ingest_adapter.go); <error> carries its Connect code. Only
+     * invalid_argument (validation) is the profile's fault; the rest are
+     * rate and ingestion limits or ingester/segment-writer trouble. */
+    if (!strstr(message, "pushing IngestInput-pprof failed") ||
+        strstr(message, "invalid_argument"))
+        return MP_PYRO_E_HTTP_REJECTED;
+    return strstr(message, "resource_exhausted") ? MP_PYRO_E_HTTP_RATE_LIMITED
+                                                 : MP_PYRO_E_HTTP_SERVER;
+}
+
+bool mp_pyro_same_message(const char *a, const char *b)
+{
+    for (;;) {
+        bool da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+        if (da && db) {
+            while (*a >= '0' && *a <= '9')
+                a++;
+            while (*b >= '0' && *b <= '9')
+                b++;
+            continue;
+        }
+        if (*a != *b)
+            return false;
+        if (!*a)
+            return true;
+        a++;
+        b++;
+    }
+}
+
 mp_pyro_fate mp_pyro_failure_fate(mp_pyro_status st, long http_code)
 {
     switch (st) {

@@ -20,6 +20,17 @@ typedef enum mp_pyro_fate {
 
 mp_pyro_fate mp_pyro_failure_fate(mp_pyro_status st, long http_code);
 
+/* The status of a 422 from the message of its JSON body. /ingest answers
+ * 422 for validation errors (permanent: MP_PYRO_E_HTTP_REJECTED) and also
+ * for rate limits (MP_PYRO_E_HTTP_RATE_LIMITED) and ingester errors
+ * (MP_PYRO_E_HTTP_SERVER), which Push answers with 429 and 5xx; the
+ * message is all that tells them apart. */
+mp_pyro_status mp_pyro_classify_422(const char *message);
+
+/* True when `a` and `b` differ at most in their numbers (one log line per
+ * kind of rejection, not per profile). */
+bool mp_pyro_same_message(const char *a, const char *b);
+
 /* Delay before attempt number `attempts_done + 1` (attempts_done >= 1):
  * initial * 2^(attempts_done-1) capped at max, then drawn uniformly in
  * [d/2, d] (jitter). */

@@ -1,12 +1,17 @@
 /* The spool: one file per undeliverable profile in a directory owned by
  * one agent at a time (flock on .lock). File names sort by the profile's
- * end time: p-<until_ns:20>-<pid:10>-<seq:6>.mpspool. Content:
+ * start time, the timestamp Pyroscope measures a profile's age from:
+ * p-<from_ns:20>-<pid:10>-<seq:6>.mpspool. Content:
  *
- *   MPPYROSPOOL 1\n from <ns>\n until <ns>\n spy <s>\n app <s>\n
- *   (tag <k>=<v>\n)*  gz <len>\n  <len bytes of gzipped pprof>
+ *   MPPYROSPOOL 2\n server <url>\n tenant <id or empty>\n
+ *   owner <salt hex>:<sha256 hex>\n from <ns>\n until <ns>\n spy <s>\n
+ *   app <s>\n (tag <k>=<v>\n)*  gz <len>\n  <len bytes of gzipped pprof>
  *
- * Values cannot hold newlines (names and labels are validated, the spy
- * name is sanitised). */
+ * `owner` identifies the credentials (owner.h); a file whose server,
+ * tenant or owner differ from the agent's is kept and never sent, as is
+ * a version-1 file (written before the spool kept them; its name holds
+ * the end time). Values cannot hold newlines (URL, tenant, names and
+ * labels are validated, the spy name is sanitised). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -20,16 +25,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/random.h>
+
 #include "labels.h"
+#include "owner.h"
 #include "queue.h"
 #include "util.h"
 
-#define MAGIC "MPPYROSPOOL 1\n"
+#define MAGIC    "MPPYROSPOOL 2\n"
+#define MAGIC_V1 "MPPYROSPOOL 1\n"
 
 typedef struct spool_file {
     char *name;
     uint64_t size;
-    int64_t until_ns;
+    int64_t ts_ns; /* from the name: the profile's start (its end in version 1) */
+    bool foreign;  /* meant for another server, tenant or credentials: never sent */
 } spool_file;
 
 struct mp_pyro_spool {
@@ -38,8 +48,9 @@ struct mp_pyro_spool {
     int lock_fd;
     uint64_t max_bytes;
     int64_t max_age_ns;
-    spool_file *files; /* sorted by name = by until_ns */
-    size_t nfiles, cap;
+    const mp_pyro_config *owner; /* the agent's: what its files are compared with */
+    spool_file *files;           /* sorted by name = by ts_ns */
+    size_t nfiles, cap, nforeign;
     uint64_t bytes;
     unsigned seq;
 };
@@ -55,17 +66,17 @@ static char *path_of(const mp_pyro_spool *sp, const char *name)
     return asprintf(&p, "%s/%s", sp->dir, name) < 0 ? NULL : p;
 }
 
-static int parse_name(const char *name, int64_t *until)
+static int parse_name(const char *name, int64_t *ts)
 {
     long long u;
     int n = 0;
     if (sscanf(name, "p-%20lld-%*d-%*u.mpspool%n", &u, &n) != 1 || n == 0 || name[n] != '\0')
         return -1;
-    *until = u;
+    *ts = u;
     return 0;
 }
 
-static int add_file(mp_pyro_spool *sp, const char *name, uint64_t size, int64_t until)
+static int add_file(mp_pyro_spool *sp, const char *name, uint64_t size, int64_t ts, bool foreign)
 {
     if (sp->nfiles == sp->cap) {
         size_t cap = sp->cap ? sp->cap * 2 : 16;
@@ -78,8 +89,9 @@ static int add_file(mp_pyro_spool *sp, const char *name, uint64_t size, int64_t 
     char *d = strdup(name);
     if (!d)
         return -1;
-    sp->files[sp->nfiles++] = (spool_file){d, size, until};
+    sp->files[sp->nfiles++] = (spool_file){d, size, ts, foreign};
     sp->bytes += size;
+    sp->nforeign += foreign;
     return 0;
 }
 
@@ -91,33 +103,49 @@ static void drop_index(mp_pyro_spool *sp, size_t i)
         unlink(p);
     free(p);
     sp->bytes -= sp->files[i].size;
+    sp->nforeign -= sp->files[i].foreign;
     free(sp->files[i].name);
     memmove(&sp->files[i], &sp->files[i + 1], (sp->nfiles - i - 1) * sizeof sp->files[0]);
     sp->nfiles--;
 }
 
+static bool is_foreign(const mp_pyro_spool *sp, const char *name);
+
 mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t max_age_s,
-                                  mp_pyro_spool **out, char *err, size_t errlen)
+                                  const mp_pyro_config *owner, mp_pyro_spool **out, char *err,
+                                  size_t errlen)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         mp_pyro_fmt(err, errlen, "spool directory '%s': %s", dir, strerror(errno));
         return MP_PYRO_E_IO;
     }
+    /* Everything below is relative to the directory opened once: a path
+     * that names something else (a file, a FIFO, a device) is refused,
+     * and nothing in it is followed out of it. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        mp_pyro_fmt(err, errlen, "spool directory '%s': %s", dir,
+                    errno == ENOTDIR ? "not a directory" : strerror(errno));
+        return MP_PYRO_E_IO;
+    }
     mp_pyro_spool *sp = calloc(1, sizeof *sp);
     if (!sp || !(sp->dir = strdup(dir))) {
         free(sp);
+        close(dfd);
         return MP_PYRO_E_NOMEM;
     }
     pthread_mutex_init(&sp->mu, NULL);
     sp->max_bytes = max_bytes;
     sp->max_age_ns = (int64_t)max_age_s * 1000000000;
-    char *lock = path_of(sp, ".lock");
-    sp->lock_fd = lock ? mp_pyro_fd_high(open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0600)) : -1;
-    free(lock);
+    sp->owner = owner;
+    /* O_NOFOLLOW: a symbolic link named .lock is refused, never created
+     * or locked where it points. */
+    sp->lock_fd =
+        mp_pyro_fd_high(openat(dfd, ".lock", O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600));
     mp_pyro_status st = MP_PYRO_OK;
     if (sp->lock_fd < 0) {
         mp_pyro_fmt(err, errlen, "spool directory '%s': cannot create .lock: %s", dir,
-                    strerror(errno));
+                    errno == ELOOP ? "it is a symbolic link" : strerror(errno));
         st = MP_PYRO_E_IO;
     } else if (flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         mp_pyro_fmt(err, errlen, "spool directory '%s' is in use by another agent", dir);
@@ -130,25 +158,26 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
     }
     struct dirent *de;
     while (d && (de = readdir(d))) {
-        int64_t until;
+        int64_t ts;
         struct stat sb;
+        /* Only regular files are ours: a FIFO would block the read, a
+         * link would lead to (and later delete) a file elsewhere. */
+        if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            continue;
         if (strncmp(de->d_name, ".tmp-", 5) == 0) {
-            /* left by a crash between write and rename */
-            char *p = path_of(sp, de->d_name);
-            if (p)
-                unlink(p);
-            free(p);
+            unlinkat(dfd, de->d_name, 0); /* left by a crash between write and rename */
             continue;
         }
-        if (parse_name(de->d_name, &until) != 0)
+        if (parse_name(de->d_name, &ts) != 0)
             continue;
         char *p = path_of(sp, de->d_name);
-        if (p && stat(p, &sb) == 0 && add_file(sp, de->d_name, (uint64_t)sb.st_size, until) != 0)
+        if (p && add_file(sp, de->d_name, (uint64_t)sb.st_size, ts, is_foreign(sp, p)) != 0)
             st = MP_PYRO_E_NOMEM;
         free(p);
     }
     if (d)
         closedir(d);
+    close(dfd);
     if (st != MP_PYRO_OK) {
         mp_pyro_spool_close(sp);
         return st;
@@ -190,7 +219,21 @@ mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series
     if (!spy_clean)
         return MP_PYRO_E_NOMEM;
     sanitize(spy_clean);
+    uint8_t salt[MP_PYRO_SALT_LEN];
+    if (getrandom(salt, sizeof salt, 0) != (ssize_t)sizeof salt) {
+        free(spy_clean);
+        mp_pyro_fmt(err, errlen, "spool: no random bytes for the owner's salt: %s",
+                    strerror(errno));
+        return MP_PYRO_E_IO;
+    }
+    char digest[65];
+    mp_pyro_owner_digest(sp->owner, salt, digest);
     mp_pyro_buf_puts(&h, MAGIC);
+    mp_pyro_buf_printf(&h, "server %s\ntenant %s\nowner ", sp->owner->server,
+                       sp->owner->tenant ? sp->owner->tenant : "");
+    for (size_t i = 0; i < sizeof salt; i++)
+        mp_pyro_buf_printf(&h, "%02x", salt[i]);
+    mp_pyro_buf_printf(&h, ":%s\n", digest);
     mp_pyro_buf_printf(&h, "from %" PRId64 "\nuntil %" PRId64 "\nspy %s\napp %s\n", it->from_ns,
                        it->until_ns, spy_clean, series->app);
     for (size_t i = 0; i < series->ntags; i++)
@@ -216,7 +259,7 @@ mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series
         drop_index(sp, 0);
         (*evicted)++;
     }
-    snprintf(name, sizeof name, "p-%020" PRId64 "-%010d-%06u.mpspool", it->until_ns, (int)getpid(),
+    snprintf(name, sizeof name, "p-%020" PRId64 "-%010d-%06u.mpspool", it->from_ns, (int)getpid(),
              sp->seq++ % 1000000);
     snprintf(tmp, sizeof tmp, ".tmp-%s", name);
     path = path_of(sp, name);
@@ -242,7 +285,7 @@ mp_pyro_status mp_pyro_spool_put(mp_pyro_spool *sp, const mp_pyro_series *series
         st = MP_PYRO_E_IO;
         goto out;
     }
-    if (add_file(sp, name, size, it->until_ns) != 0) {
+    if (add_file(sp, name, size, it->from_ns, false) != 0) {
         unlink(path);
         st = MP_PYRO_E_NOMEM;
         goto out;
@@ -284,11 +327,50 @@ static int parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
-static int parse_file(const uint8_t *buf, size_t len, mp_pyro_spool_entry *e)
+/* Whether the file's server, tenant and owner line are this agent's: 1
+ * yes, 0 no, -1 unreadable. Moves *pos past the three lines. */
+static int owned(const mp_pyro_spool *sp, const uint8_t *buf, size_t len, size_t *pos)
+{
+    char *server = NULL, *tenant = NULL, *owner = NULL;
+    int rc = -1;
+    if (line(buf, len, pos, "server", &server) || line(buf, len, pos, "tenant", &tenant) ||
+        line(buf, len, pos, "owner", &owner))
+        goto out;
+    uint8_t salt[MP_PYRO_SALT_LEN];
+    const char *colon = strchr(owner, ':');
+    if (!colon || colon - owner != 2 * MP_PYRO_SALT_LEN || strlen(colon + 1) != 64)
+        goto out;
+    for (size_t i = 0; i < MP_PYRO_SALT_LEN; i++) {
+        unsigned x;
+        if (sscanf(owner + 2 * i, "%2x", &x) != 1)
+            goto out;
+        salt[i] = (uint8_t)x;
+    }
+    char digest[65];
+    mp_pyro_owner_digest(sp->owner, salt, digest);
+    rc = strcmp(server, sp->owner->server) == 0 &&
+         strcmp(tenant, sp->owner->tenant ? sp->owner->tenant : "") == 0 &&
+         strcmp(colon + 1, digest) == 0;
+out:
+    free(server);
+    free(tenant);
+    free(owner);
+    return rc;
+}
+
+/* 0: `e` holds the file's profile; 1: the file is another owner's (or
+ * version 1); -1: unreadable. */
+static int parse_file(const mp_pyro_spool *sp, const uint8_t *buf, size_t len,
+                      mp_pyro_spool_entry *e)
 {
     size_t pos = strlen(MAGIC);
+    if (len >= pos && memcmp(buf, MAGIC_V1, pos) == 0)
+        return 1;
     if (len < pos || memcmp(buf, MAGIC, pos) != 0)
         return -1;
+    int own = owned(sp, buf, len, &pos);
+    if (own <= 0)
+        return own == 0 ? 1 : -1;
     char *v = NULL;
     int rc = -1;
     if (line(buf, len, &pos, "from", &v) || parse_i64(v, &e->from_ns))
@@ -327,6 +409,18 @@ out:
     return rc;
 }
 
+static bool is_foreign(const mp_pyro_spool *sp, const char *path)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_pyro_spool_entry e = {0};
+    /* unreadable files are left to peek, which deletes and counts them */
+    bool foreign = mp_pyro_read_file(path, &buf, &len) == 0 && parse_file(sp, buf, len, &e) == 1;
+    mp_pyro_spool_entry_free(&e);
+    free(buf);
+    return foreign;
+}
+
 mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uint64_t *expired,
                                   uint64_t *corrupt)
 {
@@ -335,28 +429,41 @@ mp_pyro_status mp_pyro_spool_peek(mp_pyro_spool *sp, mp_pyro_spool_entry *e, uin
     pthread_mutex_lock(&sp->mu);
     int64_t now = mp_pyro_now_real_ns();
     mp_pyro_status st = MP_PYRO_OK;
-    while (sp->nfiles) {
-        if (sp->files[0].until_ns < now - sp->max_age_ns) {
-            drop_index(sp, 0);
+    size_t i = 0;
+    while (i < sp->nfiles) {
+        /* the server's rule: the profile's timestamp (its start) older than
+         * the bound is refused; foreign files expire the same way */
+        if (sp->files[i].ts_ns < now - sp->max_age_ns) {
+            drop_index(sp, i);
             (*expired)++;
             continue;
         }
-        char *path = path_of(sp, sp->files[0].name);
+        if (sp->files[i].foreign) {
+            i++;
+            continue;
+        }
+        char *path = path_of(sp, sp->files[i].name);
         if (!path) {
             st = MP_PYRO_E_NOMEM;
             break;
         }
         uint8_t *buf = NULL;
         size_t len = 0;
-        if (mp_pyro_read_file(path, &buf, &len) != 0 || parse_file(buf, len, e) != 0) {
+        int rc = mp_pyro_read_file(path, &buf, &len) != 0 ? -1 : parse_file(sp, buf, len, e);
+        free(buf);
+        if (rc != 0) {
             free(path);
-            free(buf);
             mp_pyro_spool_entry_free(e);
-            drop_index(sp, 0);
+            if (rc > 0) { /* replaced by another owner's file since the index was made */
+                sp->files[i].foreign = true;
+                sp->nforeign++;
+                i++;
+                continue;
+            }
+            drop_index(sp, i);
             (*corrupt)++;
             continue;
         }
-        free(buf);
         e->path = path;
         break;
     }
@@ -389,10 +496,11 @@ void mp_pyro_spool_entry_free(mp_pyro_spool_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-void mp_pyro_spool_counts(mp_pyro_spool *sp, uint64_t *files, uint64_t *bytes)
+void mp_pyro_spool_counts(mp_pyro_spool *sp, uint64_t *files, uint64_t *bytes, uint64_t *foreign)
 {
     pthread_mutex_lock(&sp->mu);
     *files = sp->nfiles;
     *bytes = sp->bytes;
+    *foreign = sp->nforeign;
     pthread_mutex_unlock(&sp->mu);
 }

@@ -66,6 +66,22 @@ void mp_pyro_agent_dispose(mp_pyro_agent *a, mp_pyro_item *it, dispose_reason wh
     mp_pyro_item_free(it);
 }
 
+/* Logs a rejection by the server at ERROR once per kind of message (the
+ * same message but for its numbers), then at DEBUG: every profile is
+ * counted, the log is not flooded by one cause. Called without a->mu. */
+static void log_rejection(mp_pyro_agent *a, const char *what, int64_t from_ns, int64_t until_ns,
+                          const char *message)
+{
+    bool again = mp_pyro_same_message(a->last_rejection, message);
+    if (!again)
+        mp_pyro_fmt(a->last_rejection, sizeof a->last_rejection, "%s", message);
+    mp_pyro_log(a->cfg, again ? MP_PYRO_LOG_DEBUG : MP_PYRO_LOG_ERROR,
+                "%s %lld..%lld rejected, not retried%s: %s", what, (long long)(from_ns / 1000000),
+                (long long)(until_ns / 1000000),
+                again ? "" : " (further rejections like it are counted, logged at debug level)",
+                message);
+}
+
 /* Called with a->mu held; returns with it held. */
 static void send_head(mp_pyro_agent *a)
 {
@@ -103,9 +119,7 @@ static void send_head(mp_pyro_agent *a)
     if (fate == MP_PYRO_FATE_REJECT) {
         a->st.dropped_rejected++;
         pthread_mutex_unlock(&a->mu);
-        mp_pyro_log(a->cfg, MP_PYRO_LOG_ERROR, "profile %lld..%lld rejected, not retried: %s",
-                    (long long)(it.from_ns / 1000000), (long long)(it.until_ns / 1000000),
-                    res.message);
+        log_rejection(a, "profile", it.from_ns, it.until_ns, res.message);
         mp_pyro_item_free(&it);
         pthread_mutex_lock(&a->mu);
         return;
@@ -114,7 +128,10 @@ static void send_head(mp_pyro_agent *a)
     if (fate == MP_PYRO_FATE_RETRY) {
         int64_t now = mp_pyro_now_mono_ns();
         int64_t next = now + mp_pyro_backoff_ns(&a->cfg->retry, it.attempts, &a->rng);
-        if (mp_pyro_retry_allowed(&a->cfg->retry, it.attempts, it.first_attempt_ns, next)) {
+        /* the server would refuse it by then: its age counts from its start */
+        int64_t age_then = mp_pyro_now_real_ns() + (next - now) - it.from_ns;
+        if (mp_pyro_retry_allowed(&a->cfg->retry, it.attempts, it.first_attempt_ns, next) &&
+            age_then <= (int64_t)MP_PYRO_MAX_SPOOL_AGE_S * 1000000000) {
             it.next_attempt_ns = next;
             if (!mp_pyro_queue_full(&a->q)) {
                 mp_pyro_queue_push_front(&a->q, it);
@@ -171,11 +188,11 @@ static void send_spooled(mp_pyro_agent *a)
         a->spool_retry_at_ns = 0;
         pthread_mutex_unlock(&a->mu);
         mp_pyro_spool_remove(a->spool, &e);
-        mp_pyro_log(a->cfg, fate == MP_PYRO_FATE_DONE ? MP_PYRO_LOG_INFO : MP_PYRO_LOG_ERROR,
-                    "spooled profile %lld..%lld %s%s", (long long)(e.from_ns / 1000000),
-                    (long long)(e.until_ns / 1000000),
-                    fate == MP_PYRO_FATE_DONE ? "delivered" : "rejected, deleted: ",
-                    fate == MP_PYRO_FATE_DONE ? "" : res.message);
+        if (fate == MP_PYRO_FATE_DONE)
+            mp_pyro_log(a->cfg, MP_PYRO_LOG_INFO, "spooled profile %lld..%lld delivered",
+                        (long long)(e.from_ns / 1000000), (long long)(e.until_ns / 1000000));
+        else
+            log_rejection(a, "spooled profile (deleted)", e.from_ns, e.until_ns, res.message);
         pthread_mutex_lock(&a->mu);
     } else {
         mp_pyro_count_failure(&a->st, res.status);
@@ -206,9 +223,9 @@ static bool spool_pending(mp_pyro_agent *a)
 {
     if (!a->spool)
         return false;
-    uint64_t files, bytes;
-    mp_pyro_spool_counts(a->spool, &files, &bytes);
-    return files > 0;
+    uint64_t files, bytes, foreign;
+    mp_pyro_spool_counts(a->spool, &files, &bytes, &foreign);
+    return files > foreign;
 }
 
 void *mp_pyro_uploader_main(void *arg)

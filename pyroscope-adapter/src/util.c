@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,9 +125,21 @@ void mp_pyro_buf_free(mp_pyro_buf *b)
 
 int mp_pyro_read_file(const char *path, uint8_t **out, size_t *len)
 {
-    FILE *f = fopen(path, "rbe");
-    if (!f)
+    /* A regular file only, opened without following a final symbolic
+     * link and without blocking (a FIFO in its place would hang the
+     * reading thread). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return -1;
+    }
     mp_pyro_buf b = {0};
     uint8_t chunk[65536];
     size_t n;

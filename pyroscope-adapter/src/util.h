@@ -44,8 +44,9 @@ void mp_pyro_buf_printf(mp_pyro_buf *b, const char *fmt, ...) __attribute__((for
 char *mp_pyro_buf_cstr(mp_pyro_buf *b);
 void mp_pyro_buf_free(mp_pyro_buf *b);
 
-/* Reads the whole file at `path` into a malloc()ed buffer (*out, to be
- * freed; NULL for an empty file) of *len bytes. -1 when it cannot be
+/* Reads the whole regular file at `path` (not through a final symbolic
+ * link; anything else is refused without blocking) into a malloc()ed
+ * buffer (*out, to be freed; NULL for an empty file) of *len bytes. -1 when it cannot be
  * opened, read or held (*out and *len untouched; errno as the failing
  * call left it). */
 int mp_pyro_read_file(const char *path, uint8_t **out, size_t *len);

@@ -141,6 +141,12 @@ typedef struct tp_heap_values {
 uint8_t *tp_build_heap(const tp_heap_values *v, int64_t time_ns, int64_t duration_ns,
                        bool delta_label, size_t *len);
 
+/* 2^bits stacks, as a program recursing by the bits of a counter makes
+ * them (main > bit0_b > ... > bit{bits-1}_b > alloc_block), each with an
+ * interval sample {1, bytes} labelled __delta__="false" and a live sample
+ * {1, bytes}: what mimprof reports for 2^bits live blocks of `bytes`. */
+uint8_t *tp_build_wide(int bits, int64_t bytes, int64_t time_ns, size_t *len);
+
 /* Report k (0-based) of the fixed backend: alloc_space = 1000*(k+1) and
  * 100000, alloc_objects = 10*(k+1) and 1, inuse_space 500 and 200000,
  * inuse_objects 5 and 2. */

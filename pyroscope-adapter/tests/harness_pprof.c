@@ -3,15 +3,25 @@
  * the fixed test profile; plus the fixed-bytes backend. */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int64_t sv(uint64_t v) { return (int64_t)v; }
 
+/* realloc for one more element at index n, doubling at powers of two (so
+ * that decoding 100,000 samples stays linear, also under MALLOC_PERTURB_) */
+static void *grow1(void *p, size_t n, size_t elem)
+{
+    if (n & (n - 1))
+        return p;
+    return realloc(p, (n ? 2 * n : 1) * elem);
+}
+
 static void packed(const pbf *f, uint64_t **arr, size_t *n)
 {
     if (f->wt == 0) {
-        *arr = realloc(*arr, (*n + 1) * sizeof **arr);
+        *arr = grow1(*arr, *n, sizeof **arr);
         (*arr)[(*n)++] = f->v;
         return;
     }
@@ -28,7 +38,7 @@ static void packed(const pbf *f, uint64_t **arr, size_t *n)
             if (!(b & 0x80))
                 break;
         }
-        *arr = realloc(*arr, (*n + 1) * sizeof **arr);
+        *arr = grow1(*arr, *n, sizeof **arr);
         (*arr)[(*n)++] = x;
     }
 }
@@ -56,7 +66,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             }
             break;
         case 2: {
-            out->samples = realloc(out->samples, (out->nsamples + 1) * sizeof *out->samples);
+            out->samples = grow1(out->samples, out->nsamples, sizeof *out->samples);
             tp_sample *smp = &out->samples[out->nsamples++];
             memset(smp, 0, sizeof *smp);
             uint64_t *vals = NULL;
@@ -79,7 +89,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             break;
         }
         case 3:
-            out->mappings = realloc(out->mappings, (out->nmappings + 1) * sizeof *out->mappings);
+            out->mappings = grow1(out->mappings, out->nmappings, sizeof *out->mappings);
             memset(&out->mappings[out->nmappings], 0, sizeof *out->mappings);
             while (pb_next(&s, &g)) {
                 switch (g.field) {
@@ -107,7 +117,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             break;
         case 4:
             out->locations =
-                realloc(out->locations, (out->nlocations + 1) * sizeof *out->locations);
+                grow1(out->locations, out->nlocations, sizeof *out->locations);
             memset(&out->locations[out->nlocations], 0, sizeof *out->locations);
             while (pb_next(&s, &g)) {
                 if (g.field == 1)
@@ -128,7 +138,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             break;
         case 5:
             out->functions =
-                realloc(out->functions, (out->nfunctions + 1) * sizeof *out->functions);
+                grow1(out->functions, out->nfunctions, sizeof *out->functions);
             memset(&out->functions[out->nfunctions], 0, sizeof *out->functions);
             while (pb_next(&s, &g)) {
                 if (g.field == 1)
@@ -139,7 +149,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             out->nfunctions++;
             break;
         case 6:
-            out->strings = realloc(out->strings, (out->nstrings + 1) * sizeof *out->strings);
+            out->strings = grow1(out->strings, out->nstrings, sizeof *out->strings);
             out->strings[out->nstrings++] = strndup((const char *)f.data, f.len);
             break;
         case 9:
@@ -341,6 +351,59 @@ uint8_t *tp_build_heap(const tp_heap_values *v, int64_t time_ns, int64_t duratio
     pbw_varint(&b, 10, (uint64_t)duration_ns);
     value_type(&b, 11, S_SPACE, S_BYTES);
     pbw_varint(&b, 12, 524288);
+    *len = b.len;
+    return b.p;
+}
+
+uint8_t *tp_build_wide(int bits, int64_t bytes, int64_t time_ns, size_t *len)
+{
+    /* strings: the fixed ones, then bit<i>_<b>; locations/functions:
+     * 1 = alloc_block (S_BIG's string reused: "alloc_big"), 2 = main,
+     * 3 + 2i + b = bit i with value b */
+    tbuf b = {0};
+    value_type(&b, 1, S_ALLOC_OBJ, S_COUNT);
+    value_type(&b, 1, S_ALLOC_SPACE, S_BYTES);
+    value_type(&b, 1, S_INUSE_OBJ, S_COUNT);
+    value_type(&b, 1, S_INUSE_SPACE, S_BYTES);
+    uint64_t stack[64];
+    const int64_t interval[4] = {1, bytes, 0, 0}, live[4] = {0, 0, 1, bytes};
+    for (uint64_t c = 0; c < ((uint64_t)1 << bits); c++) {
+        size_t n = 0;
+        stack[n++] = 1;
+        for (int i = bits - 1; i >= 0; i--)
+            stack[n++] = 3 + 2 * (uint64_t)i + ((c >> i) & 1);
+        stack[n++] = 2;
+        sample(&b, stack, n, interval, true);
+        sample(&b, stack, n, live, false);
+    }
+    for (uint64_t id = 1; id < 3 + 2 * (uint64_t)bits; id++) {
+        tbuf loc = {0}, line = {0}, fn = {0};
+        int64_t name = id == 1 ? S_BIG : id == 2 ? S_MAIN : S_NSTR + (int64_t)id - 3;
+        pbw_varint(&loc, 1, id);
+        pbw_varint(&line, 1, id);
+        pbw_bytes(&loc, 4, line.p, line.len);
+        pbw_bytes(&b, 4, loc.p, loc.len);
+        pbw_varint(&fn, 1, id);
+        pbw_varint(&fn, 2, (uint64_t)name);
+        pbw_varint(&fn, 3, (uint64_t)name);
+        pbw_bytes(&b, 5, fn.p, fn.len);
+        tbuf_free(&loc);
+        tbuf_free(&line);
+        tbuf_free(&fn);
+    }
+    for (int i = 0; i < S_NSTR; i++)
+        pbw_str(&b, 6, fixed_strings[i]);
+    for (int i = 0; i < bits; i++) {
+        for (int v = 0; v < 2; v++) {
+            char name[32];
+            snprintf(name, sizeof name, "bit%d_%d", i, v);
+            pbw_str(&b, 6, name);
+        }
+    }
+    pbw_varint(&b, 9, (uint64_t)time_ns);
+    pbw_varint(&b, 10, 10000000000);
+    value_type(&b, 11, S_SPACE, S_BYTES);
+    pbw_varint(&b, 12, 1024);
     *len = b.len;
     return b.p;
 }

@@ -54,10 +54,11 @@ static void expect_accounted(const mp_pyro_stats *s)
 
 /* The agent reports at wall-clock multiples of its interval (reporter.c),
  * so a run meant to be one window ending at stop must not straddle a
- * boundary: it uses a one-hour interval and, started within seconds of the
- * hour, first waits the hour out. (With a 60 s interval a 250 ms run
- * straddled a minute boundary about once in 240 runs: two reports.) */
-#define ONE_WINDOW 3600000
+ * boundary: it uses the longest interval (30 min) and, started within
+ * seconds of a boundary, first waits it out. (With a 60 s interval a
+ * 250 ms run straddled a minute boundary about once in 240 runs: two
+ * reports.) */
+#define ONE_WINDOW 1800000
 
 static void clear_of_boundary(int interval_ms, int run_ms)
 {
@@ -93,7 +94,10 @@ Test(agent, stop_flushes_the_last_interval)
     cr_expect_geq(fb->windows[0].until_nanos - fb->windows[0].from_nanos, 190000000);
 }
 
-Test(agent, retries_500_and_429)
+/* 500 as a proxy in front of the server answers; the rate limit as the
+ * real /ingest answers it: 422 "pushing IngestInput-pprof failed
+ * resource_exhausted: ..." (Push: 429), retried like a 429. */
+Test(agent, retries_500_and_rate_limit)
 {
     ts_post(&srv, "/fault", "{\"mode\": \"500\", \"count\": 2}");
     mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
@@ -101,11 +105,20 @@ Test(agent, retries_500_and_429)
     cr_expect_eq(st.fail_server, 2);
     cr_expect_eq(st.retries, 2);
     cr_expect_eq(st.requests, 3);
-    ts_post(&srv, "/fault", "{\"mode\": \"429\", \"count\": 1}");
+    ts_post(&srv, "/fault", "{\"mode\": \"ratelimit\", \"count\": 1}");
     st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
     cr_expect_eq(st.uploaded, 1);
     cr_expect_eq(st.fail_rate_limited, 1);
+    cr_expect_eq(st.dropped_rejected, 0);
+    cr_expect_eq(ts_summary(&srv, "status_422"), 1);
     cr_expect_eq(ts_summary(&srv, "accepted"), 2);
+    mp_pyro_config_set_protocol(cfg, MP_PYRO_PROTOCOL_PUSH);
+    ts_post(&srv, "/fault", "{\"mode\": \"ratelimit\", \"count\": 1}");
+    st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
+    cr_expect_eq(st.uploaded, 1);
+    cr_expect_eq(st.fail_rate_limited, 1);
+    cr_expect_eq(ts_summary(&srv, "status_429"), 1);
+    cr_expect_eq(ts_summary(&srv, "accepted"), 3);
 }
 
 Test(agent, timeout_then_retry)
@@ -293,10 +306,89 @@ Test(agent, spool_resent_after_restart)
     free(dir);
 }
 
+static mp_pyro_stats wait_spool(mp_pyro_config *c, uint64_t files, int ms)
+{
+    mp_pyro_agent *a;
+    cr_assert_eq(mp_pyro_agent_start(c, be, &a), MP_PYRO_OK);
+    mp_pyro_stats st;
+    for (int i = 0; i < ms / 50; i++) {
+        mp_pyro_agent_stats(a, &st);
+        if (st.spool_files == files)
+            break;
+        sleep_ms(50);
+    }
+    cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+    mp_pyro_agent_stats(a, &st);
+    mp_pyro_agent_free(a);
+    return st;
+}
+
+static bool dir_holds(const char *dir, const char *needle)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -rqF '%s' '%s'", needle, dir);
+    return system(cmd) == 0;
+}
+
+/* A spooled profile keeps the server, the tenant and an identity of the
+ * credentials it was meant for (a salted hash, never the secret) and is
+ * resent only by an agent with the same; any other agent keeps it and
+ * counts it (issue 14 item 7: it went into the next run's tenant). */
+Test(agent, spool_resent_only_to_its_tenant_and_credentials)
+{
+    char *dir = mktemp_dir();
+    ts_post(&srv, "/config", "{\"multitenancy\": true}");
+    ts_post(&srv, "/fault", "{\"mode\": \"down\"}");
+    mp_pyro_config_set_spool(cfg, dir, 0, 0);
+    mp_pyro_config_set_flush_deadline_ms(cfg, 100);
+    mp_pyro_config_set_tenant(cfg, "team-a");
+    mp_pyro_config_set_basic_auth(cfg, "stack-a", "secret-a");
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_E_DEADLINE);
+    cr_assert_eq(st.spooled, 1);
+    int64_t sent_alloc;
+    fixed_snapshot(fb, NULL, &sent_alloc, NULL);
+    cr_expect(!dir_holds(dir, "secret-a"), "the spool never holds the secret");
+    cr_expect(dir_holds(dir, "tenant team-a"));
+    ts_post(&srv, "/fault", "{\"mode\": \"none\"}");
+    fb->empty = true;
+    mp_pyro_config_set_upload_interval_ms(cfg, ONE_WINDOW);
+    clear_of_boundary(ONE_WINDOW, 10000);
+
+    /* another tenant and credentials; then team-a with another password */
+    const char *others[][3] = {{"team-b", "stack-b", "secret-b"},
+                               {"team-a", "stack-a", "another"}};
+    for (int i = 0; i < 2; i++) {
+        mp_pyro_config_set_tenant(cfg, others[i][0]);
+        mp_pyro_config_set_basic_auth(cfg, others[i][1], others[i][2]);
+        st = wait_spool(cfg, 0, 2000);
+        cr_expect_eq(st.spool_files, 1, "%s kept the profile", others[i][0]);
+        cr_expect_eq(st.spool_foreign, 1);
+        cr_expect_eq(st.spool_resent, 0);
+        cr_expect_eq(ts_summary(&srv, "accepted"), 0, "nothing sent under %s", others[i][0]);
+    }
+
+    mp_pyro_config_set_tenant(cfg, "team-a");
+    mp_pyro_config_set_basic_auth(cfg, "stack-a", "secret-a");
+    st = wait_spool(cfg, 0, 10000);
+    cr_expect_eq(st.spool_resent, 1);
+    cr_expect_eq(st.spool_files, 0);
+    int64_t t = now_ms();
+    double a = q_series_sum(srv.url, "team-a", "memory:alloc_space:bytes:space:bytes",
+                            "{service_name=\"agent-test\"}", t - 60000, t + 1000);
+    double b = q_series_sum(srv.url, "team-b", "memory:alloc_space:bytes:space:bytes",
+                            "{service_name=\"agent-test\"}", t - 60000, t + 1000);
+    cr_expect_eq((int64_t)a, sent_alloc, "delivered into its own tenant");
+    cr_expect_eq((int64_t)b, 0);
+    rm_dir(dir);
+    free(dir);
+}
+
+/* An ingester that stays unavailable: /ingest says so with a 422
+ * (pushing IngestInput-pprof failed unavailable: ...), retried as a 5xx. */
 Test(agent, retry_budget_spent_goes_to_spool)
 {
     char *dir = mktemp_dir();
-    ts_post(&srv, "/fault", "{\"mode\": \"500\"}");
+    ts_post(&srv, "/fault", "{\"mode\": \"unavailable\"}");
     mp_pyro_retry_policy p = {
         .max_attempts = 2, .initial_backoff_ms = 10, .max_backoff_ms = 10, .budget_ms = 1000};
     mp_pyro_config_set_retry(cfg, &p);

@@ -20,6 +20,7 @@ static const char *const env_names[] = {"PYROSCOPE_SERVER_ADDRESS",
                                         "MIMPROF_PYROSCOPE_CA_PATH",
                                         "MIMPROF_PYROSCOPE_FLUSH_DEADLINE",
                                         "MIMPROF_PYROSCOPE_LOG_LEVEL",
+                                        "MIMPROF_PYROSCOPE_LIMITS",
                                         NULL};
 
 static void clear_env(void)
@@ -152,6 +153,58 @@ Test(config, from_env_errors_name_the_variable)
     clear_env();
     setenv("MIMPROF_PYROSCOPE_FLUSH_DEADLINE", "0", 1);
     cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_OK);
+}
+
+/* Pyroscope refuses a profile stamped (with its window's start) more than
+ * 1 h ago: an interval near an hour would never be accepted. */
+Test(config, interval_and_spool_age_bounded_by_the_ingestion_window)
+{
+    cr_expect_eq(mp_pyro_config_set_upload_interval_ms(cfg, 3540000), MP_PYRO_E_INVALID_CONFIG);
+    cr_expect(strstr(mp_pyro_config_error(cfg), "1 h"), "%s", mp_pyro_config_error(cfg));
+    cr_expect_eq(mp_pyro_config_set_upload_interval_ms(cfg, 1800001), MP_PYRO_E_INVALID_CONFIG);
+    cr_expect_eq(mp_pyro_config_set_upload_interval_ms(cfg, 1800000), MP_PYRO_OK);
+    setenv("PYROSCOPE_UPLOAD_INTERVAL", "59m", 1);
+    cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_E_INVALID_CONFIG);
+    cr_expect(strstr(mp_pyro_config_error(cfg), "PYROSCOPE_UPLOAD_INTERVAL"));
+    clear_env();
+    cr_expect_eq(mp_pyro_config_set_spool(cfg, "/tmp/x", 0, 3600), MP_PYRO_E_INVALID_CONFIG);
+    cr_expect_eq(mp_pyro_config_set_spool(cfg, "/tmp/x", 0, 3300), MP_PYRO_OK);
+}
+
+/* A tag 1.13 would refuse at every upload is refused here, before start. */
+Test(config, leading_digit_label_refused_before_start)
+{
+    mp_pyro_config_set_server(cfg, "http://127.0.0.1:1");
+    mp_pyro_config_set_app_name(cfg, "a");
+    cr_expect_eq(mp_pyro_config_add_tag(cfg, "1az", "x"), MP_PYRO_E_INVALID_LABEL);
+    setenv("PYROSCOPE_SERVER_ADDRESS", "http://127.0.0.1:1", 1);
+    setenv("PYROSCOPE_APPLICATION_NAME", "a", 1);
+    setenv("PYROSCOPE_TAGS", "env=prod,1az=x", 1);
+    mp_pyro_agent *a = NULL;
+    cr_expect_eq(mp_pyro_agent_start_from_env(NULL, &a), MP_PYRO_E_INVALID_LABEL);
+    cr_expect_null(a);
+    clear_env();
+}
+
+Test(config, server_limits)
+{
+    mp_pyro_server_limits l = {.max_samples = 1000, .max_profile_bytes = 1 << 20,
+                               .burst_bytes = 0};
+    cr_expect_eq(mp_pyro_config_set_server_limits(cfg, &l), MP_PYRO_OK);
+    l.burst_bytes = 100;
+    cr_expect_eq(mp_pyro_config_set_server_limits(cfg, &l), MP_PYRO_E_INVALID_CONFIG);
+    setenv("MIMPROF_PYROSCOPE_LIMITS", "samples=8000,burst=4194304", 1);
+    cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_OK, "%s", mp_pyro_config_error(cfg));
+    clear_env();
+    mp_pyro_config_set_server(cfg, "http://127.0.0.1:1");
+    mp_pyro_config_set_app_name(cfg, "a");
+    cr_assert_eq(mp_pyro_config_export_env(cfg), MP_PYRO_OK);
+    cr_expect_str_eq(getenv("MIMPROF_PYROSCOPE_LIMITS"),
+                     "samples=8000,bytes=1048576,burst=4194304");
+    clear_env();
+    setenv("MIMPROF_PYROSCOPE_LIMITS", "samples=many", 1);
+    cr_expect_eq(mp_pyro_config_from_env(cfg), MP_PYRO_E_INVALID_CONFIG);
+    clear_env();
 }
 
 Test(config, start_from_env_not_configured)

@@ -2,11 +2,14 @@
  * dump, on fixed inputs. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
 #include "jeprof_parse.h"
+#include "mappings.h"
 #include "pprof_heap.h"
 
 /* Shaped like a jemalloc 5.3 dump (values made up). */
@@ -164,4 +167,47 @@ Test(jeprof, pprof_encoding)
     tp_free(&p);
     free(out);
     mp_jeprof_dump_free(&d);
+}
+
+/* Frames named from the dynamic symbol table carry the human name the
+ * mimprof backend gives (mp_prof_demangle): libstdc++'s operator new,
+ * not _Znwm; a C function keeps its name. */
+Test(jeprof, pprof_names_are_demangled)
+{
+    void *cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+    if (cxx == NULL)
+        cr_skip_test("no libstdc++.so.6 to take C++ names from");
+    uintptr_t nw = (uintptr_t)dlsym(cxx, "_Znwm");
+    uintptr_t sl = (uintptr_t)dlsym(RTLD_DEFAULT, "strerror");
+    cr_assert(nw != 0 && sl != 0);
+    char text[256];
+    /* return addresses: one past a byte inside each function */
+    snprintf(text, sizeof text,
+             "heap_v2/4096\n  t*: 1: 64 [0: 0]\n@ 0x%lx 0x%lx\n  t*: 1: 64 [0: 0]\n",
+             (unsigned long)(nw + 2), (unsigned long)(sl + 2));
+    mp_jeprof_dump d;
+    cr_assert_eq(mp_jeprof_parse(text, strlen(text), &d, NULL, 0), 0);
+    mp_pyro_mapping *maps;
+    size_t nmaps;
+    cr_assert_eq(mp_pyro_mappings_read(&maps, &nmaps), 0);
+    mp_pyro_heap_options o = {.maps = maps, .nmaps = nmaps, .skip_object = ~0u, .symbolize = true};
+    uint8_t *out;
+    size_t len;
+    cr_assert_eq(mp_pyro_heap_pprof(&d, &o, &out, &len), MP_PYRO_OK);
+    tp_profile p;
+    cr_assert(tp_decode(out, len, &p));
+    bool saw_new = false, saw_c = false;
+    for (size_t i = 0; i < p.nfunctions; i++) {
+        const char *n = tp_str(&p, p.functions[i].name);
+        cr_expect_str_neq(n, "_Znwm");
+        saw_new |= strcmp(n, "operator new") == 0;
+        saw_c |= strcmp(n, "strerror") == 0;
+    }
+    cr_expect(saw_new, "operator new is named");
+    cr_expect(saw_c, "strerror keeps its name");
+    tp_free(&p);
+    free(out);
+    mp_pyro_mappings_free(maps, nmaps);
+    mp_jeprof_dump_free(&d);
+    dlclose(cxx);
 }

@@ -26,7 +26,15 @@ Test(labels, app_name)
 Test(labels, label_names)
 {
     cr_expect_eq(mp_pyro_check_label_name("env", err, sizeof err), MP_PYRO_OK);
-    cr_expect_eq(mp_pyro_check_label_name("k8s.pod_name", err, sizeof err), MP_PYRO_OK);
+    cr_expect_eq(mp_pyro_check_label_name("k8s_pod_name", err, sizeof err), MP_PYRO_OK);
+    /* 1.13 stores '.' as '_' (2.0 keeps it) and refuses a leading digit */
+    cr_expect_eq(mp_pyro_check_label_name("k8s.pod_name", err, sizeof err),
+                 MP_PYRO_E_INVALID_LABEL);
+    cr_expect(strstr(err, "use '_'"), "%s", err);
+    cr_expect_eq(mp_pyro_check_label_name("1az", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
+    cr_expect(strstr(err, "starts with a digit"), "%s", err);
+    cr_expect_eq(mp_pyro_check_label_name("_1az", err, sizeof err), MP_PYRO_OK);
+    cr_expect_eq(mp_pyro_check_label_name("az1", err, sizeof err), MP_PYRO_OK);
     cr_expect_eq(mp_pyro_check_label_name("_x", err, sizeof err), MP_PYRO_OK);
     cr_expect_eq(mp_pyro_check_label_name("__name__", err, sizeof err), MP_PYRO_E_INVALID_LABEL);
     cr_expect(strstr(err, "reserves"), "%s", err);

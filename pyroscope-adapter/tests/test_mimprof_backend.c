@@ -67,6 +67,87 @@ static double poll_sum(ts_server *s, const char *type, const char *sel, int64_t 
     return got;
 }
 
+#define SPIKE_BLOCK (64 << 10)
+#define SPIKE_N     1920 /* 120 MiB */
+
+/* What stays live while the spike comes and goes (a real program has
+ * live objects: the unlabelled live samples that 1.13 kept). */
+#define KEPT_N 200
+static void *kept[KEPT_N];
+__attribute__((noinline, visibility("default"))) void pyro_mimprof_kept(void)
+{
+    for (int i = 0; i < KEPT_N; i++)
+        kept[i] = tpa_alloc(8192, 16);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Allocation churn: everything freed before the report. */
+__attribute__((noinline, visibility("default"))) void pyro_mimprof_freed_spike(void)
+{
+    static void *spike[SPIKE_N];
+    for (int i = 0; i < SPIKE_N; i++)
+        spike[i] = tpa_alloc(SPIKE_BLOCK, 16);
+    __asm__ volatile("" ::: "memory");
+    for (int i = 0; i < SPIKE_N; i++)
+        tpa_dealloc(spike[i], SPIKE_BLOCK, 16);
+}
+
+/* A program that allocates and frees a 120 MiB spike: its stacks have no
+ * live sample, which Pyroscope 1.13/1.14 dropped when the upload carried
+ * the profiler's __delta__ sample label. Kept in full by every version. */
+Test(mimprof_backend, freed_spike_kept_by_every_version)
+{
+    static const struct {
+        const char *version;
+        mp_pyro_protocol proto;
+    } runs[] = {{"1.13", MP_PYRO_PROTOCOL_INGEST},
+                {"1.13", MP_PYRO_PROTOCOL_PUSH},
+                {"2.0", MP_PYRO_PROTOCOL_INGEST}};
+    tpa_dealloc(tpa_alloc(16, 8), 16, 8);
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        ts_server s;
+        const char *args[] = {"--version", runs[r].version, NULL};
+        if (!ts_start_any(&s, args))
+            cr_skip_test("no server");
+        mp_prof_config pc;
+        mp_prof_config_init(&pc);
+        pc.sample_interval_bytes = INTERVAL;
+        pc.seed = 11 + r;
+        mp_profiler *prof;
+        cr_assert_eq(mp_profiler_start(&pc, &prof), MP_PROF_OK);
+        pyro_mimprof_kept();
+        pyro_mimprof_freed_spike();
+        char app[128];
+        snprintf(app, sizeof app, "mimprof-it.spike%zu.%d.%" PRId64, r, (int)getpid(), now_ms());
+        mp_pyro_config *cfg = new_config(&s, app, runs[r].proto);
+        mp_pyro_backend *be;
+        cr_assert_eq(mp_pyro_backend_mimprof_attach(prof, &be), MP_PYRO_OK);
+        mp_pyro_agent *a;
+        int64_t t0 = now_ms();
+        cr_assert_eq(mp_pyro_agent_start(cfg, be, &a), MP_PYRO_OK);
+        cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+        mp_pyro_stats st;
+        mp_pyro_agent_stats(a, &st);
+        mp_pyro_agent_free(a);
+        mp_pyro_backend_free(be);
+        cr_expect_eq(st.uploaded, st.reports_queued);
+        char sel[200];
+        snprintf(sel, sizeof sel, "{service_name=\"%s\"}", app);
+        double want = (double)SPIKE_N * SPIKE_BLOCK + KEPT_N * 8192, tol = 0.08;
+        double alloc = poll_sum(&s, ALLOC_SPACE, sel, t0, want * (1 - tol), want * (1 + tol));
+        cr_expect(fabs(alloc / want - 1) < tol, "%s: alloc_space %.0f, the spike %.0f",
+                  runs[r].version, alloc, want);
+        if (!s.external)
+            cr_expect_eq(ts_summary(&s, "split_lost_samples"), 0, "%s %zu", runs[r].version, r);
+        cr_expect_eq(mp_profiler_stop(prof), MP_PROF_OK);
+        mp_profiler_free(prof);
+        for (int i = 0; i < KEPT_N; i++)
+            tpa_dealloc(kept[i], 8192, 16);
+        mp_pyro_config_free(cfg);
+        ts_stop(&s);
+    }
+}
+
 /* The preload's path: a session the caller runs, attached to the agent. */
 Test(mimprof_backend, attached_session_population)
 {

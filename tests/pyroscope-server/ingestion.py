@@ -12,6 +12,8 @@ from pbwire import DecodeError
 
 SERVICE_CHARS = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 LABEL_NAME_CHARS = re.compile(r"^[A-Za-z0-9_.]+$")
+# 1.13's SanitizeLabelName: no leading digit; '.' allowed (stored as '_')
+LEGACY_LABEL_NAME = re.compile(r"^[A-Za-z_.][A-Za-z0-9_.]*$")
 
 
 class NameError400(ValueError):

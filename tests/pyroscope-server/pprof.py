@@ -2,6 +2,7 @@
 and encode, on top of pbwire. Field numbers from profile.proto."""
 
 import gzip
+import time
 
 import pbwire as pb
 from pbwire import DecodeError
@@ -183,9 +184,33 @@ def decode(data):
     return p
 
 
-def validate(p, max_samples=16000, max_depth=1000, now_ns=None, check_time=True):
-    """Pyroscope's default profile validation (reference section 1).
-    Returns an error sentence or None; truncates deep stacks in place."""
+def _ms_text(ns):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + ".%03dZ" % (ns // 10**6 % 1000)
+
+
+def validate(p, labels_text, size, max_samples=16000, max_bytes=4 * 1048576, max_depth=1000,
+             now_ns=None):
+    """Pyroscope's ValidateProfile with the default limits (reference
+    section 1), in its order and with its messages (pkg/validation/
+    validate.go at v1.13.4 and v2.0.2). `labels_text` is the series as the
+    server prints it, `size` the uncompressed size. Returns an error
+    sentence or None; truncates deep stacks in place."""
+    if p.time_nanos and now_ns is not None:
+        start, end = now_ns - 3600 * 10**9, now_ns + 600 * 10**9
+        if not start < p.time_nanos < end:
+            return ("profile with labels '%s' is outside of ingestion window (profile timestamp: "
+                    "%s, the ingestion window starts at %s and ends at %s)"
+                    % (labels_text, _ms_text(p.time_nanos), _ms_text(start), _ms_text(end)))
+    if max_bytes and size > max_bytes:
+        return ("the profile with labels '%s' exceeds the size limit (max_profile_size_byte, "
+                "actual: %d, limit: %d)" % (labels_text, size, max_bytes))
+    if max_samples and len(p.samples) > max_samples:
+        return ("the profile with labels '%s' exceeds the samples count limit "
+                "(max_profile_stacktrace_samples, actual: %d, limit: %d)"
+                % (labels_text, len(p.samples), max_samples))
+    for smp in p.samples:
+        if len(smp["locs"]) > max_depth:
+            smp["locs"] = smp["locs"][len(smp["locs"]) - max_depth:]
     loc_ids, fn_ids = p._raw_ids
     if any(i == 0 for i in loc_ids):
         return "location id is 0"
@@ -194,20 +219,10 @@ def validate(p, max_samples=16000, max_depth=1000, now_ns=None, check_time=True)
     for t, _u in p.sample_types:
         if "-" in t:
             return "sample type contains -"
-    if len(p.samples) > max_samples:
-        return ("the profile exceeds the samples count limit (max_profile_stacktrace_samples, "
-                "actual: %d, limit: %d)" % (len(p.samples), max_samples))
     for smp in p.samples:
         if len(smp["values"]) != len(p.sample_types):
             return "sample value count %d != sample type count %d" % (
                 len(smp["values"]), len(p.sample_types))
-        if len(smp["locs"]) > max_depth:
-            smp["locs"] = smp["locs"][len(smp["locs"]) - max_depth:]
-    if check_time and p.time_nanos and now_ns is not None:
-        if p.time_nanos < now_ns - 3600 * 10**9:
-            return "profile time_nanos is older than 1h"
-        if p.time_nanos > now_ns + 600 * 10**9:
-            return "profile time_nanos is more than 10m in the future"
     return None
 
 

@@ -5,9 +5,10 @@ Implements sections 1, 2, 3 and 6 of ../../../shared/reference/
 pyroscope-protocol.md (vendored summary in README.md): POST /ingest,
 POST /push.v1.PusherService/Push, v1/v2 storage, multi-tenancy, body and
 rate limits, and the Connect query methods SelectMergeProfile,
-SelectSeries, LabelValues and ProfileTypes. A separate control port
-switches fault modes (down, 500, 429, slow, reset) and configuration per
-test and exposes what was received.
+SelectSeries, LabelValues and ProfileTypes, as Pyroscope 1.13 or 2.0
+(`--version`) answers them. A separate control port switches fault modes
+(down, 500, ratelimit, slow, reset) and configuration per test and
+exposes what was received.
 
 Prints one line `READY data=<port> control=<port>` on stdout once both
 ports listen (ports are ephemeral unless given).
@@ -39,7 +40,14 @@ INGEST_PATHS = ("/ingest", "/pyroscope/ingest")
 PUSH_PATH = "/push.v1.PusherService/Push"
 QUERY_PREFIX = "/querier.v1.QuerierService/"
 QUERY_METHODS = ("SelectMergeProfile", "SelectSeries", "LabelValues", "ProfileTypes")
-FAULT_MODES = ("none", "down", "500", "429", "slow", "reset")
+FAULT_MODES = ("none", "down", "500", "ratelimit", "unavailable", "slow", "reset")
+VERSIONS = ("1.13", "2.0")
+STORAGE_OF = {"1.13": "v1", "2.0": "v2"}
+# /ingest: every failure after its request parsing is "pushing
+# IngestInput-pprof failed <Connect error>" with status 422 and JSON code
+# "unknown" (ingest_adapter.go, ingest_handler.go, HTTPToCode(422)).
+INGEST_FAILED = "pushing IngestInput-pprof failed "
+INGEST_PARSE_FAILED = "parsing IngestInput-pprof failed "
 CONNECT_STATUS = {"invalid_argument": 400, "unauthenticated": 401, "resource_exhausted": 429,
                   "internal": 500, "unavailable": 503, "unknown": 500}
 MAX_RECORDED = 20000
@@ -51,8 +59,37 @@ class HttpError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+def ibytes(n):
+    """go-humanize IBytes: "512 B", "4.0 MiB", "12 KiB"."""
+    if n < 1024:
+        return "%d B" % n
+    units = ["KiB", "MiB", "GiB", "TiB"]
+    v, u = float(n), -1
+    while v >= 1024 and u < len(units) - 1:
+        v /= 1024
+        u += 1
+    return ("%.1f %s" if v < 10 else "%.0f %s") % (v, units[u])
+
+
+def post_parse_error(ingest, code, message):
+    """A failure after the request was parsed, as each endpoint reports
+    it: /ingest wraps it in a 422, Push keeps its Connect status."""
+    if ingest:
+        return HttpError(422, "unknown", "%s%s: %s" % (INGEST_FAILED, code, message))
+    return HttpError(CONNECT_STATUS[code], code, message)
+
+
+def rate_limit_message(rate, size):
+    return "push rate limit (%s) exceeded while adding %s" % (ibytes(int(rate)), ibytes(size))
+
+
+def labels_text(labels):
+    """phlaremodel.LabelPairsString: {a="1", b="2"} sorted by name."""
+    return "{" + ", ".join('%s="%s"' % kv for kv in sorted(labels.items())) + "}"
+
+
 class RateLimiter:
-    """Token bucket per tenant on uncompressed profile bytes."""
+    """Token bucket per tenant on uncompressed bytes (profile + labels)."""
 
     def __init__(self, rate, burst):
         self.rate, self.burst = rate, burst
@@ -77,7 +114,8 @@ class State:
     def __init__(self, args):
         self.lock = threading.Lock()
         self.args = args
-        self.store = Store(args.storage)
+        self.version = args.version
+        self.store = Store(args.storage or STORAGE_OF[args.version], args.version)
         self.multitenancy = args.multitenancy
         self.body_limit = args.body_limit
         self.auth = args.auth
@@ -205,6 +243,8 @@ class DataHandler(BaseHTTPRequestHandler):
     # --- plumbing ----------------------------------------------------------
 
     def read_body(self, limit=None):
+        if self.server.state.version == "1.13":
+            limit = None  # 1.13 has no body limit
         te = self.headers.get("Transfer-Encoding", "")
         if "chunked" in te.lower():
             data = bytearray()
@@ -297,8 +337,17 @@ class DataHandler(BaseHTTPRequestHandler):
                 if mode == "500":
                     self.send(500, json_error("internal", "fault injected: internal error"))
                     return
-                if mode == "429":
-                    self.send(429, json_error("resource_exhausted", "fault injected: rate limited"))
+                if mode == "unavailable":
+                    # an ingester / segment-writer failure (the text after
+                    # the code is the stand-in's own)
+                    e = post_parse_error(path != PUSH_PATH, "unavailable",
+                                         "fault injected: no ingester available")
+                    self.send(e.status, json_error(e.code, e.message))
+                    return
+                if mode == "ratelimit":
+                    e = post_parse_error(path != PUSH_PATH, "resource_exhausted",
+                                         rate_limit_message(st.limiter.rate, len(body or b"")))
+                    self.send(e.status, json_error(e.code, e.message))
                     return
                 if mode == "slow":
                     time.sleep(slow_ms / 1000.0)
@@ -319,8 +368,8 @@ class DataHandler(BaseHTTPRequestHandler):
                 self.record(body if body is not None else b"")
             self.check_auth()
             tenant = self.tenant()
-            if body is None or len(body) > st.body_limit:
-                raise HttpError(413, "unknown", "request body too large")
+            if body is None or (st.version != "1.13" and len(body) > st.body_limit):
+                raise HttpError(413, "invalid_argument", "request body too large")
             if path == PUSH_PATH:
                 self.handle_push(tenant, body)
             else:
@@ -348,9 +397,13 @@ class DataHandler(BaseHTTPRequestHandler):
             try:
                 parts = ingestion.parse_multipart(ctype, body)
             except DecodeError as e:
-                raise HttpError(422, "unknown", "failed to parse multipart body: %s" % e)
+                raise HttpError(422, "unknown", INGEST_PARSE_FAILED +
+                                "failed to parse pprof /ingest multipart form %s" % e)
             if any(p[1] == "prev_profile" for p in parts):
-                raise HttpError(422, "unknown", "unsupported client version")
+                raise HttpError(422, "unknown", INGEST_PARSE_FAILED +
+                                "failed to parse pprof /ingest multipart form unsupported client "
+                                "version. Please update github.com/grafana/pyroscope-go to the "
+                                "latest version")
             files = [p for p in parts if p[1] == "profile" and p[2] is not None]
             data = files[-1][3] if files else b""
         else:
@@ -361,7 +414,7 @@ class DataHandler(BaseHTTPRequestHandler):
             self.send(200, b"", "text/plain")
             return
         labels.setdefault("service_name", service)
-        self.store_pprof(tenant, labels, data, from_ms, spy, status=422)
+        self.store_pprof(tenant, labels, data, from_ms, spy, ingest=True)
         self.send(200, b"", "text/plain")
 
     # --- POST /push.v1.PusherService/Push ---------------------------------
@@ -387,59 +440,79 @@ class DataHandler(BaseHTTPRequestHandler):
                 labels[n] = v
             if not labels.get("__name__"):
                 raise HttpError(400, "invalid_argument", "invalid labels: __name__ is required")
-            labels.setdefault("service_name", "unknown_service")
+            labels.setdefault("service_name",
+                              "unspecified" if self.server.state.version == "1.13" else "unknown_service")
             for raw, _sid in s["samples"]:
-                self.store_pprof(tenant, dict(labels), raw, now_ms, None, status=400)
+                self.store_pprof(tenant, dict(labels), raw, now_ms, None, ingest=False)
         self.send(200, b"{}" if is_json else b"", "application/json" if is_json else "application/proto")
 
     # --- shared: decode, validate, rate limit, store -----------------------
 
-    def store_pprof(self, tenant, labels, data, fallback_ms, spy, status):
+    def store_pprof(self, tenant, labels, data, fallback_ms, spy, ingest):
+        """The distributor's order: decode, rate limit, labels, profile."""
         st = self.server.state
-        code = "unknown" if status == 422 else "invalid_argument"
         try:
             raw = pprof.maybe_gunzip(data)
-            if len(raw) > 4 * 1048576:
-                raise HttpError(status, code, "the profile exceeds the size limit "
-                                "(max_profile_size_byte, actual: %d, limit: %d)" % (len(raw), 4 * 1048576))
             prof = pprof.decode(raw)
         except DecodeError as e:
-            raise HttpError(status, code, "failed to parse pprof: %s" % e)
+            if ingest:
+                raise HttpError(422, "unknown", INGEST_PARSE_FAILED +
+                                "invalid_argument: failed to parse pprof: %s" % e)
+            raise HttpError(400, "invalid_argument", "failed to parse pprof: %s" % e)
         if not prof.samples:
             st.count("accepted_empty")
             return
-        err = pprof.validate(prof, now_ns=time.time_ns())
-        if err:
-            raise HttpError(status, code, err)
         if spy is not None:
             labels["__name__"] = metric_name(prof.sample_types)
             labels["__delta__"] = "false"
             labels["pyroscope_spy"] = spy
-        err = self.validate_labels(labels, prof)
+        size = len(raw) + sum(len(k) + len(v) for k, v in labels.items())
+        if not st.limiter.allow(tenant, size):
+            st.count("rate_limited")
+            raise post_parse_error(ingest, "resource_exhausted",
+                                   rate_limit_message(st.limiter.rate, size))
+        labels, err = self.validate_labels(labels, prof)
         if err:
-            raise HttpError(status, code, err)
-        if not st.limiter.allow(tenant, len(raw)):
-            raise HttpError(429, "resource_exhausted",
-                            "ingestion rate limit (%d bytes) exceeded" % int(st.limiter.rate))
+            raise post_parse_error(ingest, "invalid_argument", err)
+        err = pprof.validate(prof, labels_text(labels), len(raw), now_ns=time.time_ns())
+        if err:
+            raise post_parse_error(ingest, "invalid_argument", err)
         ts_ms = prof.time_nanos // 1000000 if prof.time_nanos else fallback_ms
-        st.store.add_profile(tenant, labels, prof, ts_ms)
+        lost = st.store.add_profile(tenant, labels, prof, ts_ms)
+        if lost:
+            st.count("split_lost_samples", lost)
         st.count("accepted")
 
-    @staticmethod
-    def validate_labels(labels, prof):
+    def validate_labels(self, labels, prof):
+        """ValidateLabels: 1.13 refuses a name starting with a digit and
+        stores '.' as '_' (a collision is a duplicate); 2.0 keeps any
+        non-empty UTF-8 name (validation.disable-label-sanitization)."""
+        text = labels_text(labels)
         names = set(labels)
         for smp in prof.samples:
             names.update(k for k in smp["labels"] if k not in labels)
         if len(names) > 30:
-            return "profile series has %d label names; limit 30" % len(names)
-        for n, v in labels.items():
+            return labels, "profile series '%s' has %d label names; limit 30" % (text, len(names))
+        out = {}
+        for n in sorted(labels):
+            v = labels[n]
             if len(n) > 1024:
-                return "label name too long: %r" % n
+                return labels, "profile with labels '%s' has label name too long: '%s'" % (text, n)
             if len(v) > 2048:
-                return "label value too long: %r" % v
-            if not n or not ingestion.LABEL_NAME_CHARS.match(n):
-                return "invalid label name %r" % n
-        return None
+                return labels, "profile with labels '%s' has label value too long: '%s'" % (text, v)
+            name = n
+            if self.server.state.version == "1.13":
+                if not n or not ingestion.LEGACY_LABEL_NAME.match(n):
+                    return labels, ("invalid labels '%s' with error: invalid label name '%s'"
+                                    % (text, n))
+                name = n.replace(".", "_")
+            elif not n:
+                return labels, "invalid labels '%s' with error: invalid label name ''" % text
+            if name in out:
+                return labels, ("profile with labels '%s' has duplicate label name: '%s'"
+                                % (text, n))
+            out[name] = v
+        return out, None
 
     # --- queries -------------------------------------------------------------
 
@@ -527,6 +600,7 @@ class ControlHandler(BaseHTTPRequestHandler):
             with st.lock:
                 self.reply(200, {"data_port": st.port, "up": st.data_server is not None,
                                  "fault": dict(st.fault), "storage": st.store.storage,
+                                 "version": st.version,
                                  "multitenancy": st.multitenancy})
         elif path == "/requests":
             with st.lock:
@@ -564,8 +638,13 @@ class ControlHandler(BaseHTTPRequestHandler):
                     st.body_limit = int(msg["body_limit"])
                 if "auth" in msg:
                     st.auth = msg["auth"] or None
-                if "storage" in msg:
-                    st.store = Store(msg["storage"])
+                if "version" in msg:
+                    if msg["version"] not in VERSIONS:
+                        raise ValueError("version must be one of %s" % ", ".join(VERSIONS))
+                    st.version = msg["version"]
+                    st.store = Store(msg.get("storage") or STORAGE_OF[st.version], st.version)
+                elif "storage" in msg:
+                    st.store = Store(msg["storage"], st.version)
                 if "rate_limit_mb" in msg or "rate_burst_mb" in msg:
                     st.limiter = RateLimiter(float(msg.get("rate_limit_mb", 4)) * 1048576,
                                              float(msg.get("rate_burst_mb", 2)) * 1048576)
@@ -588,11 +667,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0, help="data port (0 = ephemeral)")
     ap.add_argument("--control-port", type=int, default=0, help="control port (0 = ephemeral)")
-    ap.add_argument("--storage", choices=("v1", "v2"), default="v2",
-                    help="v1: ingester with server-side delta; v2: stored as sent (default)")
+    ap.add_argument("--version", choices=VERSIONS, default="2.0",
+                    help="the server modelled: 1.13 (label split loss, label sanitization, no "
+                         "body limit, v1 storage) or 2.0 (default, v2 storage)")
+    ap.add_argument("--storage", choices=("v1", "v2"), default=None,
+                    help="v1: ingester with server-side delta; v2: stored as sent "
+                         "(default: the version's)")
     ap.add_argument("--multitenancy", action="store_true", help="require X-Scope-OrgID (401 without)")
-    ap.add_argument("--body-limit", type=int, default=256 * 1000 * 1000,
-                    help="ingestion body limit in bytes, before decompression (default 256 MB)")
+    ap.add_argument("--body-limit", type=int, default=256 * 1048576,
+                    help="2.0's ingestion body limit in bytes, before decompression "
+                         "(default 256 MiB; 1.13 has none)")
     ap.add_argument("--rate-limit-mb", type=float, default=4.0, help="MiB/s per tenant (0 = off)")
     ap.add_argument("--rate-burst-mb", type=float, default=2.0, help="burst in MiB")
     ap.add_argument("--auth", default=None,

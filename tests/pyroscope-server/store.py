@@ -93,13 +93,14 @@ class Record:
 
 
 class Store:
-    def __init__(self, storage="v2"):
+    def __init__(self, storage="v2", version="2.0"):
         if storage not in ("v1", "v2"):
             raise ValueError("storage must be v1 or v2")
         self.storage = storage
+        self.version = version
         self.lock = threading.Lock()
         self.records = []
-        self.delta_prev = {}   # (tenant, labels tuple, type_id) -> {stack: cumulative}
+        self.delta_prev = {}   # (tenant, labels tuple, type_id) -> {stack: highest}
         self.profiles_accepted = 0
 
     def reset(self):
@@ -108,24 +109,54 @@ class Store:
             self.delta_prev = {}
             self.profiles_accepted = 0
 
+    def split(self, series_labels, prof):
+        """The distributor's split of a profile by sample labels
+        (pkg/model/pprof_split): groups by label set, the unlabelled one
+        first; a sample label the series already has is ignored (the series
+        wins). Groups whose resulting labels are equal are merged by stack.
+        In 1.13 (and 1.14) the merge works on a copy: the later group's
+        samples whose stack has a twin are added to it, the others are
+        lost (fixed in 1.15 by grafana/pyroscope#4365). Returns
+        ([(extra labels, samples)], samples lost)."""
+        groups = {}
+        for smp in prof.samples:
+            groups.setdefault(tuple(sorted(smp["labels"].items())), []).append(smp)
+        merged = {}
+        lost = 0
+        for key in sorted(groups):
+            extra = tuple((k, v) for k, v in key if k not in series_labels)
+            if extra not in merged:
+                samples = [dict(s, values=list(s["values"])) for s in groups[key]]
+                merged[extra] = (samples, {tuple(s["locs"]): s for s in samples})
+                continue
+            samples, index = merged[extra]
+            for smp in groups[key]:
+                twin = index.get(tuple(smp["locs"]))
+                if twin is not None:
+                    twin["values"] = [a + b for a, b in zip(twin["values"], smp["values"])]
+                elif self.version == "1.13":
+                    lost += 1
+                else:
+                    copy = dict(smp, values=list(smp["values"]))
+                    samples.append(copy)
+                    index[tuple(smp["locs"])] = copy
+        return [(extra, samples) for extra, (samples, _i) in merged.items()], lost
+
     def add_profile(self, tenant, series_labels, prof, ts_ms):
         """Stores a decoded pprof under `series_labels` (already holding
         __name__, service_name and, for /ingest, __delta__ and
         pyroscope_spy). String sample labels are promoted to series labels
-        unless the series has that label. Returns records stored."""
-        groups = {}
-        for smp in prof.samples:
-            extra = tuple(sorted((k, v) for k, v in smp["labels"].items() if k not in series_labels))
-            groups.setdefault(extra, []).append(smp)
-        stored = 0
+        unless the series has that label (split()). Returns the samples the
+        split lost."""
+        groups, lost = self.split(series_labels, prof)
         with self.lock:
             self.profiles_accepted += 1
-            for extra, samples in groups.items():
+            for extra, samples in groups:
                 labels = dict(series_labels)
                 labels.update(dict(extra))
                 delta_on = self.storage == "v1" and labels.get("__delta__") != "false"
-                if self.storage == "v2":
-                    labels.pop("__delta__", None)
+                # v1 removes it before storing (phlaredb/head.go), v2 too
+                labels.pop("__delta__", None)
                 for i, (stype, sunit) in enumerate(prof.sample_types):
                     type_id = "%s:%s:%s:%s:%s" % (labels.get("__name__", ""), stype, sunit,
                                                   prof.period_type[0], prof.period_type[1])
@@ -139,24 +170,27 @@ class Store:
                         stacks = self._delta(tenant, labels, type_id, stacks)
                     self.records.append(Record(tenant, labels, type_id, ts_ms, stacks,
                                                (stype, sunit), prof.period_type))
-                    stored += 1
-        return stored
+        return lost
 
     def _delta(self, tenant, labels, type_id, cur):
-        """v1 ingester delta: the first profile of a series is stored empty;
-        later ones store the increase; a decrease is a reset."""
+        """v1 ingester delta (phlaredb/delta.go): the first profile of a
+        series is stored empty; later ones store each stack's increase over
+        its highest value; a decrease of any stack is a reset: the whole
+        profile is dropped and becomes the new baseline."""
         key = (tenant, tuple(sorted(labels.items())), type_id)
         prev = self.delta_prev.get(key)
-        self.delta_prev[key] = dict(cur)
         if prev is None:
+            self.delta_prev[key] = dict(cur)
             return {}
         out = {}
         for st, v in cur.items():
-            p = prev.get(st, 0)
-            d = v - p if v >= p else v
-            if d:
-                out[st] = d
-        return out
+            p = prev.get(st)
+            if p is not None and p > v:
+                self.delta_prev[key] = dict(cur)
+                return {}
+            out[st] = v - (p or 0)
+            prev[st] = v
+        return {st: d for st, d in out.items() if d}
 
     # --- queries -----------------------------------------------------------
 

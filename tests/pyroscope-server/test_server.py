@@ -27,8 +27,10 @@ HEAP_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"),
 NOW_NS = time.time_ns()
 
 
-def heap_profile(samples, time_nanos=None, sample_labels=None, types=HEAP_TYPES):
-    """samples: [(stack root-first, [values])] -> pprof bytes."""
+def heap_profile(samples, time_nanos=None, sample_labels=None, types=HEAP_TYPES, labelled=None):
+    """samples: [(stack root-first, [values])] -> pprof bytes; the string
+    labels `sample_labels` on the samples whose index is in `labelled`
+    (None: all)."""
     b = pprof.Builder(types, period_type=("space", "bytes"), period=524288,
                       time_nanos=NOW_NS if time_nanos is None else time_nanos)
     for stack, values in samples:
@@ -39,8 +41,13 @@ def heap_profile(samples, time_nanos=None, sample_labels=None, types=HEAP_TYPES)
         p = pprof.decode(data)
         strings = p.strings + list(sample_labels.keys()) + list(sample_labels.values())
         out = b""
+        index = -1
         for num, wt, val in pb.fields(data):
             if num == 2:
+                index += 1
+                if labelled is not None and index not in labelled:
+                    out += pb.f_msg(2, val)
+                    continue
                 lab = b""
                 for i, k in enumerate(sample_labels):
                     ki = len(p.strings) + i
@@ -123,6 +130,11 @@ class Server:
                                     json.dumps(obj).encode(), h)
         return st, json.loads(data.decode() or "{}")
 
+    def summary(self):
+        st, _h, data = self.ctl("GET", "/summary")
+        assert st == 200
+        return {k: int(v) for k, v in (line.split() for line in data.decode().splitlines())}
+
     def series_total(self, type_id, selector, headers=None):
         st, js = self.query("SelectSeries", {"profileTypeID": type_id, "labelSelector": selector,
                                              "start": now_ms() - 3600000, "end": now_ms() + 60000,
@@ -201,6 +213,13 @@ class NameTests(unittest.TestCase):
 class ServerCase(unittest.TestCase):
     args = []
 
+    def unnamed_push_service(self):
+        """The service_name a Push without one is stored under."""
+        prof = heap_profile([(("main",), [1, 1, 1, 1])])
+        st, _h, _b = self.srv.push([{"labels": [("__name__", "memory")], "samples": [(prof, "")]}])
+        self.assertEqual(st, 200)
+        return self.srv.query("LabelValues", {"name": "service_name"})[1]["names"]
+
     def setUp(self):
         self.srv = Server(*self.args)
 
@@ -273,7 +292,9 @@ class IngestTests(ServerCase):
         body, ctype = multipart([("profile", "p.pprof", prof), ("prev_profile", "pp.pprof", prof)])
         st, _h, data = self.srv.request("POST", "/ingest?name=svc", body, {"Content-Type": ctype})
         self.assertEqual(st, 422)
-        self.assertEqual(json.loads(data)["message"], "unsupported client version")
+        msg = json.loads(data)["message"]
+        self.assertTrue(msg.startswith("parsing IngestInput-pprof failed "), msg)
+        self.assertIn("unsupported client version", msg)
 
     def test_empty_profile_and_missing_part(self):
         st, _h, _b = self.srv.ingest("svc", heap_profile([]))
@@ -333,12 +354,31 @@ class IngestTests(ServerCase):
         self.assertEqual(st, 413)
         self.assertEqual(json.loads(data)["message"], "request body too large")
 
-    def test_rate_limit_429(self):
+    def test_rate_limit_is_422_on_ingest_429_on_push(self):
+        # the distributor's resource_exhausted: /ingest wraps it in a 422
         self.srv.ctl("POST", "/config", {"rate_limit_mb": 0.001, "rate_burst_mb": 0.002})
         prof = heap_profile([(("f%d" % i,), [1, 1, 1, 1]) for i in range(40)])
-        statuses = [self.srv.ingest("svc", prof)[0] for _ in range(5)]
-        self.assertEqual(statuses[0], 200)
-        self.assertIn(429, statuses)
+        answers = [self.srv.ingest("svc", prof) for _ in range(5)]
+        self.assertEqual(answers[0][0], 200)
+        limited = [json.loads(b) for st, _h, b in answers if st == 422]
+        self.assertTrue(limited)
+        self.assertEqual(limited[0]["code"], "unknown")
+        self.assertRegex(limited[0]["message"],
+                         r"^pushing IngestInput-pprof failed resource_exhausted: push rate limit "
+                         r"\(1.0 KiB\) exceeded while adding [0-9.]+ KiB$")
+        st, _h, body = self.srv.push([{"labels": [("__name__", "memory"), ("service_name", "p")],
+                                        "samples": [(prof, "")]}])
+        self.assertEqual((st, json.loads(body)["code"]), (429, "resource_exhausted"))
+
+    def test_validation_error_is_422_invalid_argument(self):
+        big = heap_profile([(("f%d" % i,), [1, 1, 1, 1]) for i in range(16001)])
+        st, _h, body = self.srv.ingest("svc", big)
+        self.assertEqual(st, 422)
+        msg = json.loads(body)["message"]
+        self.assertTrue(msg.startswith("pushing IngestInput-pprof failed invalid_argument: the "
+                                       "profile with labels '{"), msg)
+        self.assertIn("exceeds the samples count limit (max_profile_stacktrace_samples, "
+                      "actual: 16001, limit: 16000)", msg)
 
 
 class TenantTests(ServerCase):
@@ -415,17 +455,17 @@ class DeltaV1Tests(ServerCase):
         self.assertEqual(st, 200)
 
     def test_server_side_delta_without_label(self):
-        for v in (5, 8, 3):   # stored: empty, 3, reset -> 3
+        for v in (5, 8, 3, 7):   # stored: empty, 3, reset: dropped and rebaselined, 4
             self.push_alloc(v)
-        self.assertEqual(self.srv.series_total("memory:alloc_objects:count:space:bytes", "{}"), 6)
-        self.assertEqual(self.srv.series_total(INUSE_SPACE, "{}"), 300)  # never delta'd
+        self.assertEqual(self.srv.series_total("memory:alloc_objects:count:space:bytes", "{}"), 7)
+        self.assertEqual(self.srv.series_total(INUSE_SPACE, "{}"), 400)  # never delta'd
 
     def test_delta_false_series_label(self):
         for v in (5, 8, 3):
             self.push_alloc(v, "false")
         self.assertEqual(self.srv.series_total("memory:alloc_objects:count:space:bytes", "{}"), 16)
         st, js = self.srv.query("LabelValues", {"name": "__delta__"})
-        self.assertEqual(js["names"], ["false"])
+        self.assertEqual(js["names"], [], "1.x removes __delta__ before storing")
 
     def test_delta_false_sample_label_promoted(self):
         for v in (5, 8):
@@ -436,6 +476,85 @@ class DeltaV1Tests(ServerCase):
         for v in (5, 8):
             self.srv.ingest("isvc", heap_profile([(("main",), [v, v, 1, 1])]))
         self.assertEqual(self.srv.series_total("memory:alloc_objects:count:space:bytes", "{}"), 13)
+
+
+def freed_spike_profile():
+    """What mimprof's profiling library reports: per stack an interval
+    sample labelled __delta__="false" and a live sample without labels.
+    `spike` was allocated and freed (no live twin); `kept` is still live."""
+    return heap_profile([(("main", "spike"), [5, 5000, 0, 0]),
+                         (("main", "kept"), [2, 200, 0, 0]),
+                         (("main", "kept"), [0, 0, 1, 100])],
+                        sample_labels={"__delta__": "false"}, labelled={0, 1})
+
+
+class Version113Tests(ServerCase):
+    args = ["--version", "1.13"]
+    ALLOC = "memory:alloc_space:bytes:space:bytes"
+
+    def push_labels(self, extra, prof=None):
+        lab = [("__name__", "memory"), ("service_name", "v")] + extra
+        prof = prof or heap_profile([(("main",), [1, 1, 1, 1])])
+        return self.srv.push([{"labels": lab, "samples": [(prof, "")]}])
+
+    def test_label_split_loses_samples_without_an_unlabelled_twin(self):
+        # pprof_split merges the labelled group into the unlabelled one
+        # through a copy: `spike` is lost, `kept`'s twin is summed
+        st, _h, _b = self.srv.ingest("svc", freed_spike_profile())
+        self.assertEqual(st, 200)
+        self.assertEqual(self.srv.series_total(self.ALLOC, '{service_name="svc"}'), 200)
+        self.assertEqual(self.srv.summary()["split_lost_samples"], 1)
+        st, _h, _b = self.push_labels([("__delta__", "false")], freed_spike_profile())
+        self.assertEqual(st, 200)
+        self.assertEqual(self.srv.series_total(self.ALLOC, '{service_name="v"}'), 200)
+
+    def test_unlabelled_profile_kept_whole(self):
+        prof = heap_profile([(("main", "spike"), [5, 5000, 0, 0]), (("main", "kept"), [2, 200, 1, 100])])
+        self.assertEqual(self.srv.ingest("svc", prof)[0], 200)
+        self.assertEqual(self.srv.series_total(self.ALLOC, '{service_name="svc"}'), 5200)
+
+    def test_label_names_sanitized(self):
+        st, _h, body = self.push_labels([("1az", "x")])
+        self.assertEqual(st, 400)
+        self.assertIn("invalid label name '1az'", json.loads(body)["message"])
+        st, _h, body = self.srv.ingest("svc{1az=x}", heap_profile([(("main",), [1, 1, 1, 1])]))
+        self.assertEqual(st, 422)
+        self.assertIn("pushing IngestInput-pprof failed invalid_argument: invalid labels",
+                      json.loads(body)["message"])
+        self.assertEqual(self.push_labels([("k8s.pod", "p1")])[0], 200)
+        st, js = self.srv.query("LabelValues", {"name": "k8s_pod"})
+        self.assertEqual(js["names"], ["p1"])
+        st, _h, body = self.push_labels([("a.b", "1"), ("a_b", "2")])
+        self.assertEqual(st, 400)
+        self.assertIn("duplicate label name", json.loads(body)["message"])
+
+    def test_push_without_service_name_is_unspecified(self):
+        self.assertEqual(self.unnamed_push_service(), ["unspecified"])
+
+    def test_no_body_limit(self):
+        self.srv.ctl("POST", "/config", {"body_limit": 300})
+        big = heap_profile([(("f%d" % i,), [1, 1, 1, 1]) for i in range(200)])
+        self.assertEqual(self.srv.ingest("svc", big, gz=False)[0], 200)
+
+
+class Version20Tests(ServerCase):
+    args = ["--version", "2.0"]
+
+    def test_label_split_keeps_every_sample(self):
+        self.assertEqual(self.srv.ingest("svc", freed_spike_profile())[0], 200)
+        self.assertEqual(self.srv.series_total("memory:alloc_space:bytes:space:bytes",
+                                               '{service_name="svc"}'), 5200)
+        self.assertNotIn("split_lost_samples", self.srv.summary())
+
+    def test_label_names_kept(self):
+        lab = [("__name__", "memory"), ("service_name", "v"), ("1az", "x"), ("k8s.pod", "p1")]
+        prof = heap_profile([(("main",), [1, 1, 1, 1])])
+        self.assertEqual(self.srv.push([{"labels": lab, "samples": [(prof, "")]}])[0], 200)
+        st, js = self.srv.query("LabelValues", {"name": "k8s.pod"})
+        self.assertEqual(js["names"], ["p1"])
+
+    def test_push_without_service_name_is_unknown_service(self):
+        self.assertEqual(self.unnamed_push_service(), ["unknown_service"])
 
 
 class QueryValidationTests(ServerCase):
@@ -462,14 +581,18 @@ class QueryValidationTests(ServerCase):
 
 
 class FaultTests(ServerCase):
-    def test_500_429_count_then_ok(self):
+    def test_500_ratelimit_count_then_ok(self):
         prof = heap_profile([(("main",), [1, 1, 1, 1])])
         self.srv.ctl("POST", "/fault", {"mode": "500", "count": 1})
         st, _h, data = self.srv.ingest("svc", prof)
         self.assertEqual(st, 500)
         self.assertEqual(self.srv.ingest("svc", prof)[0], 200)
-        self.srv.ctl("POST", "/fault", {"mode": "429"})
+        self.srv.ctl("POST", "/fault", {"mode": "ratelimit"})
         st, _h, data = self.srv.ingest("svc", prof)
+        self.assertEqual(st, 422)
+        self.assertIn("pushing IngestInput-pprof failed resource_exhausted: push rate limit",
+                      json.loads(data)["message"])
+        st, _h, data = self.srv.push([{"labels": [("__name__", "memory")], "samples": [(prof, "")]}])
         self.assertEqual((st, json.loads(data)["code"]), (429, "resource_exhausted"))
 
     def test_down_refuses_then_up(self):

@@ -8,7 +8,11 @@
  * over the first report as malloc sees it (mallinfo2: includes libdw's
  * own structures), the RSS growth, and the profile size.
  *
- * Usage: bench-report [samples] [reports] [none|functions|lines]
+ * bench-report-cxx is the same program over C++ stacks (cxx_stacks.cpp:
+ * members of class templates in a namespace, long mangled names), so
+ * that the cost of demangling shows.
+ *
+ * Usage: bench-report[-cxx] [samples] [reports] [none|functions|lines]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -40,6 +44,10 @@ static int nframes;
 
 typedef void (*fn_t)(int);
 static fn_t table[16];
+
+#if BENCH_CXX
+int bench_cxx_capture(int depth, void **frames, int max);
+#endif
 
 /* Sixteen functions, each with sixteen distinct call sites (a switch), so
  * a report has ~256 distinct return addresses in them. */
@@ -116,7 +124,11 @@ int main(int argc, char **argv)
     uintptr_t *pcs = malloc(n * MAXF * sizeof *pcs);
     size_t *depth = malloc(n * sizeof *depth);
     for (size_t i = 0; i < n; i++) {
+#if BENCH_CXX
+        nframes = bench_cxx_capture(DEPTH, frames, MAXF);
+#else
         bench_f0(DEPTH);
+#endif
         depth[i] = (size_t)(nframes - 1);
         for (int k = 1; k < nframes; k++)
             pcs[i * MAXF + (size_t)k - 1] = (uintptr_t)frames[k];

@@ -130,9 +130,12 @@ typedef enum mp_prof_status {
     MP_PROF_E_IO = 7,       /**< a file could not be read or written */
     MP_PROF_E_UNSUPPORTED = 8, /**< not available on this platform or build: symbolize=LINES
                                     without libdw (always on macOS and with the generic
-                                    backend), heap images off the ELF backend */
-    MP_PROF_E_BAD_IMAGE = 9    /**< a heap image could not be read or was refused
+                                    backend), heap images off the ELF backend, demangling
+                                    without the demangle feature */
+    MP_PROF_E_BAD_IMAGE = 9,   /**< a heap image could not be read or was refused
                                     (<mimprof/profiling_image.h>) */
+    MP_PROF_E_NOT_MANGLED = 10 /**< mp_prof_demangle(): not a linkage name the demangler
+                                    reads (a C name), or refused by it */
 } mp_prof_status;
 
 /** How report() names stack frames. */
@@ -337,6 +340,50 @@ mp_prof_status mp_prof_classify_symbols(const uint8_t *pprof, size_t len,
 
 /** "FULL", "FUNCTIONS", "PARTIAL" or "ADDRESSES_ONLY". */
 const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
+
+/**
+ * The human name of a linkage (mangled) name, by the rule reports use for
+ * `Function.name` (the linkage name itself is `Function.system_name`):
+ *
+ * - C++ (Itanium ABI) and Rust (legacy and v0) names are demangled and
+ *   fully qualified, with template arguments, lambdas and anonymous
+ *   namespaces as the compiler names them, e.g.
+ *   @verbatim
+     _ZN4shop5CacheINS_4ItemEE3putERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE
+         -> shop::Cache<shop::Item>::put
+     _ZZN4shop4fillEmENKUlmE_clEm
+         -> shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()
+     _Znwm -> operator new
+     @endverbatim
+ * - the function's own parameter list, return type and clone suffix
+ *   (`.cold`, `.constprop.0`) are left out, as `go tool pprof
+ *   -symbolize=demangle=templates` shows names: Pyroscope and the flame
+ *   graphs group frames by the
+ *   name string, so an overload set (`put(std::string const&)`,
+ *   `put(int)`) and a function's compiler clones are one node, while
+ *   different template instantiations stay apart. The full signature is
+ *   the demangling of `system_name`;
+ * - every other name (C, already demangled) is not mangled: the call
+ *   answers MP_PROF_E_NOT_MANGLED and the name stays as it is. So does a
+ *   name the demangler refuses, or longer than 1024 bytes.
+ *
+ * The demangler (GNU libiberty's callback API, linked in) allocates
+ * nothing and takes no lock: it is safe in any thread of a profiled
+ * process, and reentrant.
+ *
+ * @param name  a NUL-terminated linkage name
+ * @param out   receives the human name, NUL-terminated; when `*len >= cap`
+ *              it holds a truncated prefix (as snprintf): call again with
+ *              at least `*len + 1` bytes
+ * @param cap   bytes at `out` (0: only the length is wanted; `out` may
+ *              then be NULL)
+ * @param len   receives the length of the whole human name
+ * @return MP_PROF_OK; MP_PROF_E_NOT_MANGLED (`out` untouched);
+ *         MP_PROF_E_UNSUPPORTED in a build without the `demangle` feature
+ *         (reports then carry linkage names); MP_PROF_E_INVALID_CONFIG for
+ *         a NULL `name`/`len`, or NULL `out` with `cap` > 0.
+ */
+mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t *len);
 
 /** The version of the mimprof-profiling package, e.g. "0.1.0". */
 const char *mp_prof_version(void);

@@ -359,7 +359,9 @@ static int64_t round_value(double v)
     return (int64_t)llround(v);
 }
 
-/* Functions: (name index, file index) -> id. */
+/* Functions: (name, system name, file) string indices -> id. name is
+ * the human name and system_name the linkage name (the same index for C
+ * names), so the overloads a human name covers stay distinct functions. */
 typedef struct fntab {
     Perftools__Profiles__Function *v;
     size_t n, cap;
@@ -367,9 +369,9 @@ typedef struct fntab {
     size_t tab_cap;
 } fntab;
 
-static uint64_t fn_key(int64_t name, int64_t file)
+static uint64_t fn_key(int64_t name, int64_t sys, int64_t file)
 {
-    return ((uint64_t)name << 32) ^ (uint64_t)file;
+    return ((uint64_t)name << 32) ^ ((uint64_t)sys * 0x9E3779B97F4A7C15ull) ^ (uint64_t)file;
 }
 
 static bool fn_grow(fntab *t)
@@ -379,7 +381,7 @@ static bool fn_grow(fntab *t)
     if (n == NULL)
         return false;
     for (size_t i = 0; i < t->n; i++) {
-        size_t j = mix(fn_key(t->v[i].name, t->v[i].filename)) & (nc - 1);
+        size_t j = mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
         while (n[j])
             j = (j + 1) & (nc - 1);
         n[j] = (uint32_t)i + 1;
@@ -390,15 +392,15 @@ static bool fn_grow(fntab *t)
     return true;
 }
 
-/* Function id (>= 1) for (name, file); 0 on out-of-memory. */
-static uint64_t fn_id(fntab *t, int64_t name, int64_t file)
+/* Function id (>= 1) for (name, sys, file); 0 on out-of-memory. */
+static uint64_t fn_id(fntab *t, int64_t name, int64_t sys, int64_t file)
 {
     if ((t->n + 1) * 2 > t->tab_cap && !fn_grow(t))
         return 0;
-    size_t j = mix(fn_key(name, file)) & (t->tab_cap - 1);
+    size_t j = mix(fn_key(name, sys, file)) & (t->tab_cap - 1);
     while (t->tab[j]) {
         Perftools__Profiles__Function *f = &t->v[t->tab[j] - 1];
-        if (f->name == name && f->filename == file)
+        if (f->name == name && f->system_name == sys && f->filename == file)
             return f->id;
         j = (j + 1) & (t->tab_cap - 1);
     }
@@ -409,7 +411,7 @@ static uint64_t fn_id(fntab *t, int64_t name, int64_t file)
     *f = init;
     f->id = t->n + 1;
     f->name = name;
-    f->system_name = name;
+    f->system_name = sys;
     f->filename = file;
     t->tab[j] = (uint32_t)++t->n;
     return f->id;
@@ -564,7 +566,7 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
         l->line = &linep[li];
         if ((uint32_t)i == b->marker) {
             int64_t name = st_idx(&strs, MP_TRUNCATED_FRAME);
-            uint64_t fid = name < 0 ? 0 : fn_id(&fns, name, 0);
+            uint64_t fid = name < 0 ? 0 : fn_id(&fns, name, name, 0);
             if (fid == 0)
                 goto done;
             Perftools__Profiles__Line linit = PERFTOOLS__PROFILES__LINE__INIT;
@@ -584,8 +586,9 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
             if (f->func == NULL && f->file == NULL)
                 continue; /* nothing to say about this frame */
             int64_t name = st_idx(&strs, f->func);
+            int64_t sys = f->sysname != NULL ? st_idx(&strs, f->sysname) : name;
             int64_t file = st_idx(&strs, f->file);
-            uint64_t fid = (name < 0 || file < 0) ? 0 : fn_id(&fns, name, file);
+            uint64_t fid = (name < 0 || sys < 0 || file < 0) ? 0 : fn_id(&fns, name, sys, file);
             if (fid == 0)
                 goto done;
             Perftools__Profiles__Line linit = PERFTOOLS__PROFILES__LINE__INIT;

@@ -5,6 +5,7 @@
 #include "symbols.h"
 
 #include "../platform/platform.h"
+#include "demangle.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -89,10 +90,17 @@ typedef struct cu_range {
 } cu_range;
 #endif
 
+/* An interned linkage name and its interned human name. */
+typedef struct human_slot {
+    const char *sys, *human;
+} human_slot;
+
 struct mp_syms {
     arena mem;         /* pc entries, frames, strings */
     const char **strs; /* interned strings (open addressing) */
     size_t nstrs, strs_cap;
+    human_slot *humans; /* demangled names by linkage name (open addressing on the pointer) */
+    size_t nhumans, humans_cap;
     mp_pcinfo **pcs; /* pc cache (open addressing on addr) */
     size_t npcs, pcs_cap;
     size_t symtab_bytes; /* sum over objects' symbol tables */
@@ -115,9 +123,11 @@ void mp_syms_clear_addresses(mp_syms *s)
     arena_clear(&s->mem);
     free(s->strs);
     free(s->pcs);
+    free(s->humans);
     s->strs = NULL;
     s->pcs = NULL;
-    s->nstrs = s->strs_cap = s->npcs = s->pcs_cap = 0;
+    s->humans = NULL;
+    s->nstrs = s->strs_cap = s->npcs = s->pcs_cap = s->nhumans = s->humans_cap = 0;
 }
 
 void mp_syms_free(mp_syms *s)
@@ -155,7 +165,7 @@ size_t mp_syms_bytes(const mp_syms *s)
     if (s == NULL)
         return 0;
     return sizeof *s + s->mem.bytes + s->strs_cap * sizeof *s->strs + s->pcs_cap * sizeof *s->pcs +
-           s->symtab_bytes;
+           s->humans_cap * sizeof *s->humans + s->symtab_bytes;
 }
 
 void mp_syms_trim(mp_syms *s, mp_maps *m, size_t budget)
@@ -218,6 +228,66 @@ static const char *intern(mp_syms *s, const char *str)
     s->strs[j] = copy;
     s->nstrs++;
     return copy;
+}
+
+/* ---- human names ---- */
+
+static size_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x ^ (x >> 31));
+}
+
+static human_slot *human_slot_of(mp_syms *s, const char *sys)
+{
+    size_t j = hash_ptr(sys) & (s->humans_cap - 1);
+    while (s->humans[j].sys != NULL && s->humans[j].sys != sys)
+        j = (j + 1) & (s->humans_cap - 1);
+    return &s->humans[j];
+}
+
+static bool grow_humans(mp_syms *s)
+{
+    size_t nc = s->humans_cap ? s->humans_cap * 2 : 256;
+    human_slot *old = s->humans;
+    size_t oc = s->humans_cap;
+    s->humans = calloc(nc, sizeof *s->humans);
+    if (s->humans == NULL) {
+        s->humans = old;
+        return false;
+    }
+    s->humans_cap = nc;
+    for (size_t i = 0; i < oc; i++)
+        if (old[i].sys != NULL)
+            *human_slot_of(s, old[i].sys) = old[i];
+    free(old);
+    return true;
+}
+
+/* Names frame `f` from the interned linkage name `sys`: func = its human
+ * name, demangled once per distinct name (cached with the strings),
+ * sysname = `sys` when the two differ. A name the demangler refuses, and
+ * any C name, is its own human name. */
+static void set_name(mp_syms *s, mp_frame *f, const char *sys)
+{
+    f->func = sys;
+    f->sysname = NULL;
+    if (sys == NULL || !mp_demangle_looks_mangled(sys))
+        return;
+    if ((s->nhumans + 1) * 2 > s->humans_cap && !grow_humans(s))
+        return; /* out of memory: the linkage name serves */
+    human_slot *h = human_slot_of(s, sys);
+    if (h->sys == NULL) {
+        char buf[8192];
+        long n = mp_demangle(sys, buf, sizeof buf);
+        h->sys = sys;
+        h->human = n > 0 && (size_t)n < sizeof buf ? intern(s, buf) : NULL;
+        s->nhumans++;
+    }
+    if (h->human != NULL && h->human != sys) {
+        f->func = h->human;
+        f->sysname = sys;
+    }
 }
 
 /* ---- the pc cache ---- */
@@ -439,6 +509,108 @@ static const char *die_name(Dwarf_Die *d)
     return NULL;
 }
 
+/* The linkage name of a function DIE: its own, or that of the abstract
+ * instance (DW_AT_abstract_origin: inlined and out-of-line copies) or of
+ * the declaration (DW_AT_specification: a member defined outside its
+ * class), which dwarf_attr_integrate follows. */
+static const char *die_linkage_name(Dwarf_Die *d)
+{
+    Dwarf_Attribute a;
+    if (dwarf_attr_integrate(d, DW_AT_linkage_name, &a) != NULL ||
+        dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &a) != NULL)
+        return dwarf_formstring(&a);
+    return NULL;
+}
+
+static bool cu_is_cxx(Dwarf_Die *cu)
+{
+    switch (dwarf_srclang(cu)) {
+    case DW_LANG_C_plus_plus:
+    case DW_LANG_C_plus_plus_03:
+    case DW_LANG_C_plus_plus_11:
+    case DW_LANG_C_plus_plus_14:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A C++ function without a linkage name (the compiler emitted none):
+ * `name` qualified by the namespaces, classes, structs and unions that
+ * enclose the function's declaration (the DIE that DW_AT_abstract_origin
+ * and DW_AT_specification lead to), outermost first, as the demangler
+ * writes them. NULL when nothing encloses it. */
+static const char *qualified_name(mp_syms *s, Dwarf_Die *d, const char *name)
+{
+    Dwarf_Die decl = *d, next;
+    Dwarf_Attribute a;
+    for (int hops = 0; hops < 8; hops++) {
+        if (dwarf_formref_die(dwarf_attr(&decl, DW_AT_abstract_origin, &a), &next) == NULL &&
+            dwarf_formref_die(dwarf_attr(&decl, DW_AT_specification, &a), &next) == NULL)
+            break;
+        decl = next;
+    }
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes_die(&decl, &scopes);
+    char buf[4096];
+    size_t len = 0;
+    bool any = false;
+    for (int i = n - 1; i >= 1; i--) { /* scopes[0] is the function, scopes[n-1] the unit */
+        const char *part;
+        switch (dwarf_tag(&scopes[i])) {
+        case DW_TAG_namespace:
+            part = die_name(&scopes[i]);
+            if (part == NULL)
+                part = "(anonymous namespace)";
+            break;
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type:
+            part = die_name(&scopes[i]);
+            break;
+        default:
+            part = NULL;
+        }
+        if (part == NULL)
+            continue;
+        int w = snprintf(buf + len, sizeof buf - len, "%s::", part);
+        if (w < 0 || (size_t)w >= sizeof buf - len) {
+            free(scopes);
+            return NULL;
+        }
+        len += (size_t)w;
+        any = true;
+    }
+    free(scopes);
+    if (!any || snprintf(buf + len, sizeof buf - len, "%s", name) >= (int)(sizeof buf - len))
+        return NULL;
+    return intern(s, buf);
+}
+
+/* Names frame `f` after function DIE `d` of a unit (`cxx`: a C++ one).
+ * `elf_sym`: for the physical frame, the ELF symbol containing the
+ * address, which is that function's linkage name when the compiler wrote
+ * none in DWARF (GCC omits it for lambdas' operator() and for functions
+ * in anonymous namespaces); NULL for inlined frames. */
+static void name_die(mp_syms *s, mp_frame *f, Dwarf_Die *d, bool cxx, const char *elf_sym)
+{
+    const char *sys = intern(s, die_linkage_name(d));
+    if (sys == NULL && cxx && mp_demangle_looks_mangled(elf_sym))
+        sys = elf_sym;
+    if (sys != NULL) {
+        set_name(s, f, sys);
+        return;
+    }
+    const char *name = die_name(d);
+    f->func = intern(s, name);
+    f->sysname = NULL;
+    if (cxx && name != NULL) {
+        const char *q = qualified_name(s, d, name);
+        if (q != NULL)
+            f->func = q;
+    }
+}
+
 /* `file` made absolute against the unit's compilation directory and
  * lexically normalized ("a/b/../c" -> "a/c"), interned. */
 static const char *abs_file(mp_syms *s, const char *comp_dir, const char *file)
@@ -587,12 +759,14 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
             inner = i;
     }
     int nchain = inner >= 0 ? dwarf_getscopes_die(&scopes[inner], &chain) : 0;
+    bool cxx = cu_is_cxx(cu);
     int k = 0;
     for (int i = 0; i < nchain && k < MAX_INLINE; i++) {
         int tag = dwarf_tag(&chain[i]);
         if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
             continue;
-        fr[k].func = intern(s, die_name(&chain[i]));
+        name_die(s, &fr[k], &chain[i], cxx,
+                 tag == DW_TAG_subprogram ? elf_name(s, o, addr) : NULL);
         fr[k].file = abs_file(s, comp_dir, file);
         fr[k].line = line > 0 ? line : 0;
         k++;
@@ -615,13 +789,14 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
         *flags |= MP_PC_INLINE;
     if (k == 0) { /* a unit without a function scope here: line table only */
         fr[0].func = NULL;
+        fr[0].sysname = NULL;
         fr[0].file = abs_file(s, comp_dir, file);
         fr[0].line = line > 0 ? line : 0;
         k = 1;
     }
     /* The outermost frame without a DWARF name takes the ELF symbol's. */
     if (fr[k - 1].func == NULL)
-        fr[k - 1].func = elf_name(s, o, addr);
+        set_name(s, &fr[k - 1], elf_name(s, o, addr));
     return k;
 }
 #endif
@@ -639,7 +814,7 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
     int k = 0;
     uint8_t flags = 0;
     if (mode != MP_PROF_SYMBOLIZE_NONE && local && (o == NULL || o->native_names)) {
-        fr[0].func = native_name(s, addr);
+        set_name(s, &fr[0], native_name(s, addr));
         fr[0].file = NULL;
         fr[0].line = 0;
         k = fr[0].func != NULL;
@@ -652,7 +827,7 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
             const char *name = elf_name(s, o, addr);
             k = 0;
             if (name != NULL) {
-                fr[0].func = name;
+                set_name(s, &fr[0], name);
                 fr[0].file = NULL;
                 fr[0].line = 0;
                 k = 1;

@@ -7,6 +7,15 @@
  *    file:line, and the chain of inlined frames; falls back to the ELF
  *    symbol where the address has no DWARF.
  *
+ * Names: a frame's func is its human name (demangle.h: C++ and Rust
+ * demangled and qualified, C unchanged) and sysname the linkage name it
+ * came from. functions: the ELF symbol, demangled. lines: each frame's
+ * (physical or inlined) DW_AT_linkage_name, found through
+ * DW_AT_abstract_origin and DW_AT_specification, demangled; a C++ frame
+ * without one is qualified from the namespaces and classes that enclose
+ * its declaration. Demangling happens once per distinct linkage name and
+ * is cached with the strings (across reports, until a trim).
+ *
  * Memory: the symbol tables, the per-address cache and its interned
  * strings are counted in mp_syms_bytes(); mp_syms_trim() drops caches to
  * stay under a budget. libdw's own internal structures are not included
@@ -28,9 +37,10 @@
 /* One frame of a location (innermost first). Strings are interned and
  * live until the next mp_syms_trim/mp_syms_clear. */
 typedef struct mp_frame {
-    const char *func; /* NULL when unknown */
-    const char *file; /* NULL when unknown */
-    int64_t line;     /* 0 when unknown */
+    const char *func;    /* the human name (demangled, qualified); NULL when unknown */
+    const char *sysname; /* the linkage name when it differs from func, else NULL */
+    const char *file;    /* NULL when unknown */
+    int64_t line;        /* 0 when unknown */
 } mp_frame;
 
 enum {

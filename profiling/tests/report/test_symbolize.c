@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 
+#include "report_pcs.h"
 #include "report_builder.h"
 #include "report_internal.h"
 #include "sites.h"
@@ -42,24 +43,6 @@ static size_t read_proc_maps(maps_line *out, size_t cap)
     }
     fclose(f);
     return n;
-}
-
-static ut_prof *report_pcs(mp_report_cache *c, const uintptr_t *pcs, size_t n,
-                           mp_prof_symbolize mode)
-{
-    mp_report_options o = {.period = 4096, .symbolize = mode};
-    mp_report_builder *b = mp_report_begin(c, &o);
-    cr_assert_not_null(b);
-    double v[4] = {1, 1, 1, 1};
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(mp_report_add(b, &pcs[i], 1, false, v, false), MP_PROF_OK);
-    uint8_t *buf;
-    size_t len;
-    cr_assert_eq(mp_report_finish(b, &buf, &len), MP_PROF_OK);
-    ut_prof *p = ut_decode(buf, len);
-    cr_assert_not_null(p);
-    free(buf);
-    return p;
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -197,13 +180,6 @@ Test(report_maps, refreshed_only_when_objects_change)
     cr_assert_eq(m->refreshes, r + 1);
     dlclose(h);
     mp_report_cache_free(c);
-}
-
-static const Perftools__Profiles__Location *loc_for(const ut_prof *p, uintptr_t pc)
-{
-    const Perftools__Profiles__Location *l = ut_loc_at(p, pc - 1);
-    cr_assert_not_null(l, "a location at %#lx", (unsigned long)(pc - 1));
-    return l;
 }
 
 Test(report_symbols, functions_mode_names)

@@ -166,7 +166,9 @@ mp_pyro_status mp_pyro_config_set_server(mp_pyro_config *cfg, const char *url);
 mp_pyro_status mp_pyro_config_set_app_name(mp_pyro_config *cfg, const char *name);
 
 /**
- * Adds a static tag (series label) `name=value`. Name: `[A-Za-z0-9_.]`,
+ * Adds a static tag (series label) `name=value`. Name: `[A-Za-z_][A-Za-z0-9_]*`
+ * (the rule that Pyroscope 1.13 and 2.0 both store as written: 1.13
+ * refuses a leading digit and rewrites `.` to `_`),
  * 1..1024 bytes, not starting with `__` (reserved), not `service_name`
  * (use the application name) and not already set. Value: 1..2048 bytes of
  * valid UTF-8 without `,` `}` control characters or leading/trailing
@@ -219,8 +221,11 @@ mp_pyro_status mp_pyro_config_add_header(mp_pyro_config *cfg, const char *name, 
 mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg, mp_pyro_protocol protocol);
 
 /**
- * Report period in milliseconds, 10 .. 3,600,000 (default 10,000).
- * Reports happen when the wall clock crosses a multiple of it.
+ * Report period in milliseconds, 10 .. 1,800,000 (default 10,000).
+ * Reports happen when the wall clock crosses a multiple of it. Pyroscope
+ * refuses a profile whose timestamp (the window's start) is more than
+ * 1 h old (`validation.reject-older-than`), so a window may last at most
+ * half of that: the other half is left for retries and the spool.
  */
 mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config *cfg, uint32_t ms);
 
@@ -246,6 +251,25 @@ typedef struct mp_pyro_retry_policy {
 /** Sets the retry policy; each delay is drawn uniformly in [d/2, d] (jitter). */
 mp_pyro_status mp_pyro_config_set_retry(mp_pyro_config *cfg, const mp_pyro_retry_policy *policy);
 
+/**
+ * The server's per-tenant limits, which every request must fit; the
+ * defaults are Pyroscope's (1.13 and 2.0 alike). A report beyond them is
+ * sent as several profiles of the same window, each within the limits,
+ * that together hold every sample exactly once (Pyroscope sums the
+ * profiles of a series over a query's time range). 0 = no limit.
+ */
+typedef struct mp_pyro_server_limits {
+    uint32_t max_samples;       /**< `validation.max-profile-stacktrace-samples` (16,000) */
+    uint32_t max_profile_bytes; /**< `validation.max-profile-size-bytes`, uncompressed (4 MiB) */
+    uint32_t burst_bytes;       /**< `distributor.ingestion-burst-size-mb` in bytes (2 MiB): the
+                                     rate limiter, which counts a request's uncompressed profile
+                                     and label bytes, refuses anything larger at any rate */
+} mp_pyro_server_limits;
+
+/** Sets the limits of the server (see mp_pyro_server_limits). */
+mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg,
+                                                const mp_pyro_server_limits *limits);
+
 /** How long mp_pyro_agent_stop() keeps trying to deliver, in ms (0..600,000; default 5,000). */
 mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_t ms);
 
@@ -256,12 +280,16 @@ mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_
  * oldest first, whenever the queue is idle, also by the next agent that
  * uses the directory. At most `max_bytes` are kept (the oldest files are
  * evicted and counted); files older than `max_age_s` are deleted and
- * counted (Pyroscope rejects profiles older than 1 h). One agent at a time
- * uses a directory.
+ * counted (Pyroscope rejects profiles whose timestamp, the window's start,
+ * is older than 1 h; the age is measured from there). Each file keeps the
+ * server, the tenant and a salted SHA-256 of the credentials (Basic,
+ * bearer, extra headers) it was meant for, never the credentials: only an
+ * agent with the same three resends it; others keep it and count it in
+ * `spool_foreign`. One agent at a time uses a directory.
  * @param cfg the configuration.
  * @param dir the directory; NULL disables the spool.
  * @param max_bytes 0 = default 64 MiB.
- * @param max_age_s 0 = default 3300 s (55 min).
+ * @param max_age_s 0 = default 3300 s (55 min); at most 3300.
  */
 mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, uint64_t max_bytes,
                                         uint32_t max_age_s);
@@ -286,7 +314,8 @@ mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level 
  * mp_pyro_config_set_spool() with default bounds | | `MIMPROF_PYROSCOPE_CA_PATH` |
  * mp_pyro_config_set_ca_path() | | `MIMPROF_PYROSCOPE_FLUSH_DEADLINE` |
  * mp_pyro_config_set_flush_deadline_ms(): `2s`, `500ms`, `0` | | `MIMPROF_PYROSCOPE_LOG_LEVEL` |
- * `error`, `warn`, `info` or `debug` (to stderr) |
+ * `error`, `warn`, `info` or `debug` (to stderr) | | `MIMPROF_PYROSCOPE_LIMITS` |
+ * mp_pyro_config_set_server_limits(): `samples=N,bytes=N,burst=N`, any subset |
  *
  * @return the first error met (its variable named in
  *         mp_pyro_config_error()); the variables before it are applied.
@@ -459,9 +488,12 @@ typedef struct mp_pyro_stats {
     uint64_t fail_connect;   /**< failures: resolve, connect, send, receive */
     uint64_t fail_timeout;   /**< failures: timeout */
     uint64_t fail_tls;       /**< failures: TLS */
-    uint64_t fail_rate_limited;       /**< failures: HTTP 429 */
+    uint64_t fail_rate_limited;       /**< failures: HTTP 429, or /ingest's 422 for a rate or
+                                           ingestion limit (`resource_exhausted`) */
     uint64_t fail_server;             /**< failures: HTTP 5xx */
-    uint64_t fail_rejected;           /**< failures: other 4xx, redirects */
+    uint64_t fail_rejected;           /**< failures: other 4xx (a 422 that is a validation
+                                           error), redirects; /ingest's 422 for an ingester
+                                           error counts in fail_server */
     uint64_t fail_other;              /**< failures: anything else */
     uint64_t dropped_queue_full;      /**< oldest profile dropped: queue full and no spool */
     uint64_t dropped_rejected;        /**< dropped: the server rejected it (not retryable) */
@@ -480,6 +512,10 @@ typedef struct mp_pyro_stats {
         queue_depth; /**< profiles queued now, including one in flight (at most capacity + 1) */
     uint64_t queue_high_water; /**< largest queue_depth seen */
     uint64_t queue_capacity;   /**< the configured capacity */
+    uint64_t parts_split;      /**< profiles queued beyond one per report because a report was
+                                    split to fit the server's limits (counted in reports_queued) */
+    uint64_t spool_foreign;    /**< spool files kept, not sent: spooled for another server, tenant
+                                    or credentials than this agent's */
 } mp_pyro_stats;
 
 /** A running uploader (opaque). */
@@ -524,12 +560,15 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
 
 /**
  * Queues one uncompressed pprof produced by the caller (a sink agent, or
- * extra profiles next to a backend's): copied and gzipped here, then
+ * extra profiles next to a backend's): fitted to the server's limits
+ * (mp_pyro_server_limits: `__delta__` sample labels removed, one sample
+ * per stack, split when beyond the limits) and gzipped here, then
  * uploaded like the agent's own, with `from_nanos`/`until_nanos` as its
  * window. Any thread; never blocks on the network. An empty profile
  * (`len` 0) is counted in `reports_empty` and not sent.
  * @return MP_PYRO_OK; MP_PYRO_E_STATE once mp_pyro_agent_stop() was called;
- *         MP_PYRO_E_INVALID_ARGUMENT; MP_PYRO_E_NOMEM.
+ *         MP_PYRO_E_INVALID_ARGUMENT (also when `pprof` is not a pprof
+ *         Profile; counted in `reports_failed`); MP_PYRO_E_NOMEM.
  */
 mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
                                     int64_t from_nanos, int64_t until_nanos);
@@ -556,7 +595,11 @@ mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_
 
 /**
  * Sends one uncompressed pprof synchronously with `cfg` (one attempt, no
- * retry, no queue): what the agent does for one profile.
+ * retry, no queue): what the agent does for one profile, fitted to the
+ * server's limits as mp_pyro_agent_submit() says. A report split in
+ * several requests is sent in order up to the first failure (the parts
+ * sent before it are stored: resending the whole report would count them
+ * twice).
  * @param cfg the configuration (validated here; the sentence of a
  *        configuration error goes to `err`).
  * @param pprof,len the profile, uncompressed (gzipped here).
@@ -564,7 +607,8 @@ mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_
  * @param spy_name `spyName` (NULL = "mimprof").
  * @param err,err_len NULL or a buffer for the sentence (server message
  *        included) and its size.
- * @return MP_PYRO_OK on 2xx, else the classified failure.
+ * @return MP_PYRO_OK on 2xx, else the classified failure;
+ *         MP_PYRO_E_INVALID_ARGUMENT when `pprof` is not a pprof Profile.
  */
 mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t len,
                               int64_t from_nanos, int64_t until_nanos, const char *spy_name,

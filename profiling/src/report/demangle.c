@@ -1,0 +1,85 @@
+/* Linkage names -> human names (see demangle.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "demangle.h"
+
+#include <string.h>
+
+#include <mimprof/profiling.h>
+
+#if MP_HAVE_LIBIBERTY
+#include <libiberty/demangle.h>
+#endif
+
+bool mp_demangle_available(void) { return MP_HAVE_LIBIBERTY != 0; }
+
+bool mp_demangle_looks_mangled(const char *name)
+{
+    return name != NULL && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R');
+}
+
+#if MP_HAVE_LIBIBERTY
+/* The demangler's output, collected in pieces into a fixed buffer. */
+typedef struct sink {
+    char *out;
+    size_t cap, len;
+} sink;
+
+static void put(const char *s, size_t n, void *arg)
+{
+    sink *k = arg;
+    if (k->len < k->cap) {
+        size_t room = k->cap - k->len;
+        memcpy(k->out + k->len, s, n < room ? n : room);
+    }
+    k->len += n;
+}
+
+/* DMGL_ANSI keeps const/volatile of template arguments; no DMGL_PARAMS:
+ * the top-level function's parameters, return type and clone suffix
+ * (.cold, .constprop.0) are left out, so an overload set and a function's
+ * clones share one name (the rule documented at mp_prof_demangle). */
+#define MP_DMGL_OPTIONS DMGL_ANSI
+
+static long run(int (*fn)(const char *, int, demangle_callbackref, void *), const char *name,
+                char *out, size_t cap)
+{
+    sink k = {out, cap, 0};
+    if (!fn(name, MP_DMGL_OPTIONS, put, &k) || k.len == 0)
+        return -1;
+    if (cap > 0)
+        out[k.len < cap ? k.len : cap - 1] = '\0';
+    return (long)k.len;
+}
+#endif
+
+long mp_demangle(const char *name, char *out, size_t cap)
+{
+    if (!mp_demangle_looks_mangled(name) || strnlen(name, MP_DEMANGLE_MAX_INPUT + 1) >
+                                                MP_DEMANGLE_MAX_INPUT)
+        return -1;
+#if MP_HAVE_LIBIBERTY
+    /* Rust first: a Rust legacy name is also a valid C++ name, but only
+     * the Rust reading drops its hash (`::h0123456789abcdef`). */
+    long n = run(rust_demangle_callback, name, out, cap);
+    return n >= 0 ? n : run(cplus_demangle_v3_callback, name, out, cap);
+#else
+    (void)out;
+    (void)cap;
+    return -1;
+#endif
+}
+
+mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t *len)
+{
+    if (name == NULL || (out == NULL && cap > 0) || len == NULL)
+        return MP_PROF_E_INVALID_CONFIG;
+    if (!mp_demangle_available())
+        return MP_PROF_E_UNSUPPORTED;
+    long n = mp_demangle(name, out, cap);
+    if (n < 0)
+        return MP_PROF_E_NOT_MANGLED;
+    *len = (size_t)n;
+    return MP_PROF_OK;
+}
