@@ -44,6 +44,12 @@ estimated live bytes and objects are compared with the truth:
             allocation) written at exit by libmimprof-bench-tcmalloc-sample.so;
             unbiased per record as pprof does for heap_v2.
 
+Instructions (--icount PAIRS): scripts/callgrind_peers.sh counts, under
+callgrind, the instructions per malloc/free pair of every available
+configuration on a fixed-count churn (tests/bench/pairs.c) and mimprof's
+report at exit; its table goes into summary.json and summary.md with the
+others. Exact counts: the machine's load does not change them.
+
 Records (fresh output directory, refused when non-empty): manifest.json with
 SHA-256 of every file involved, every run's command, stdout, stderr and
 profile under runs/, summary.json and summary.md (the README table).
@@ -58,6 +64,7 @@ import math
 import os
 import re
 import statistics
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +72,7 @@ import bench_profiling_abba as abba  # noqa: E402
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 PEER_INTERVAL = "512k"
+ICOUNT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callgrind_peers.sh")
 # mimprof as `mimprof run` deploys it: the preload runtime with its reporter
 # thread writing a report every 10 s (and at exit).
 MIMPROF_EVERY = "10s"
@@ -513,6 +521,11 @@ def build_parser():
     p.add_argument("--population", action="append", choices=list(POPULATIONS))
     p.add_argument("--no-speed", action="store_true")
     p.add_argument("--no-accuracy", action="store_true")
+    p.add_argument("--icount", type=int, default=0, metavar="PAIRS",
+                   help="also count instructions per malloc/free pair under callgrind "
+                        "(scripts/callgrind_peers.sh, PAIRS and 2 x PAIRS; default 0: off)")
+    p.add_argument("--icount-script", metavar="PATH", default=ICOUNT_SCRIPT,
+                   help="the counting script (default: callgrind_peers.sh next to this one)")
     p.add_argument("--run-timeout", type=float, default=300.0)
     p.add_argument("-o", "--output", metavar="DIR", help="fresh output directory (required)")
     p.add_argument("--render", metavar="DIR",
@@ -653,6 +666,10 @@ def main(argv=None):
     summary["accuracy"] = {"configs": acc_configs, "populations": pops,
                            "interval": PEER_INTERVAL if args.interval == "per-case"
                            else args.interval, "runs": acc_runs}
+    if args.icount > 0:
+        log(f"instructions per pair: {args.icount_script} ({args.icount} pairs)")
+        summary["icount"] = icount_run(args.icount_script, args.build_dir, args.icount,
+                                       available, outdir)
     summary["finished"] = abba.utc_now()
     abba.write_json(os.path.join(outdir, "summary.json"), summary)
     md = render(summary)
@@ -661,7 +678,32 @@ def main(argv=None):
     sys.stdout.write(md)
     sys.stdout.write(f"records: {outdir}\n")
     failed = [r for r in speed_runs + acc_runs if r.get("error")]
+    if summary.get("icount", {}).get("error"):
+        failed.append(summary["icount"])
     return 1 if failed else 0
+
+
+def icount_run(script, build_dir, pairs, configs, outdir):
+    """Runs the callgrind counting script over `configs`; its stdout (a
+    markdown table) is kept as the table, with the command and stderr."""
+    cmd = ["sh", script, os.path.abspath(build_dir), str(pairs)]
+    env = dict(os.environ, CONFIGS=" ".join(configs))
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    except OSError as e:
+        return {"command": cmd, "error": str(e), "table": ""}
+    with open(os.path.join(outdir, "icount.md"), "w") as f:
+        f.write(proc.stdout)
+    with open(os.path.join(outdir, "icount.stderr"), "w") as f:
+        f.write(proc.stderr)
+    table = proc.stdout.strip()
+    error = None
+    if proc.returncode != 0:
+        error = f"exit status {proc.returncode}: {proc.stderr.strip()[-300:]}"
+    elif not table.startswith("|"):
+        error = "no table in the script's output"
+    return {"command": cmd, "configs": list(configs), "pairs": pairs, "error": error,
+            "table": table}
 
 
 def render(summary):
@@ -689,6 +731,14 @@ def render(summary):
                    f"truth, interval {a['interval']}; mean error over the repeats (range).")
         out.append("")
         out.append(accuracy_table(summary))
+    ic = summary.get("icount")
+    if ic:
+        out.append(f"Instructions per malloc/free pair (callgrind, whole process, "
+                   f"{ic['pairs']} and {2 * ic['pairs']} pairs of tests/bench/pairs.c; "
+                   f"report at exit: mimprof's mp_profiler_report):")
+        out.append("")
+        out.append(ic["error"] and f"not measured: {ic['error']}" or ic["table"])
+        out.append("")
     if summary.get("skipped"):
         out.append("Not measured: " + "; ".join(f"{k} ({v})" for k, v in
                                                 summary["skipped"].items()) + ".")

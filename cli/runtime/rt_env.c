@@ -28,8 +28,9 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
     [MPT_ENV_STACK_DEPTH] = {"MIMPROF_STACK_DEPTH", MPT_ENVK_DEPTH, "64",
                              "frames kept per stack, 1..512 (`MP_PROF_MAX_STACK_DEPTH`)"},
     [MPT_ENV_SYMBOLIZE] = {"MIMPROF_SYMBOLIZE", MPT_ENVK_SYMBOLIZE, NULL,
-                           "`none`, `functions` or `lines`; unset: `lines` with libdw, else "
-                           "`functions`"},
+                           "`none`, `functions` or `lines`; unset: `functions` (`lines` reads "
+                           "DWARF: ~215M instructions at the first report where libc's debug "
+                           "info is installed)"},
     [MPT_ENV_DISABLE] = {"MIMPROF_DISABLE", MPT_ENVK_FLAG, "0",
                          "`1`: the allocator only, no session, no upload"},
     [MPT_ENV_FOLLOW_FORK] = {"MIMPROF_FOLLOW_FORK", MPT_ENVK_FLAG, "1",

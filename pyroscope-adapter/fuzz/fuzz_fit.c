@@ -49,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* the fitter read it: so must protobuf-c */
     for (size_t k = 0; k < parts.n; k++) {
         size_t before = nout;
-        if (parts.v[k].len > MAX_BYTES || sums(parts.v[k].pprof, parts.v[k].len, got, &nout,
-                                                &dout) != 0)
+        if (parts.v[k].len > MAX_BYTES ||
+            sums(parts.v[k].pprof, parts.v[k].len, got, &nout, &dout) != 0)
             abort();
         if (nout - before > MAX_SAMPLES || nout - before != parts.v[k].samples)
             abort();

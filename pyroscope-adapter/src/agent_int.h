@@ -41,7 +41,7 @@ struct mp_pyro_agent {
     char spy[64];
     mp_pyro_http *http;
     mp_pyro_spool *spool;
-    mp_pyro_rng rng; /* uploader thread only */
+    mp_pyro_rng rng;                     /* uploader thread only */
     char last_rejection[MP_PYRO_ERRLEN]; /* uploader thread only: logged once per kind */
 
     pthread_mutex_t mu;

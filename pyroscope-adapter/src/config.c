@@ -373,8 +373,7 @@ mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, ui
     return ok(cfg);
 }
 
-mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg,
-                                                const mp_pyro_server_limits *l)
+mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg, const mp_pyro_server_limits *l)
 {
     if (!cfg || !l)
         return MP_PYRO_E_INVALID_ARGUMENT;

@@ -31,8 +31,8 @@ static size_t field_bytes(size_t n)
 typedef struct table {
     mp_pyro_u64map ids;
     size_t n;
-    size_t *bytes;  /* field_bytes of each element */
-    size_t *stamp;  /* last probe that counted the element */
+    size_t *bytes;   /* field_bytes of each element */
+    size_t *stamp;   /* last probe that counted the element */
     size_t *in_part; /* part number + 1 that holds it, 0 = none yet */
 } table;
 
@@ -122,8 +122,8 @@ static size_t sample_cost(fitter *f, const Sample *s, size_t part, bool commit)
         if (l->mapping_id)
             cost += bring(f, &f->maps, table_find(&f->maps, l->mapping_id), part, commit);
         for (size_t j = 0; j < l->n_line; j++)
-            cost += bring(f, &f->funcs, table_find(&f->funcs, l->line[j]->function_id), part,
-                          commit);
+            cost +=
+                bring(f, &f->funcs, table_find(&f->funcs, l->line[j]->function_id), part, commit);
     }
     return cost;
 }
@@ -346,8 +346,8 @@ mp_pyro_status mp_pyro_fit(const uint8_t *in, size_t len, size_t max_samples, si
     size_t part = 0, bytes = base_bytes, samples = 0;
     for (size_t i = 0; i < nkeep; i++) {
         size_t cost = sample_cost(&f, keep[i], part, false);
-        bool full = (max_samples && samples + 1 > max_samples) ||
-                    (max_bytes && bytes + cost > max_bytes);
+        bool full =
+            (max_samples && samples + 1 > max_samples) || (max_bytes && bytes + cost > max_bytes);
         if (full && samples > 0) {
             part++;
             bytes = base_bytes;

@@ -9,8 +9,7 @@ mp_pyro_status mp_pyro_classify_422(const char *message)
      * parsing (ingest_adapter.go); <error> carries its Connect code. Only
      * invalid_argument (validation) is the profile's fault; the rest are
      * rate and ingestion limits or ingester/segment-writer trouble. */
-    if (!strstr(message, "pushing IngestInput-pprof failed") ||
-        strstr(message, "invalid_argument"))
+    if (!strstr(message, "pushing IngestInput-pprof failed") || strstr(message, "invalid_argument"))
         return MP_PYRO_E_HTTP_REJECTED;
     return strstr(message, "resource_exhausted") ? MP_PYRO_E_HTTP_RATE_LIMITED
                                                  : MP_PYRO_E_HTTP_SERVER;

@@ -99,8 +99,8 @@ mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t 
     mp_pyro_item *items;
     size_t n;
     char why[MP_PYRO_ERRLEN] = "";
-    st = mp_pyro_prepare(cfg, spy, pprof, len, from_nanos, until_nanos, &items, &n, why,
-                         sizeof why);
+    st =
+        mp_pyro_prepare(cfg, spy, pprof, len, from_nanos, until_nanos, &items, &n, why, sizeof why);
     if (st != MP_PYRO_OK) {
         mp_pyro_fmt(err, err_len, "%s", why[0] ? why : mp_pyro_strerror(st));
         return st;
@@ -118,8 +118,7 @@ mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t 
                              until_nanos, &rng, NULL, &res, &body_len);
         st = res.status;
         if (st != MP_PYRO_OK)
-            mp_pyro_fmt(err, err_len, "%s%s", n > 1 ? "part of a split report: " : "",
-                        res.message);
+            mp_pyro_fmt(err, err_len, "%s%s", n > 1 ? "part of a split report: " : "", res.message);
     }
     mp_pyro_http_free(h);
     for (size_t i = 0; i < n; i++)

@@ -116,8 +116,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             out->nmappings++;
             break;
         case 4:
-            out->locations =
-                grow1(out->locations, out->nlocations, sizeof *out->locations);
+            out->locations = grow1(out->locations, out->nlocations, sizeof *out->locations);
             memset(&out->locations[out->nlocations], 0, sizeof *out->locations);
             while (pb_next(&s, &g)) {
                 if (g.field == 1)
@@ -137,8 +136,7 @@ bool tp_decode(const uint8_t *p, size_t n, tp_profile *out)
             out->nlocations++;
             break;
         case 5:
-            out->functions =
-                grow1(out->functions, out->nfunctions, sizeof *out->functions);
+            out->functions = grow1(out->functions, out->nfunctions, sizeof *out->functions);
             memset(&out->functions[out->nfunctions], 0, sizeof *out->functions);
             while (pb_next(&s, &g)) {
                 if (g.field == 1)

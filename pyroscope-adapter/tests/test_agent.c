@@ -355,8 +355,7 @@ Test(agent, spool_resent_only_to_its_tenant_and_credentials)
     clear_of_boundary(ONE_WINDOW, 10000);
 
     /* another tenant and credentials; then team-a with another password */
-    const char *others[][3] = {{"team-b", "stack-b", "secret-b"},
-                               {"team-a", "stack-a", "another"}};
+    const char *others[][3] = {{"team-b", "stack-b", "secret-b"}, {"team-a", "stack-a", "another"}};
     for (int i = 0; i < 2; i++) {
         mp_pyro_config_set_tenant(cfg, others[i][0]);
         mp_pyro_config_set_basic_auth(cfg, others[i][1], others[i][2]);

@@ -188,8 +188,7 @@ Test(config, leading_digit_label_refused_before_start)
 
 Test(config, server_limits)
 {
-    mp_pyro_server_limits l = {.max_samples = 1000, .max_profile_bytes = 1 << 20,
-                               .burst_bytes = 0};
+    mp_pyro_server_limits l = {.max_samples = 1000, .max_profile_bytes = 1 << 20, .burst_bytes = 0};
     cr_expect_eq(mp_pyro_config_set_server_limits(cfg, &l), MP_PYRO_OK);
     l.burst_bytes = 100;
     cr_expect_eq(mp_pyro_config_set_server_limits(cfg, &l), MP_PYRO_E_INVALID_CONFIG);

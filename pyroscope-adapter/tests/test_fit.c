@@ -56,8 +56,8 @@ Test(fit, wide_report_split_within_limits_totals_exact, .timeout = 120)
     const size_t max_bytes = (2u << 20) - 1024;
     mp_pyro_parts parts;
     char err[256] = "";
-    cr_assert_eq(mp_pyro_fit(in, len, 16000, max_bytes, &parts, err, sizeof err), MP_PYRO_OK,
-                 "%s", err);
+    cr_assert_eq(mp_pyro_fit(in, len, 16000, max_bytes, &parts, err, sizeof err), MP_PYRO_OK, "%s",
+                 err);
     cr_expect_geq(parts.n, 5, "65,536 stacks need 5 parts of at most 16,000");
     size_t samples = 0;
     int64_t sum[4] = {0};

@@ -214,5 +214,38 @@ class ConfigTest(unittest.TestCase):
             self.assertEqual(rc, 2)
 
 
+class IcountTest(unittest.TestCase):
+    """--icount: the counting script's table (a stand-in script here: the
+    real one needs valgrind and a build) lands in the summary."""
+
+    def script(self, d, body):
+        path = os.path.join(d, "count.sh")
+        with open(path, "w") as f:
+            f.write(body)
+        return path
+
+    def test_table_kept_with_its_configs_and_pairs(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = self.script(d, 'echo "| configuration | per pair | $2 | $CONFIGS |"\n')
+            ic = peers.icount_run(path, d, 1000, ["mimalloc", "mimprof-mimalloc"], d)
+            self.assertIsNone(ic["error"])
+            self.assertEqual(ic["table"], "| configuration | per pair | 1000 | "
+                                          "mimalloc mimprof-mimalloc |")
+            self.assertEqual(ic["pairs"], 1000)
+            summary = {"machine": {"cpu_model": "x", "nproc": 2, "kernel": "k"},
+                       "started": "2026-12-01T00:00:00Z",
+                       "speed": {"runs": []}, "accuracy": {"runs": []}, "icount": ic}
+            md = peers.render(summary)
+            self.assertIn("1000 and 2000 pairs", md)
+            self.assertIn(ic["table"], md)
+
+    def test_failure_is_an_error_not_a_table(self):
+        with tempfile.TemporaryDirectory() as d:
+            ic = peers.icount_run(self.script(d, "echo broken >&2; exit 3\n"), d, 10, [], d)
+            self.assertIn("exit status 3", ic["error"])
+            ic = peers.icount_run(self.script(d, "echo no table\n"), d, 10, [], d)
+            self.assertEqual(ic["error"], "no table in the script's output")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -135,13 +135,15 @@ void mp_prof_hook_forget_id(const void *p, uint64_t id);
 /** Template interface: registers [start, end) as profiler code (a hook section). */
 void mp_prof_hook_register(uintptr_t start, uintptr_t end);
 
-/* The filter word of a block is chosen by a multiplicative hash of its
- * 4 KiB page, its bit by its 64-byte granule in the page: frees of
- * neighbouring blocks touch one word, and the 32 KiB filter stays in cache
- * under heavy churn. */
-#define MP_PROF_HOOK_FILTER_WORD_(a)                                                               \
-    ((uint32_t)((((a) >> 12) * UINT64_C(0x9E3779B97F4A7C15)) >>                                    \
-                (64 - (MP_PROF_HOOK_FILTER_BITS - 6))))
+/* The filter word of a block is its 4 KiB page number modulo the 4,096
+ * words, its bit its 64-byte granule in the page: frees of neighbouring
+ * blocks touch one word, and the 32 KiB filter stays in cache under heavy
+ * churn. A heap is mostly contiguous address ranges, whose pages the
+ * modulus spreads over the words exactly evenly (two pages share a word
+ * only 16 MiB apart), so a multiplicative hash buys no fewer false
+ * positives and costs the free path three instructions (BENCHMARKS.md,
+ * "Free filter"). */
+#define MP_PROF_HOOK_FILTER_WORD_(a) ((uint32_t)((a) >> 12) & (MP_PROF_HOOK_FILTER_WORDS - 1u))
 
 /** Template interface: the filter slot (word * 64 + bit) of `p`. */
 static inline uint32_t mp_prof_hook_filter_slot(const void *p)

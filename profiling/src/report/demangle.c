@@ -56,8 +56,8 @@ static long run(int (*fn)(const char *, int, demangle_callbackref, void *), cons
 
 long mp_demangle(const char *name, char *out, size_t cap)
 {
-    if (!mp_demangle_looks_mangled(name) || strnlen(name, MP_DEMANGLE_MAX_INPUT + 1) >
-                                                MP_DEMANGLE_MAX_INPUT)
+    if (!mp_demangle_looks_mangled(name) ||
+        strnlen(name, MP_DEMANGLE_MAX_INPUT + 1) > MP_DEMANGLE_MAX_INPUT)
         return -1;
 #if MP_HAVE_LIBIBERTY
     /* Rust first: a Rust legacy name is also a valid C++ name, but only

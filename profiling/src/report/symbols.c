@@ -765,8 +765,7 @@ static int dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uin
         int tag = dwarf_tag(&chain[i]);
         if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
             continue;
-        name_die(s, &fr[k], &chain[i], cxx,
-                 tag == DW_TAG_subprogram ? elf_name(s, o, addr) : NULL);
+        name_die(s, &fr[k], &chain[i], cxx, tag == DW_TAG_subprogram ? elf_name(s, o, addr) : NULL);
         fr[k].file = abs_file(s, comp_dir, file);
         fr[k].line = line > 0 ? line : 0;
         k++;

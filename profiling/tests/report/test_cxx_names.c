@@ -7,13 +7,13 @@
 
 #include "cxx_sites.h"
 #include "demangle.h"
-#include "report_pcs.h"
 #include "report_builder.h"
 #include "report_internal.h"
+#include "report_pcs.h"
 #include "sites.h"
 #include "util.h"
 
-#define PUT "shop::Cache<shop::Item>::put"
+#define PUT    "shop::Cache<shop::Item>::put"
 #define LAMBDA "shop::fill(unsigned long)::{lambda(unsigned long)#1}::operator()"
 
 typedef void (*site_fn)(void);
@@ -32,9 +32,8 @@ static const struct {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-static const Perftools__Profiles__Function *frame_fn(const ut_prof *p,
-                                                      const Perftools__Profiles__Location *l,
-                                                      size_t k)
+static const Perftools__Profiles__Function *
+frame_fn(const ut_prof *p, const Perftools__Profiles__Location *l, size_t k)
 {
     cr_assert(l != NULL && k < l->n_line);
     const Perftools__Profiles__Function *f = ut_fn(p, l->line[k]->function_id);

@@ -50,10 +50,19 @@ Test(demangle, other_names_stay_as_they_are)
     if (!mp_demangle_available())
         cr_skip_test("built without the demangle feature");
     static const char *const keep[] = {
-        "main", "malloc", "report_site_alpha", "_start", "__libc_start_main",
+        "main",
+        "malloc",
+        "report_site_alpha",
+        "_start",
+        "__libc_start_main",
         "shop::Cache<shop::Item>::put", /* already human */
-        "_Z", "_Zfoo", "_ZN4shop", "_R", /* prefixes of nothing valid: refused */
-        "", "Z3fooi", "_zN3fooE",
+        "_Z",
+        "_Zfoo",
+        "_ZN4shop",
+        "_R", /* prefixes of nothing valid: refused */
+        "",
+        "Z3fooi",
+        "_zN3fooE",
     };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         char out[64] = "untouched";
@@ -98,9 +107,9 @@ Test(demangle, truncates_like_snprintf)
     const char *want = "std::vector<int, std::allocator<int> >::_M_default_append";
     char out[16];
     size_t len;
-    cr_assert_eq(mp_prof_demangle("_ZNSt6vectorIiSaIiEE17_M_default_appendEm", out, sizeof out,
-                                  &len),
-                 MP_PROF_OK);
+    cr_assert_eq(
+        mp_prof_demangle("_ZNSt6vectorIiSaIiEE17_M_default_appendEm", out, sizeof out, &len),
+        MP_PROF_OK);
     cr_expect_eq(len, strlen(want));
     cr_expect_eq(strlen(out), sizeof out - 1);
     cr_expect_eq(strncmp(out, want, sizeof out - 1), 0);

@@ -4,9 +4,9 @@
 #include <dlfcn.h>
 #include <limits.h>
 
-#include "report_pcs.h"
 #include "report_builder.h"
 #include "report_internal.h"
+#include "report_pcs.h"
 #include "sites.h"
 #include "util.h"
 

@@ -79,6 +79,16 @@ void __tsan_release(void *addr);
 /** The version of the mimprof-sys package, e.g. "0.1.0". */
 const char *mp_sys_version(void);
 
+/**
+ * Provider interface, not for direct use: finds the function `name` as
+ * defined by the loaded object that contains the address `anchor` itself
+ * (not by whichever object the program's symbol lookup would pick) and
+ * copies its address, a function pointer of `size` bytes, to `out`.
+ * @return 1 on success; 0, `out` untouched, when that object defines no
+ *         `name` of its own.
+ */
+int mp_sys_resolve_in_object_(const void *anchor, const char *name, void *out, size_t size);
+
 #ifdef __cplusplus
 }
 #endif
