@@ -14,12 +14,15 @@
  *   --rounds N       requests to serve (default 4000)
  *   --sleep-us U     pause after each request (default 1000)
  *   --checkpoints K  ask for a report K-1 times at equal intervals, by
- *                    raising SIGUSR2 -- only when something handles it
- *                    (the mimprof preload does), then pausing 300 ms
+ *                    raising SIGUSR2 -- only when a mimprof preload object
+ *                    is loaded (it takes SIGUSR2 at its default action as
+ *                    a report request; the program still sees SIG_DFL, so
+ *                    asking sigaction() would not tell), then pausing 300 ms
  *
  * At the end it prints, on stderr, the bytes each long-lived site holds.
  */
 #define _GNU_SOURCE
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -124,11 +127,19 @@ NOINLINE void handle_request(unsigned id)
     free(buf);
 }
 
+static int is_mimprof_preload(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    (void)arg;
+    return info->dlpi_name != NULL && strstr(info->dlpi_name, "libmimprof-preload-") != NULL;
+}
+
 static void checkpoint(void)
 {
     struct sigaction sa;
-    if (sigaction(SIGUSR2, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
-        return;
+    if (dl_iterate_phdr(is_mimprof_preload, NULL) == 0 || sigaction(SIGUSR2, NULL, &sa) != 0 ||
+        sa.sa_handler != SIG_DFL)
+        return; /* no profiler, or the program's own SIGUSR2 */
     raise(SIGUSR2);
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);

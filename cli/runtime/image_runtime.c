@@ -132,7 +132,13 @@ void mp_image_rt_start(mp_profiler *prof)
     atomic_store(&im.stop, false);
     atomic_store(&im.req, false);
     sem_init(&im.wake, 0, 0);
+    /* Born with every signal blocked (rt_signals.h): no process-directed
+     * signal ever lands on this thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     im.have_th = pthread_create(&im.th, NULL, image_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!im.have_th)
         say("mimprof: no image thread in pid %ld: images only at exit\n", (long)im.pid);
 }

@@ -35,6 +35,7 @@
 #include "rt_common.h"
 #include "rt_env.h"
 #include "rt_output.h"
+#include "rt_signals.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -71,6 +72,7 @@ static struct {
     int64_t window_from_ns; /* `from` of the next report's window (wall clock) */
     uint64_t pyro_unsent;   /* reports never handed to the agent */
     char pyro_app[128];     /* service_name, for the summary line */
+    char status_dir[4096];  /* MIMPROF_STATUS_DIR: where the summary goes, or "" */
 #if MPT_HAVE_PYROSCOPE
     mpt_pyro_api pyro_api;
     mp_pyro_config *pyro_cfg; /* validated at start; copied by each agent */
@@ -237,6 +239,23 @@ static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
 #endif
 }
 
+/* The upload summary of this process: a file in the private directory
+ * `mimprof run` made for it (MIMPROF_STATUS_DIR), which the command prints
+ * after the program ended -- whatever the program did with its
+ * descriptors, nothing is lost silently -- else (a bare preload, or the
+ * directory is gone) a message on the runtime's own descriptor. */
+#define status_say(...) mpt_rt_say_to(rt.quiet, status_path(), __VA_ARGS__)
+
+/* pyroscope.<pid> in rt.status_dir, or NULL. */
+static const char *status_path(void)
+{
+    static char path[4200];
+    if (rt.status_dir[0] == '\0')
+        return NULL;
+    snprintf(path, sizeof path, "%s/pyroscope.%ld", rt.status_dir, (long)getpid());
+    return path;
+}
+
 /* After the last report: stops the agent, which delivers what is queued
  * within its flush deadline (MIMPROF_PYROSCOPE_FLUSH_DEADLINE, default 5 s)
  * and spools or counts the rest; then one line on stderr when anything was
@@ -266,7 +285,8 @@ static void pyro_finish(void)
     ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
                  st.fail_server + st.fail_rejected + st.fail_other;
     if (lost > 0 || st.spooled > 0 || failed > 0)
-        say("mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
+        status_say(
+            "mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
             "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
             "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
             "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
@@ -278,8 +298,8 @@ static void pyro_finish(void)
             (ull)st.fail_rejected, (ull)st.fail_other, last[0] != '\0' ? "; last error: " : "",
             last);
     else if (rt.pyro_summary && !rt.pyro_forked)
-        say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
-            (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
+        status_say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+                   (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
 #endif
 }
 
@@ -414,25 +434,14 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
 
 __attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(status); }
 
+/* SIGUSR2 and the fatal signals, each while the program leaves it at its
+ * default action; the program keeps seeing its own dispositions
+ * (rt_signals.h). */
 static void install_handlers(void)
 {
-    struct sigaction old, sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGUSR2, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-        !(old.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = on_usr2;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGUSR2, &sa, NULL);
-    }
-    for (size_t i = 0; i < NFATAL; i++) {
-        if (sigaction(FATAL_SIGNALS[i], NULL, &old) != 0 || old.sa_handler != SIG_DFL ||
-            (old.sa_flags & SA_SIGINFO))
-            continue;
-        sa.sa_handler = on_fatal;
-        sa.sa_flags = SA_RESETHAND | SA_RESTART;
-        sigaction(FATAL_SIGNALS[i], &sa, NULL);
-    }
+    mpt_sig_take(SIGUSR2, on_usr2, SA_RESTART);
+    for (size_t i = 0; i < NFATAL; i++)
+        mpt_sig_take(FATAL_SIGNALS[i], on_fatal, SA_RESETHAND | SA_RESTART);
 }
 
 /* ---- session lifecycle ----------------------------------------------- */
@@ -465,7 +474,13 @@ static int start_locked(void)
     mp_image_rt_start(rt.prof);
     if (rt.bare)
         return 0; /* one report, at exit */
+    /* Born with every signal blocked: no process-directed signal is ever
+     * delivered to it, not even before it could block them itself. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     rt.have_reporter = pthread_create(&rt.reporter, NULL, reporter_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!rt.have_reporter)
         say("mimprof: no reporter thread in pid %ld: only the final report will be written\n",
             (long)rt.pid);
@@ -477,6 +492,7 @@ static void after_fork_child(void)
     /* The core ended the parent's session in this child; the reporter
      * thread does not exist here. */
     pthread_mutex_init(&rt.lock, NULL);
+    mpt_sig_after_fork();
     if (!rt.started)
         return;
     rt.started = false;
@@ -588,10 +604,13 @@ int mp_preload_runtime_start(void)
     const char *why = "";
     mpt_env_var bad = mpt_env_load(g_envp, &why);
     rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
+    if (mpt_env(MPT_ENV_STATUS_DIR)->set && mpt_env(MPT_ENV_STATUS_DIR)->text[0] == '/')
+        snprintf(rt.status_dir, sizeof rt.status_dir, "%s", mpt_env(MPT_ENV_STATUS_DIR)->text);
     if (!this_process_is_profiled()) {
         rc = 0;
-        goto out;
+        goto out; /* and no descriptor of ours in this process */
     }
+    mpt_rt_msg_init(); /* before any message */
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&rt.wake, 0, 0);

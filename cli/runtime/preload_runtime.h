@@ -104,6 +104,16 @@
  *                        the upload configuration (mp_pyro_config_from_env)
  *   MIMPROF_PYROSCOPE_LIB      the libmimprof-pyroscope to dlopen()
  *   MIMPROF_PYROSCOPE_SUMMARY  1: a line at exit also when nothing was lost
+ *   MIMPROF_STATUS_DIR   a private directory `mimprof run` made: the
+ *                        upload summary of each process goes to the file
+ *                        pyroscope.<pid> there, and the command prints it
+ *                        after the program ended (a path, not a
+ *                        descriptor: it works whatever the program did
+ *                        with its descriptors). Unset: the summary is a
+ *                        message like the others.
+ * Messages (errors, a bare preload's summary) go to a close-on-exec
+ * duplicate of stderr taken at start, moved to the top of the descriptor
+ * range, and only while it still is that file (rt_common.h).
  * A malformed value is reported on stderr and the process runs unprofiled
  * (for the upload configuration: without uploads, see above).
  */

@@ -4,13 +4,54 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-void mpt_rt_say(bool quiet, const char *fmt, ...)
+static struct {
+    int fd; /* -1: none */
+    dev_t dev;
+    ino_t ino;
+} msg = {.fd = -1};
+
+int mpt_rt_fd_high(int fd)
+{
+    struct rlimit rl;
+    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    if (top > 4096)
+        top = 4096;
+    int high = top > 64 ? fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64)) : -1;
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
+void mpt_rt_msg_init(void)
+{
+    struct stat st;
+    if (msg.fd >= 0 && fstat(msg.fd, &st) == 0 && st.st_dev == msg.dev && st.st_ino == msg.ino)
+        return; /* inherited across fork: still ours */
+    msg.fd = -1;
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return; /* no stderr: messages have nowhere to go */
+    fd = mpt_rt_fd_high(fd);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
+    msg.dev = st.st_dev;
+    msg.ino = st.st_ino;
+    msg.fd = fd;
+}
+
+void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
 {
     if (quiet)
         return;
@@ -19,9 +60,21 @@ void mpt_rt_say(bool quiet, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (n > 0) {
-        size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
-        ssize_t w = write(2, buf, len);
+    if (n <= 0)
+        return;
+    size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    if (path != NULL) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            bool ok = write(fd, buf, len) == (ssize_t)len;
+            if (close(fd) == 0 && ok)
+                return;
+            unlink(path);
+        }
+    }
+    struct stat st;
+    if (msg.fd >= 0 && fstat(msg.fd, &st) == 0 && st.st_dev == msg.dev && st.st_ino == msg.ino) {
+        ssize_t w = write(msg.fd, buf, len);
         (void)w;
     }
 }

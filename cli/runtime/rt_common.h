@@ -11,9 +11,31 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* printf to stderr with one write(2) (at most 1023 bytes; no stdio, no
- * malloc), unless `quiet`. */
-void mpt_rt_say(bool quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The runtime's messages go to a descriptor of its own (issue 14, item
+ * 6): a close-on-exec duplicate of stderr taken at start, moved to the
+ * top of the descriptor range (mpt_rt_fd_high), so a program that closes
+ * or reuses its stderr neither loses them nor gets them written into the
+ * file that took number 2. Before each write the descriptor is checked
+ * to still be that file (device and inode): a program that closed every
+ * descriptor and reopened that number never receives them either. Called
+ * once at start; again in a process that has none yet. */
+void mpt_rt_msg_init(void);
+
+/* printf with one write(2) (at most 1023 bytes; no stdio, no malloc),
+ * unless `quiet`: into the new file `path` (created 0600, never
+ * followed or replaced) when it is not NULL and can be written, else to
+ * the runtime's message descriptor (above). */
+void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A message on the runtime's message descriptor. */
+#define mpt_rt_say(quiet, ...) mpt_rt_say_to((quiet), NULL, __VA_ARGS__)
+
+/* Moves `fd` (close-on-exec) to a number the program's own open() would
+ * reach last: just below RLIMIT_NOFILE (at most 4096, since the kernel's
+ * table grows to the highest number in use). Returns the new descriptor
+ * (the old one is closed), or `fd` itself when there is no room. */
+int mpt_rt_fd_high(int fd);
 
 /* Adds `ms` milliseconds to *t (normalised). */
 void mpt_rt_timespec_add_ms(struct timespec *t, uint64_t ms);

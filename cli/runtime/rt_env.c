@@ -57,6 +57,9 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                                    "`1`: a line at exit also when nothing was lost"},
     [MPT_ENV_PYROSCOPE_LOG_LEVEL] = {"MIMPROF_PYROSCOPE_LOG_LEVEL", MPT_ENVK_STRING, NULL,
                                      "the adapter's log level (`MIMPROF_QUIET=1`: `error`)"},
+    [MPT_ENV_STATUS_DIR] = {"MIMPROF_STATUS_DIR", MPT_ENVK_STRING, NULL,
+                            "a private directory of `mimprof run`: each process's upload "
+                            "summary goes to `pyroscope.<pid>` there, printed by the command"},
     [MPT_ENV_PYRO_SERVER] = {"PYROSCOPE_SERVER_ADDRESS", MPT_ENVK_STRING, NULL,
                              "upload every report there (the adapter reads the other "
                              "`PYROSCOPE_*`)"},
@@ -67,7 +70,7 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
 };
 
 /* Room for every value the runtime keeps (paths are the long ones). */
-static char g_arena[6 * 4096 + 1024];
+static char g_arena[7 * 4096 + 1024];
 static mpt_env_value g_val[MPT_ENV_COUNT];
 
 static const char *expected(mpt_env_kind k)

@@ -389,6 +389,50 @@ static int image_env(const run_opts *o)
 
 /* Counts the reports in dir newer than `since` and names the newest one
  * of `pid` (or of any process when none of pid's exists). */
+/* The private directory through which the profiled processes report
+ * what `mimprof run` prints for them after the program ended (their
+ * upload summaries: preload_runtime.h, MIMPROF_STATUS_DIR). A file path,
+ * not a descriptor: it works whatever the program does with its
+ * descriptors (a program that closes stderr at exit, or every descriptor
+ * at start), and the program sees no descriptor of ours. "" when it
+ * cannot be made (the processes then write to their stderr). */
+static void status_dir_make(char *dir, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] != '/')
+        tmp = "/tmp";
+    if (snprintf(dir, cap, "%s/mimprof-run-XXXXXX", tmp) >= (int)cap || mkdtemp(dir) == NULL ||
+        setenv("MIMPROF_STATUS_DIR", dir, 1) != 0)
+        dir[0] = '\0';
+}
+
+/* Prints every process's status file (in name order) and removes them
+ * and the directory. */
+static void status_dir_print(const char *dir)
+{
+    if (dir[0] == '\0')
+        return;
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    for (int i = 0; i < n; i++) {
+        char path[4400];
+        if (names[i]->d_name[0] != '.' &&
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) < (int)sizeof path) {
+            int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+            char buf[4096];
+            ssize_t r;
+            while (fd >= 0 && (r = read(fd, buf, sizeof buf)) > 0)
+                fwrite(buf, 1, (size_t)r, stderr);
+            if (fd >= 0)
+                close(fd);
+            unlink(path);
+        }
+        free(names[i]);
+    }
+    free(names);
+    rmdir(dir);
+}
+
 static void summarize(const char *dir, time_t since, pid_t pid, bool quiet)
 {
     DIR *d = opendir(dir);
@@ -700,9 +744,12 @@ static int run_command(run_opts *op, char **cmd)
     if (image_env(&o) != 0)
         return EXIT_OWN_ERROR;
 
+    char status_dir[4096];
+    status_dir_make(status_dir, sizeof status_dir);
     /* exec failures travel back through a close-on-exec pipe. */
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) {
+        status_dir_print(status_dir);
         fprintf(stderr, "mimprof run: pipe: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
     }
@@ -725,6 +772,7 @@ static int run_command(run_opts *op, char **cmd)
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
+        status_dir_print(status_dir);
         fprintf(stderr, "mimprof run: fork: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
     }
@@ -762,6 +810,7 @@ static int run_command(run_opts *op, char **cmd)
         }
     }
     g_child = 0;
+    status_dir_print(status_dir);
     if (r == (ssize_t)sizeof exec_errno) {
         fprintf(stderr, "mimprof run: cannot run '%s': %s\n", cmd[0], strerror(exec_errno));
         return EXIT_CANNOT_RUN;

@@ -4,7 +4,18 @@
  *
  * Striped chained hash table; a stack, once interned, is immutable and
  * lives until the session ends (mp_depot_clear, under rw exclusive), so
- * holders of a pointer need no reference count. */
+ * holders of a pointer need no reference count.
+ *
+ * Every walk of a chain is bounded by the stripe's count, and clearing
+ * cuts a chain where it meets a stack it has already visited: the chains
+ * can never make the profiler loop forever, even if the allocator handed
+ * out one block twice. That happens when a program allocates in a signal
+ * handler that interrupted the allocator itself (undefined behaviour that
+ * glibc usually survives; mimalloc's free lists then serve a block that
+ * is still in use, and the depot linked it into its chain a second time:
+ * mp_depot_clear at exit went round that cycle forever, issue 14 item
+ * 12). The allocator's own state is beyond repair then; the profiler's
+ * part is only never to hang on it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,15 +50,20 @@ static uint64_t hash_stack(const uintptr_t *pcs, uint32_t depth, bool truncated)
     return h;
 }
 
+/* Marks a stack as visited by mp_depot_clear (its hash is not needed any
+ * more once the stripe is being emptied). */
+#define VISITED 0x5649534954454421ULL
+
 static bool grow(stripe *s)
 {
     size_t n = s->nbuckets ? s->nbuckets * 2 : 64;
     mp_stack **b = calloc(n, sizeof *b);
     if (b == NULL)
         return false;
+    size_t budget = s->count; /* every walk is bounded: see the header */
     for (size_t i = 0; i < s->nbuckets; i++) {
         mp_stack *e = s->buckets[i];
-        while (e != NULL) {
+        while (e != NULL && budget-- > 0) {
             mp_stack *next = e->next;
             size_t k = (size_t)(e->hash >> 6) & (n - 1);
             e->next = b[k];
@@ -68,7 +84,9 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
     mp_stack *found = NULL;
     pthread_mutex_lock(&s->lock);
     if (s->nbuckets != 0) {
-        for (mp_stack *e = s->buckets[(h >> 6) & (s->nbuckets - 1)]; e != NULL; e = e->next) {
+        size_t budget = s->count;
+        for (mp_stack *e = s->buckets[(h >> 6) & (s->nbuckets - 1)]; e != NULL && budget-- > 0;
+             e = e->next) {
             if (e->hash == h && e->depth == depth && e->truncated == (uint32_t)truncated &&
                 memcmp(e->pcs, pcs, depth * sizeof *pcs) == 0) {
                 found = e;
@@ -94,19 +112,32 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
     return found;
 }
 
+/* Frees one chain: first walks it (at most `budget` stacks) marking each,
+ * and cuts it where it reaches a stack already marked, so that the walk
+ * that frees it visits every stack once. */
+static void free_chain(mp_stack *head, size_t budget)
+{
+    mp_stack **link = &head;
+    while (*link != NULL && budget > 0 && (*link)->hash != VISITED) {
+        (*link)->hash = VISITED;
+        link = &(*link)->next;
+        budget--;
+    }
+    *link = NULL;
+    while (head != NULL) {
+        mp_stack *next = head->next;
+        free(head);
+        head = next;
+    }
+}
+
 void mp_depot_clear(void)
 {
     for (unsigned i = 0; i < STRIPES; i++) {
         stripe *s = &g_stripes[i];
         pthread_mutex_lock(&s->lock);
-        for (size_t k = 0; k < s->nbuckets; k++) {
-            mp_stack *e = s->buckets[k];
-            while (e != NULL) {
-                mp_stack *next = e->next;
-                free(e);
-                e = next;
-            }
-        }
+        for (size_t k = 0; k < s->nbuckets; k++)
+            free_chain(s->buckets[k], s->count);
         free(s->buckets);
         s->buckets = NULL;
         s->nbuckets = 0;

@@ -9,6 +9,7 @@
  *   session.c   the process recorder: start / report / stop, fork,
  *               diagnostics
  *   aggregate.c per-stack sums for one report
+ *   unwind_nofd.c  libunwind's memory validation without a descriptor
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
  *               reading heap images back, offline pprof (heap_image.h)
@@ -190,6 +191,9 @@ void mp_sampler_global_init(void);
 mp_thread_rec *mp_sampler_current_rec(void);
 /* Warm-up: the unwinder's first call may allocate; done at session start. */
 void mp_sampler_warm_up(void);
+/* Gives the unwinder a memory validator that needs no file descriptor
+ * (unwind_nofd.c); idempotent; before the first capture. */
+void mp_unwind_nofd_install(void);
 bool mp_sampler_observed(void);
 /* One exponential draw with mean `mean` from `state` (exposed for tests). */
 uint64_t mp_sampler_draw(uint64_t state[2], double mean);

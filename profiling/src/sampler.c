@@ -22,6 +22,7 @@
  * address even if the library is linked statically. */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/random.h> /* Linux: getrandom; macOS: getentropy */
 #include <time.h>
@@ -70,18 +71,45 @@ static pthread_key_t g_exit_key;
 
 /* ------------------------------------------------------------------ guard */
 
+/* The guard's contract, also towards signal handlers (issue 14, item 12).
+ * While a thread holds it, its allocations are never sampled and its frees
+ * never touch the live table, so a signal handler that allocates
+ * (undefined behaviour, but glibc survives it) while the thread is inside
+ * the profiler never re-enters a profiler lock or structure; a sampled
+ * block such a handler frees stays in the live table until its address is
+ * freed or sampled again. A handler that runs outside the guard is an
+ * ordinary caller. The stores are ordered for a handler arriving between
+ * any two of them (signal fences): the guard counts as held before the
+ * countdown is parked at INT64_MAX and until it is restored, and the
+ * countdown to restore is read before, so no handler can overwrite it. A
+ * hit in those two windows (the countdown is live, the guard held) takes
+ * the saved countdown back (mp_prof_hook_sample): the thread never stops
+ * sampling for good. */
 HOOK void mp_guard_enter(void)
 {
-    if (ts.guard++ == 0) {
-        ts.saved_countdown = mp_prof_hook_countdown;
+    if (ts.guard == 0) {
+        uint64_t cd = mp_prof_hook_countdown;
+        ts.guard = 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        ts.saved_countdown = cd;
+        atomic_signal_fence(memory_order_seq_cst);
         mp_prof_hook_countdown = INT64_MAX; /* internal allocations never reach zero */
+        atomic_signal_fence(memory_order_seq_cst);
+        return;
     }
+    ts.guard++;
 }
 
 HOOK void mp_guard_exit(void)
 {
-    if (--ts.guard == 0)
+    if (ts.guard == 1) {
         mp_prof_hook_countdown = ts.saved_countdown;
+        atomic_signal_fence(memory_order_seq_cst);
+        ts.guard = 0;
+        atomic_signal_fence(memory_order_seq_cst);
+        return;
+    }
+    ts.guard--;
 }
 
 bool mp_guard_held(void) { return ts.guard != 0; }
@@ -149,6 +177,7 @@ void mp_sampler_warm_up(void)
 {
     uintptr_t buf[64];
     mp_guard_enter();
+    mp_unwind_nofd_install(); /* before libunwind's first unwind opens its pipe */
     (void)capture(buf, 64);
     mp_guard_exit();
 }
@@ -307,8 +336,11 @@ out:
 
 HOOK void mp_prof_hook_sample(void *p, size_t size)
 {
-    if (ts.guard != 0) { /* cannot reach zero under the guard; keep it so */
-        mp_prof_hook_countdown = INT64_MAX;
+    if (ts.guard != 0) {
+        /* Only a signal handler that interrupted mp_guard_enter/exit gets
+         * here (the countdown is parked otherwise): give the countdown
+         * being saved or restored back, never park it for good. */
+        mp_prof_hook_countdown = ts.saved_countdown;
         return;
     }
     uint64_t gen = atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "retry.h"
 #include "util.h"
@@ -213,6 +214,19 @@ static void url_path(const char *url, char *out, size_t len)
     out[n] = '\0';
 }
 
+/* The agent's sockets are close-on-exec and at the top of the descriptor
+ * range (mp_pyro_fd_high): a daemon that closes 0-1023 and reopens its
+ * files never finds a socket of ours there, and a program that closed
+ * stderr never has its next file become our connection (issue 14, items
+ * 1 and 6). */
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    (void)clientp;
+    (void)purpose;
+    int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    return fd < 0 ? CURL_SOCKET_BAD : mp_pyro_fd_high(fd);
+}
+
 static void setup(CURL *e, const mp_pyro_config *cfg, const mp_pyro_request *req,
                   struct curl_slist *headers, response *resp, char *errbuf)
 {
@@ -231,6 +245,7 @@ static void setup(CURL *e, const mp_pyro_config *cfg, const mp_pyro_request *req
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     if (cfg->ca_path)
         curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_path);
 }

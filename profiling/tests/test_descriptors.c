@@ -1,0 +1,183 @@
+/* A profiled program's file descriptors are its own (issue 14, item 1):
+ * a daemon-like program that closes every descriptor, reopens 0-2 on
+ * /dev/null and opens a data file and a log, then allocates (and is
+ * sampled, from stacks the unwinder has not seen) while using them, has
+ * exactly the descriptors, file contents and read-backs it has without a
+ * session. Regression: libunwind's memory-validation pipe took the
+ * numbers the program reopened, read a byte from its data file, wrote a
+ * byte of memory into its log, or closed both and put a pipe there. */
+#include "helpers.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <mimprof/sys.h>
+
+MP_PROF_SAMPLING_ALLOCATOR_INLINE(tfd, mp_sys_mimalloc);
+
+#define CHILD_CHECK(cond, code)                                                                    \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            _exit(code);                                                                           \
+    } while (0)
+
+/* "fd -> target" of every open descriptor but the listing's own, one per
+ * line, in descriptor order (the kernel lists them in order). */
+static void fd_table(char *out, size_t cap)
+{
+    out[0] = '\0';
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    int self = dirfd(d);
+    size_t o = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == self)
+            continue;
+        char link[300], target[512];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        int w = snprintf(out + o, cap - o, "%s -> %s\n", e->d_name, target);
+        if (w > 0 && (size_t)w < cap - o)
+            o += (size_t)w;
+    }
+    closedir(d);
+}
+
+static void *volatile sink;
+
+/* Distinct call sites on distinct stack pages: every new return address
+ * makes libunwind step (and validate) afresh. */
+#define LEVEL(name, next)                                                                          \
+    __attribute__((noinline)) static void name(int n, size_t size)                                 \
+    {                                                                                              \
+        volatile char pad[4500];                                                                   \
+        pad[0] = (char)n;                                                                          \
+        if (n > 0)                                                                                 \
+            next(n - 1, size);                                                                     \
+        else {                                                                                     \
+            sink = tfd_alloc(size, 16);                                                            \
+            tfd_dealloc(sink, size, 16);                                                           \
+        }                                                                                          \
+        TEST_NO_TAIL(pad[0]);                                                                      \
+    }
+static void level_a(int n, size_t size);
+static void level_b(int n, size_t size);
+static void level_c(int n, size_t size);
+LEVEL(level_a, level_b)
+LEVEL(level_b, level_c)
+LEVEL(level_c, level_a)
+
+/* The daemon's life; returns the descriptor tables seen at three points
+ * (after opening its files, halfway, at the end) concatenated into
+ * `tables`, and exits nonzero on a wrong read-back or log. */
+static void daemon_life(const char *dir, bool profiled, char *tables, size_t cap)
+{
+    mp_profiler *prof = NULL;
+    if (profiled) {
+        sink = tfd_alloc(64, 16); /* observed */
+        tfd_dealloc(sink, 64, 16);
+        mp_prof_config c;
+        mp_prof_config_init(&c);
+        c.sample_interval_bytes = 4096;
+        c.seed = 99;
+        CHILD_CHECK(mp_profiler_start(&c, &prof) == MP_PROF_OK, 20);
+    }
+    for (int fd = 0; fd < 1024; fd++)
+        close(fd);
+    CHILD_CHECK(open("/dev/null", O_RDONLY) == 0, 21);
+    CHILD_CHECK(open("/dev/null", O_WRONLY) == 1, 22);
+    CHILD_CHECK(open("/dev/null", O_WRONLY) == 2, 23);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/data", dir);
+    int data = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    snprintf(path, sizeof path, "%s/log", dir);
+    int log = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHILD_CHECK(data == 3 && log == 4, 24);
+    size_t o = 0;
+    fd_table(tables, cap);
+    o = strlen(tables);
+    for (int i = 0; i < 600; i++) {
+        char rec[32], back[32];
+        memset(rec, 'a' + i % 26, sizeof rec);
+        CHILD_CHECK(write(data, rec, sizeof rec) == (ssize_t)sizeof rec, 25);
+        level_a(i % 17, 4096 + (size_t)i * 61 % 20000);
+        CHILD_CHECK(lseek(data, -(off_t)sizeof rec, SEEK_CUR) >= 0, 26);
+        CHILD_CHECK(read(data, back, sizeof back) == (ssize_t)sizeof back, 27);
+        CHILD_CHECK(memcmp(back, rec, sizeof rec) == 0, 28);
+        char line[32];
+        int n = snprintf(line, sizeof line, "%d\n", i);
+        CHILD_CHECK(write(log, line, (size_t)n) == n, 29);
+        if (i == 300) {
+            fd_table(tables + o, cap - o);
+            o += strlen(tables + o);
+        }
+    }
+    fd_table(tables + o, cap - o);
+    /* The files hold exactly what the program wrote. */
+    struct stat st;
+    CHILD_CHECK(fstat(data, &st) == 0 && st.st_size == 600 * 32, 30);
+    off_t expect = 0;
+    for (int i = 0; i < 600; i++)
+        expect += i < 10 ? 2 : i < 100 ? 3 : 4;
+    CHILD_CHECK(fstat(log, &st) == 0 && st.st_size == expect, 31);
+    if (prof != NULL) {
+        mp_prof_stats s;
+        mp_prof_diagnostics(&s);
+        CHILD_CHECK(s.samples_taken > 100, 32); /* it was sampled all along */
+        mp_profiler_free(prof);
+    }
+}
+
+/* Runs daemon_life in a child (it closes every descriptor, Criterion's
+ * too); its tables come back through a shared mapping. */
+static int run_daemon(bool profiled, char *tables, size_t cap)
+{
+    char dir[] = "/tmp/mimprof-fds-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char *shared = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(shared, MAP_FAILED);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        daemon_life(dir, profiled, shared, cap);
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    memcpy(tables, shared, cap);
+    munmap(shared, cap);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/data", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/log", dir);
+    unlink(p);
+    rmdir(dir);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Test(descriptors, daemon_keeps_its_descriptors_and_files)
+{
+    static char plain[8192], profiled[8192];
+    cr_assert_eq(run_daemon(false, plain, sizeof plain), 0, "the program itself works");
+    cr_assert_eq(run_daemon(true, profiled, sizeof profiled), 0,
+                 "profiled: read-back, files or sampling wrong (child exit code)");
+    /* The data file and log paths differ per run: compare their names. */
+    char *a = plain, *b = profiled;
+    for (; *a && *b; a++, b++) {
+        if (strncmp(a, "/tmp/mimprof-fds-", 17) == 0 && strncmp(b, "/tmp/mimprof-fds-", 17) == 0) {
+            a += 23; /* the XXXXXX */
+            b += 23;
+        }
+        if (*a != *b)
+            break;
+    }
+    cr_assert(*a == '\0' && *b == '\0', "descriptor tables differ:\nplain:\n%s\nprofiled:\n%s",
+              plain, profiled);
+}
