@@ -76,8 +76,6 @@ int mp_image_rt_configure(bool quiet)
     return 0;
 }
 
-bool mp_image_rt_enabled(void) { return im.on; }
-
 static void image_once(void)
 {
     char path[4200];

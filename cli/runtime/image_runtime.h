@@ -32,9 +32,6 @@
  * -1: a malformed value (said on stderr unless quiet). */
 int mp_image_rt_configure(bool quiet);
 
-/* Whether MIMPROF_IMAGE is set (after a successful configure). */
-bool mp_image_rt_enabled(void);
-
 /* A session started in this process: starts the image thread. */
 void mp_image_rt_start(mp_profiler *prof);
 

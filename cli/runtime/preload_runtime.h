@@ -46,7 +46,7 @@
  *    programs executed by unprofiled children keep the preload loaded, as
  *    an allocator with no session.
  *
- * Pyroscope (issue 7). With PYROSCOPE_SERVER_ADDRESS set, the runtime
+ * Pyroscope. With PYROSCOPE_SERVER_ADDRESS set, the runtime
  * dlopen()s libmimprof-pyroscope (the package arrow is pyroscope ->
  * profiling: nothing here links it) -- $MIMPROF_PYROSCOPE_LIB, else the
  * file next to this preload object, else the dynamic loader's search --

@@ -11,8 +11,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* The runtime's messages go to a descriptor of its own (issue 14, item
- * 6): a close-on-exec duplicate of stderr taken at start, moved to the
+/* The runtime's messages go to a descriptor of its own: a close-on-exec duplicate of stderr taken at start, moved to the
  * top of the descriptor range (mpt_rt_fd_high), so a program that closes
  * or reuses its stderr neither loses them nor gets them written into the
  * file that took number 2. Before each write the descriptor is checked

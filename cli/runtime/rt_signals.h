@@ -1,5 +1,5 @@
 /* The runtime's signal handlers, and the program's view of its own
- * dispositions (issue 14, item 4). Not installed.
+ * dispositions. Not installed.
  *
  * The runtime takes a few signals while the program leaves them at their
  * default action: SIGUSR2 (a report) and the fatal ones (a last report,

@@ -3,7 +3,7 @@
  * every 200 us mallocs and frees while the main loop churns, for a fixed
  * number of rounds. test_run.py's Signals.test_malloc_in_a_signal_handler
  * runs it under `mimprof run -i 1k -e 100ms`: whatever the allocator's
- * state ends up being, the profiler's part never hangs (issue 14, item 12). */
+ * state ends up being, the profiler's part never hangs. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdlib.h>

@@ -1,5 +1,4 @@
-/* A daemon-like program for test_run.py's Descriptors test (issue 14,
- * item 1): it closes descriptors 0-1023, reopens 0-2 on /dev/null, opens
+/* A daemon-like program for test_run.py's Descriptors test: it closes descriptors 0-1023, reopens 0-2 on /dev/null, opens
  * a read-write data file and a write-only log, then allocates from many
  * call sites while using both. It writes its /proc/self/fd table at three
  * points (after opening its files, halfway, at the end) to DIR/tables,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPython's own test suite under `mimprof run` (issue 14, item 4): the
+"""CPython's own test suite under `mimprof run`: the
 threading, signal, subprocess, faulthandler and os tests give the same
 result profiled as unprofiled. They check, among much else, that Python
 finds SIG_DFL where it installs its SIGINT handler, that KeyboardInterrupt

@@ -291,7 +291,7 @@ class RunUploads(PyroscopeTest):
         self.assertEqual(self.server.summary()["profiles"], 2)
 
     def test_the_agents_descriptors_sit_at_the_top_of_the_range(self):
-        # Issue 14, item 1: the agent's connection and its spool lock are
+        # The agent's connection and its spool lock are
         # lasting descriptors; they are close-on-exec and at the top of the
         # range (>= RLIMIT_NOFILE - 64, at most 4096), never at a number the
         # program's open() hands out. The program looks once its first
@@ -469,7 +469,7 @@ class Unreachable(PyroscopeTest):
         self.assertLess(secs, plain_s + 1.0 + 10.0, (secs, plain_s))
 
     def test_loss_is_reported_when_the_program_closes_its_stderr(self):
-        # Regression (issue 14, item 6): sort closes stdout and stderr at
+        # Regression: sort closes stdout and stderr at
         # exit (gnulib's close_stdout), before the runtime's exit handler
         # counts the loss; the line went to the closed descriptor 2
         # (EBADF) and was lost, or into the agent's socket once that took
@@ -595,7 +595,7 @@ class NoHarm(PyroscopeTest):
 
 
 class CxxNames(PyroscopeTest):
-    """What the server receives from a C++ program (issue 17): demangled,
+    """What the server receives from a C++ program: demangled,
     qualified names (shop::Cache<shop::Item>::put, not _ZN4shop5Cache...
     nor a bare put) in both symbolize modes, as the query API returns
     them."""

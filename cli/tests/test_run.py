@@ -244,7 +244,7 @@ class Signals(TempDirTest):
             self.assertEqual(len(files), 2, "the asked-for report and the exit's (%r)" % files)
 
     def test_python_sees_its_own_dispositions(self):
-        # Regression (issue 14, item 4): the runtime's handlers, installed
+        # Regression: the runtime's handlers, installed
         # before main, were what Python found: getsignal(SIGINT) was None
         # (Python installs its handler only over SIG_DFL) and SIGINT killed
         # the interpreter (130) instead of raising KeyboardInterrupt.
@@ -268,7 +268,7 @@ class Signals(TempDirTest):
         self.assertIn("KeyboardInterrupt\n", r.stdout)
 
     def test_malloc_in_a_signal_handler_never_hangs(self):
-        # Issue 14, item 12: a program that mallocs in a 200 us SIGALRM
+        # A program that mallocs in a 200 us SIGALRM
         # handler hung once in 25 runs (an endless walk of a depot chain in
         # mp_depot_clear at exit, after the interrupted allocator handed out
         # a block twice). The program's own undefined behaviour may still
@@ -304,7 +304,7 @@ class Signals(TempDirTest):
 
 class Descriptors(TempDirTest):
     def test_daemon_keeps_its_descriptors_and_files(self):
-        # Regression (issue 14, item 1): libunwind's validation pipe took
+        # Regression: libunwind's validation pipe took
         # the numbers the daemon reopened (read-back wrong in 10 of 10
         # runs, stray bytes in its log, or its files replaced by a pipe).
         prog = os.environ["MIMPROF_DAEMON_FDS"]

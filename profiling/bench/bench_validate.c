@@ -1,5 +1,5 @@
 /* The cost of one memory validation of the unwinder, each way it can be
- * done (issue 14, item 1; BENCHMARKS.md "Memory validation"):
+ * done (BENCHMARKS.md "Memory validation"):
  *   pipe     libunwind's own: read one byte from its pipe (drain), write
  *            one byte from the address into it -- two system calls and two
  *            descriptors in the program's range

@@ -179,7 +179,6 @@ typedef struct mp_session_cfg {
  * do not consume the application's sampling interval. */
 void mp_guard_enter(void);
 void mp_guard_exit(void);
-bool mp_guard_held(void);
 
 /* Resets the calling thread's sampling state for the current session
  * (session start does it for its own thread, so that its very next bytes
@@ -195,9 +194,6 @@ void mp_sampler_warm_up(void);
  * (unwind_nofd.c); idempotent; before the first capture. */
 void mp_unwind_nofd_install(void);
 bool mp_sampler_observed(void);
-/* One exponential draw with mean `mean` from `state` (exposed for tests). */
-uint64_t mp_sampler_draw(uint64_t state[2], double mean);
-void mp_sampler_seed(uint64_t state[2], uint64_t seed, uint64_t stream);
 
 /* ---------------------------------------------------------------- session */
 

@@ -71,7 +71,7 @@ static pthread_key_t g_exit_key;
 
 /* ------------------------------------------------------------------ guard */
 
-/* The guard's contract, also towards signal handlers (issue 14, item 12).
+/* The guard's contract, also towards signal handlers.
  * While a thread holds it, its allocations are never sampled and its frees
  * never touch the live table, so a signal handler that allocates
  * (undefined behaviour, but glibc survives it) while the thread is inside
@@ -112,8 +112,6 @@ HOOK void mp_guard_exit(void)
     ts.guard--;
 }
 
-bool mp_guard_held(void) { return ts.guard != 0; }
-
 /* -------------------------------------------------------------------- RNG */
 
 static HOOK uint64_t splitmix64(uint64_t *state)
@@ -124,16 +122,18 @@ static HOOK uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-void mp_sampler_seed(uint64_t state[2], uint64_t seed, uint64_t stream)
+/* A thread's RNG state: its session's seed mixed with its ordinal, so
+ * that threads draw independent streams. */
+static uint64_t rng_seed(uint64_t seed, uint64_t stream)
 {
     uint64_t a = seed, b = stream * 0xD1B54A32D192ED03ULL + 1;
-    state[0] = splitmix64(&a) ^ splitmix64(&b);
-    state[1] = 0;
+    return splitmix64(&a) ^ splitmix64(&b);
 }
 
-HOOK uint64_t mp_sampler_draw(uint64_t state[2], double mean)
+/* One exponential draw with mean `mean` from *state (splitmix64). */
+static HOOK uint64_t rng_draw(uint64_t *state, double mean)
 {
-    uint64_t z = splitmix64(&state[0]);
+    uint64_t z = splitmix64(state);
     double u = (double)((z >> 11) + 1) * 0x1p-53; /* (0, 1] */
     double x = -log(u) * mean;                    /* Exp(mean) */
     if (!(x < (double)MP_MAX_COUNTDOWN))
@@ -212,16 +212,13 @@ static HOOK uint64_t thread_reset(void)
         ts.gen = 0;
         cd = MP_IDLE_COUNTDOWN;
     } else {
-        uint64_t st[2];
         ts.gen = gen;
         ts.interval = g_rec.cfg.interval;
         ts.max_depth = g_rec.cfg.max_depth;
         ts.ring_capacity = g_rec.cfg.ring_capacity;
         ts.ordinal = atomic_fetch_add_explicit(&g_rec.next_ordinal, 1, memory_order_relaxed);
-        mp_sampler_seed(st, g_rec.cfg.seed ? g_rec.cfg.seed : random_seed(), ts.ordinal);
-        ts.rng = st[0];
-        cd = mp_sampler_draw(st, ts.interval);
-        ts.rng = st[0];
+        ts.rng = rng_seed(g_rec.cfg.seed ? g_rec.cfg.seed : random_seed(), ts.ordinal);
+        cd = rng_draw(&ts.rng, ts.interval);
     }
     if (locked)
         mp_rw_rdunlock(&g_rec.rw);
@@ -353,9 +350,7 @@ HOOK void mp_prof_hook_sample(void *p, size_t size)
         mp_prof_hook_countdown = MP_IDLE_COUNTDOWN;
         return;
     }
-    uint64_t st[2] = {ts.rng, 0};
-    mp_prof_hook_countdown = mp_sampler_draw(st, ts.interval);
-    ts.rng = st[0];
+    mp_prof_hook_countdown = rng_draw(&ts.rng, ts.interval);
     if (p != NULL)
         record(p, size);
 }

@@ -1,4 +1,4 @@
-/* libunwind without file descriptors (issue 14, item 1).
+/* libunwind without file descriptors.
  *
  * libunwind (1.6 to 1.8, every architecture) checks that an address is
  * readable, whenever it validates memory (CONSERVATIVE_CHECKS, the

@@ -1,4 +1,4 @@
-/* The stack depot never loops forever (issue 14, item 12), even when its
+/* The stack depot never loops forever, even when its
  * chains hold a cycle -- what happens when the allocator hands out a block
  * the depot still uses (a program that allocates in a signal handler that
  * interrupted the allocator). Regression: mp_depot_clear at exit went

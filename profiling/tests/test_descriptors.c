@@ -1,4 +1,4 @@
-/* A profiled program's file descriptors are its own (issue 14, item 1):
+/* A profiled program's file descriptors are its own:
  * a daemon-like program that closes every descriptor, reopens 0-2 on
  * /dev/null and opens a data file and a log, then allocates (and is
  * sampled, from stacks the unwinder has not seen) while using them, has

@@ -93,7 +93,7 @@ Test(session, defaults, .timeout = 60)
     cr_assert_geq(c.max_live_samples, (size_t)1 << 20);
     cr_assert_geq(c.ring_capacity, 1);
     cr_assert_eq(c.seed, 0);
-    /* Issue 16: DWARF lines cost ~215M instructions per process at exit;
+    /* DWARF lines cost ~215M instructions per process at exit;
      * the default is the cheap mode, lines is opt-in. */
     cr_assert_eq(c.symbolize, MP_PROF_SYMBOLIZE_FUNCTIONS);
     cr_assert_str_eq(mp_prof_version(), "0.1.0");

@@ -217,8 +217,7 @@ static void url_path(const char *url, char *out, size_t len)
 /* The agent's sockets are close-on-exec and at the top of the descriptor
  * range (mp_pyro_fd_high): a daemon that closes 0-1023 and reopens its
  * files never finds a socket of ours there, and a program that closed
- * stderr never has its next file become our connection (issue 14, items
- * 1 and 6). */
+ * stderr never has its next file become our connection. */
 static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
 {
     (void)clientp;

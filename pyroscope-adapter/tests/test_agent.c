@@ -333,7 +333,7 @@ static bool dir_holds(const char *dir, const char *needle)
 /* A spooled profile keeps the server, the tenant and an identity of the
  * credentials it was meant for (a salted hash, never the secret) and is
  * resent only by an agent with the same; any other agent keeps it and
- * counts it (issue 14 item 7: it went into the next run's tenant). */
+ * counts it (it used to go into the next run's tenant). */
 Test(agent, spool_resent_only_to_its_tenant_and_credentials)
 {
     char *dir = mktemp_dir();

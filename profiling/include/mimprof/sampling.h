@@ -48,7 +48,7 @@
  * - A sampled pointer is in the live table before the allocation returns;
  *   a free from any thread removes it.
  *
- * Three forms:
+ * Two forms:
  * - MP_PROF_SAMPLING_ALLOCATOR(name, provider): external definitions, in
  *   one translation unit; other units use
  *   MP_PROF_SAMPLING_ALLOCATOR_DECLARE(name).

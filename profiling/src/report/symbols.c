@@ -345,22 +345,27 @@ static const char *native_name(mp_syms *s, uintptr_t addr)
 }
 
 /* Where separate debug files live: $MIMPROF_DEBUG_ROOT, else
- * /usr/lib/debug (read once per process). Offline only: a profiler never
- * asks a debuginfod server. */
-static const char *g_debug_root;
-static pthread_once_t g_debug_root_once = PTHREAD_ONCE_INIT;
+ * /usr/lib/debug. Offline only: a profiler never asks a debuginfod server.
+ * Copied from the initial environment when the library is loaded, before
+ * the program's main: not through getenv() on the reporter thread, which
+ * in bash is bash's own getenv racing bash's main thread, and not kept as
+ * a pointer into an environment the program may rewrite or free. */
+static char g_debug_root[1024] = "/usr/lib/debug"; /* longer roots are ignored */
 
-static void debug_root_init(void)
+__attribute__((constructor)) static void debug_root_init(void)
 {
-    const char *e = getenv("MIMPROF_DEBUG_ROOT");
-    g_debug_root = e != NULL && e[0] == '/' ? e : "/usr/lib/debug";
+    static const char key[] = "MIMPROF_DEBUG_ROOT=";
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, key, sizeof key - 1) != 0)
+            continue;
+        const char *v = *e + sizeof key - 1;
+        if (v[0] == '/' && strlen(v) < sizeof g_debug_root)
+            memcpy(g_debug_root, v, strlen(v) + 1);
+        return;
+    }
 }
 
-static const char *debug_root(void)
-{
-    pthread_once(&g_debug_root_once, debug_root_init);
-    return g_debug_root;
-}
+static const char *debug_root(void) { return g_debug_root; }
 
 /* The object's function symbols: its own .symtab, else the .symtab of the
  * separate debug file its build-id names (ROOT/.build-id/xx/yyyy.debug,
