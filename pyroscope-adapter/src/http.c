@@ -339,7 +339,10 @@ void mp_pyro_http_send(mp_pyro_http *h, const mp_pyro_config *cfg, const mp_pyro
                     where, code, locs);
         return;
     }
+    /* 408: Pyroscope 2.0 could not read the request body in time, a
+     * transient failure of the connection, retried as a timeout. */
     res->status = code == 429   ? MP_PYRO_E_HTTP_RATE_LIMITED
+                  : code == 408 ? MP_PYRO_E_TIMEOUT
                   : code >= 500 ? MP_PYRO_E_HTTP_SERVER
                   : code == 422 ? mp_pyro_classify_422(smsg)
                                 : MP_PYRO_E_HTTP_REJECTED;

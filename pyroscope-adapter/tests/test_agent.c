@@ -121,6 +121,20 @@ Test(agent, retries_500_and_rate_limit)
     cr_expect_eq(ts_summary(&srv, "accepted"), 3);
 }
 
+/* Pyroscope 2.0 answers 408 when reading the request body fails (a slow
+ * or broken client side of the connection): transient, so retried like a
+ * timeout, never dropped as a rejection. */
+Test(agent, request_timeout_408_is_retried)
+{
+    ts_post(&srv, "/fault", "{\"mode\": \"bodyread\", \"count\": 1}");
+    mp_pyro_stats st = run_once(ONE_WINDOW, 50, MP_PYRO_OK);
+    cr_expect_eq(ts_summary(&srv, "status_408"), 1);
+    cr_expect_eq(st.fail_timeout, 1);
+    cr_expect_eq(st.dropped_rejected, 0);
+    cr_expect_eq(st.uploaded, 1);
+    cr_expect_eq(ts_summary(&srv, "accepted"), 1);
+}
+
 Test(agent, timeout_then_retry)
 {
     /* the retry has the same request timeout: 1.5 s, so that a loaded

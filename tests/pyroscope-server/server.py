@@ -7,7 +7,7 @@ POST /push.v1.PusherService/Push, v1/v2 storage, multi-tenancy, body and
 rate limits, and the Connect query methods SelectMergeProfile,
 SelectSeries, LabelValues and ProfileTypes, as Pyroscope 1.13 or 2.0
 (`--version`) answers them. A separate control port switches fault modes
-(down, 500, ratelimit, slow, reset) and configuration per test and
+(down, 500, ratelimit, unavailable, bodyread, slow, reset) and configuration per test and
 exposes what was received.
 
 Prints one line `READY data=<port> control=<port>` on stdout once both
@@ -40,7 +40,7 @@ INGEST_PATHS = ("/ingest", "/pyroscope/ingest")
 PUSH_PATH = "/push.v1.PusherService/Push"
 QUERY_PREFIX = "/querier.v1.QuerierService/"
 QUERY_METHODS = ("SelectMergeProfile", "SelectSeries", "LabelValues", "ProfileTypes")
-FAULT_MODES = ("none", "down", "500", "ratelimit", "unavailable", "slow", "reset")
+FAULT_MODES = ("none", "down", "500", "ratelimit", "unavailable", "bodyread", "slow", "reset")
 VERSIONS = ("1.13", "2.0")
 STORAGE_OF = {"1.13": "v1", "2.0": "v2"}
 # /ingest: every failure after its request parsing is "pushing
@@ -329,7 +329,13 @@ class DataHandler(BaseHTTPRequestHandler):
                 st.count("faulted")
                 body, _n = self.read_body()
                 self.record(body)
-                if mode == "reset":
+                if mode == "bodyread" and st.version != "1.13":
+                    # 2.0: reading the request body failed (the text after
+                    # the code is the stand-in's own)
+                    self.send(408, json_error("deadline_exceeded",
+                                              "fault injected: reading the request body failed"))
+                    return
+                if mode in ("reset", "bodyread"):
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                                struct.pack("ii", 1, 0))
                     self.close_connection = True
