@@ -136,6 +136,7 @@ static void report_once(void)
  * search (LD_LIBRARY_PATH, ld.so.cache, this object's RUNPATH). */
 static bool pyro_load(char *err, size_t errlen)
 {
+    mpt_rt_fds_take_libcurl();
     const char *lib = mpt_env(MPT_ENV_PYROSCOPE_LIB)->text;
     if (lib != NULL)
         return mpt_pyro_open(lib, false, &rt.pyro_api, err, errlen);

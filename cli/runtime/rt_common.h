@@ -11,10 +11,11 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* The runtime's messages go to a descriptor of its own: a close-on-exec duplicate of stderr taken at start, moved to the
- * top of the descriptor range (mpt_rt_fd_high), so a program that closes
- * or reuses its stderr neither loses them nor gets them written into the
- * file that took number 2. Before each write the descriptor is checked
+/* The runtime's messages go to a descriptor of its own: a close-on-exec
+ * duplicate of stderr taken at start, moved to the top of the descriptor
+ * range (mpt_rt_fd_high), so a program that closes or reuses its stderr
+ * neither loses them nor gets them written into the file that took
+ * number 2. Before each write the descriptor is checked
  * to still be that file (device and inode): a program that closed every
  * descriptor and reopened that number never receives them either. Called
  * once at start; again in a process that has none yet. */
@@ -35,6 +36,11 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
  * table grows to the highest number in use). Returns the new descriptor
  * (the old one is closed), or `fd` itself when there is no room. */
 int mpt_rt_fd_high(int fd);
+
+/* From now on, the socketpairs libcurl makes for itself are moved to the
+ * top of the range, close-on-exec (rt_fds.c). Called before the adapter,
+ * and with it libcurl, is loaded. */
+void mpt_rt_fds_take_libcurl(void);
 
 /* Adds `ms` milliseconds to *t (normalised). */
 void mpt_rt_timespec_add_ms(struct timespec *t, uint64_t ms);

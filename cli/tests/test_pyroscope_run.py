@@ -291,13 +291,12 @@ class RunUploads(PyroscopeTest):
         self.assertEqual(self.server.summary()["profiles"], 2)
 
     def test_the_agents_descriptors_sit_at_the_top_of_the_range(self):
-        # The agent's connection and its spool lock are
-        # lasting descriptors; they are close-on-exec and at the top of the
-        # range (>= RLIMIT_NOFILE - 64, at most 4096), never at a number the
-        # program's open() hands out. The program looks once its first
-        # uploads are done (the connection is kept alive between them).
-        # (libcurl's multi handle also keeps a socketpair of its own, which
-        # no curl option moves: not checked here, see cli/README.md.)
+        # The agent's connection, libcurl's own wake-up socketpair and the
+        # spool lock are lasting descriptors; they are close-on-exec and at
+        # the top of the range (>= RLIMIT_NOFILE - 64, at most 4096), never
+        # at a number the program's open() hands out. The program looks
+        # once its first uploads are done (the connection is kept alive
+        # between them). The program itself opens no socket.
         code = ("import os, resource, time\nkeep = bytearray(1 << 20)\ntime.sleep(1.5)\n"
                 "tcp = set()\n"
                 "for t in ('/proc/self/net/tcp', '/proc/self/net/tcp6'):\n"
@@ -306,8 +305,9 @@ class RunUploads(PyroscopeTest):
                 "for fd in sorted(int(n) for n in os.listdir('/proc/self/fd')):\n"
                 "    try:\n        t = os.readlink('/proc/self/fd/%d' % fd)\n"
                 "    except OSError:\n        continue\n"
-                "    if t in tcp or t.endswith('/.lock'):\n"
-                "        print(fd, t, os.get_inheritable(fd))\n"
+                "    if t.startswith('socket:') or t.endswith('/.lock'):\n"
+                "        kind = 'tcp' if t in tcp else 'lock' if t.endswith('/.lock') else 'pair'\n"
+                "        print(fd, t, os.get_inheritable(fd), kind)\n"
                 "print('limit', resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n")
         spool = self.path("spool")
         r = self.mimprof_run("--pyroscope", self.server.url, "--app", "fds", "--every", "200ms",
@@ -317,9 +317,11 @@ class RunUploads(PyroscopeTest):
         lines = r.stdout.splitlines()
         limit = int(lines[-1].split()[1])
         held = [l.split() for l in lines[:-1]]
-        self.assertTrue(any(t.startswith("socket:") for _, t, _ in held), r.stdout)
-        self.assertTrue(any(t.endswith(".lock") for _, t, _ in held), r.stdout)
-        for fd, target, inheritable in held:
+        kinds = [k for _, _, _, k in held]
+        self.assertIn("tcp", kinds, r.stdout)
+        self.assertIn("lock", kinds, r.stdout)
+        self.assertGreaterEqual(kinds.count("pair"), 2, "libcurl's wake-up pair: " + r.stdout)
+        for fd, target, inheritable, _ in held:
             self.assertGreaterEqual(int(fd), min(limit, 4096) - 64, (fd, target))
             self.assertEqual(inheritable, "False", (fd, target))
 

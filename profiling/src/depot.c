@@ -13,7 +13,8 @@
  * handler that interrupted the allocator itself (undefined behaviour that
  * glibc usually survives; mimalloc's free lists then serve a block that
  * is still in use, and the depot linked it into its chain a second time:
- * mp_depot_clear at exit went round that cycle forever). The allocator's own state is beyond repair then; the profiler's
+ * mp_depot_clear at exit went round that cycle forever). The allocator's
+ * own state is beyond repair then; the profiler's
  * part is only never to hang on it. */
 #include <stdlib.h>
 #include <string.h>

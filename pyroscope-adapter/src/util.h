@@ -22,7 +22,8 @@ char *mp_pyro_strdup(const char *s);
  * RLIMIT_NOFILE, at most 4096 (the kernel's table grows to the highest
  * number in use), where the program's open() would reach last. The agent's
  * lasting descriptors (sockets, the spool's lock) live there, never at a
- * number a program that closes and reopens its files gets back. Returns the new descriptor (the old one closed), or `fd` when
+ * number a program that closes and reopens its files gets back. Returns
+ * the new descriptor (the old one closed), or `fd` when
  * there is no room. */
 int mp_pyro_fd_high(int fd);
 /* Frees a secret after overwriting it. NULL is a no-op. */
