@@ -162,13 +162,15 @@ class Top(TempDirTest):
 def limited(mem_bytes):
     """preexec_fn: the address space of the child bounded (a reader that
     is not bounded fails here instead of taking the machine's memory).
-    Not under AddressSanitizer, which reserves terabytes of address space
-    at start (it reports an allocation beyond its own limit itself)."""
+    Not under AddressSanitizer or ThreadSanitizer, which reserve terabytes
+    of address space at start (TSan cannot start at all under the limit;
+    ASan reports an allocation beyond its own limit itself)."""
     import resource
 
     with open(MIMPROF, "rb") as f:
-        if b"__asan_init" in f.read():
-            return None
+        exe = f.read()
+    if b"__asan_init" in exe or b"__tsan_init" in exe:
+        return None
 
     def f():
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))

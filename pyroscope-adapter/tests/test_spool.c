@@ -17,9 +17,26 @@
 
 #include "queue.h"
 
+/* The paths a test makes, freed by its fini (LeakSanitizer checks). */
+static char *paths[16];
+static size_t npaths;
+
+static char *keep(char *p)
+{
+    cr_assert_not_null(p);
+    cr_assert_lt(npaths, sizeof paths / sizeof *paths);
+    return paths[npaths++] = p;
+}
+
+static void free_paths(void)
+{
+    while (npaths > 0)
+        free(paths[--npaths]);
+}
+
 static char *tmpdir(void)
 {
-    char *d = strdup("/tmp/mimprof-spooltest-XXXXXX");
+    char *d = keep(strdup("/tmp/mimprof-spooltest-XXXXXX"));
     cr_assert_not_null(mkdtemp(d));
     return d;
 }
@@ -28,12 +45,20 @@ static char *join(const char *a, const char *b)
 {
     char *p = NULL;
     cr_assert(asprintf(&p, "%s/%s", a, b) >= 0);
-    return p;
+    return keep(p);
+}
+
+static mp_pyro_config *cfg;
+
+static void fini(void)
+{
+    free_paths();
+    mp_pyro_config_free(cfg);
+    cfg = NULL;
 }
 
 static mp_pyro_status open_spool(const char *dir, mp_pyro_spool **sp, char *err, size_t errlen)
 {
-    static mp_pyro_config *cfg;
     if (!cfg)
         cr_assert_eq(mp_pyro_config_new(&cfg), MP_PYRO_OK);
     *sp = NULL;
@@ -60,7 +85,7 @@ static void expect_file(const char *path, const char *s)
     cr_expect_str_eq(buf, s, "%s was changed", path);
 }
 
-Test(spool, a_regular_file_is_not_a_spool_directory)
+Test(spool, a_regular_file_is_not_a_spool_directory, .fini = fini)
 {
     char *d = tmpdir(), *f = join(d, "not-a-dir");
     write_file(f, "mine");
@@ -72,7 +97,7 @@ Test(spool, a_regular_file_is_not_a_spool_directory)
     expect_file(f, "mine");
 }
 
-Test(spool, a_fifo_is_not_a_spool_directory)
+Test(spool, a_fifo_is_not_a_spool_directory, .fini = fini)
 {
     char *d = tmpdir(), *f = join(d, "fifo");
     cr_assert_eq(mkfifo(f, 0600), 0);
@@ -84,7 +109,7 @@ Test(spool, a_fifo_is_not_a_spool_directory)
     cr_expect(stat(f, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO is untouched");
 }
 
-Test(spool, a_symlinked_lock_is_refused_and_its_target_untouched)
+Test(spool, a_symlinked_lock_is_refused_and_its_target_untouched, .fini = fini)
 {
     char *d = tmpdir(), *spool = join(d, "spool"), *victim = join(d, "victim");
     cr_assert_eq(mkdir(spool, 0700), 0);
@@ -107,7 +132,7 @@ Test(spool, a_symlinked_lock_is_refused_and_its_target_untouched)
 /* An entry named like a spooled profile that is a FIFO, a symlink or a
  * directory is left alone: opening a FIFO would block the agent's start
  * forever, following a link would read (and later delete) another file. */
-Test(spool, entries_that_are_not_regular_files_are_skipped)
+Test(spool, entries_that_are_not_regular_files_are_skipped, .fini = fini)
 {
     char *d = tmpdir(), *spool = join(d, "spool"), *outside = join(d, "outside");
     cr_assert_eq(mkdir(spool, 0700), 0);

@@ -10,8 +10,11 @@ an install is:
    a linker-made section bound). The preload objects and the allocator's
    override have no header of their own: their interface is the malloc
    family of <mimprof/sys-override.inc.h>, and for the preload objects
-   also _exit and _Exit, which the runtime interposes to take a last
-   report (cli/runtime/preload_runtime.c).
+   also what the runtime interposes: _exit and _Exit, to take a last
+   report (cli/runtime/preload_runtime.c); sigaction and the signal()
+   family, to show the program its own dispositions (rt_signals.c); and
+   socketpair, to keep libcurl's pairs out of the program's descriptor
+   range (rt_fds.c).
 3. Runs: the installed `mimprof run` profiles a real program (sort) in a
    clean environment (env -i, no LD_LIBRARY_PATH) and writes its report.
 
@@ -36,7 +39,9 @@ HEADERS = {
     "libmimprof-pyroscope": ["pyroscope-adapter/include/mimprof"],
     "libmimprof-preload-": ["sys/include/mimprof/sys-override.inc.h"],
 }
-INTERPOSED_EXITS = {"_exit", "_Exit"}
+INTERPOSED = {"_exit", "_Exit",                                       # last report
+              "sigaction", "signal", "bsd_signal", "sysv_signal", "sigset",  # dispositions
+              "socketpair"}                                           # libcurl's pairs
 LINKER_NAMES = {"_init", "_fini", "_edata", "_end", "__bss_start"}
 SECTION_BOUND = re.compile(r"^__(start|stop)_[A-Za-z0-9_]+$")
 
@@ -119,7 +124,7 @@ def main():
             continue
         allowed = declared_names(hdrs) | LINKER_NAMES
         if prefix == "libmimprof-preload-":
-            allowed |= INTERPOSED_EXITS
+            allowed |= INTERPOSED
         out = subprocess.run(["nm", "-D", "--defined-only", p], capture_output=True,
                              text=True, check=True).stdout
         exported = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
