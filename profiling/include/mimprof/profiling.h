@@ -374,7 +374,9 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  *   the demangling of `system_name`;
  * - every other name (C, already demangled) is not mangled: the call
  *   answers MP_PROF_E_NOT_MANGLED and the name stays as it is. So does a
- *   name the demangler refuses, or longer than 1024 bytes.
+ *   name the demangler refuses, longer than 1024 bytes, or whose human
+ *   form would be longer than 16 KiB (back-references let a short name
+ *   print exponentially much; the bound keeps each name to microseconds).
  *
  * The demangler (GNU libiberty's callback API, linked in) allocates
  * nothing and takes no lock: it is safe in any thread of a profiled

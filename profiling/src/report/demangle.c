@@ -4,6 +4,7 @@
 #endif
 #include "demangle.h"
 
+#include <setjmp.h>
 #include <string.h>
 
 #include <mimprof/profiling.h>
@@ -20,15 +21,27 @@ bool mp_demangle_looks_mangled(const char *name)
 }
 
 #if MP_HAVE_LIBIBERTY
-/* The demangler's output, collected in pieces into a fixed buffer. */
+/* The demangler's output, collected in pieces into a fixed buffer.
+ *
+ * Invariant: the walk never prints more than MP_DEMANGLE_MAX_OUTPUT bytes.
+ * Both demanglers re-walk a back-reference each time it is printed, so a
+ * short name can print exponentially much (a 201-byte Rust v0 name found
+ * by fuzz_demangle ran for minutes); the time of a walk is proportional
+ * to what it prints, so bounding the output bounds the time. Past the
+ * bound, put() leaves the walk with siglongjmp: the callback API keeps
+ * all its state on the stack (no malloc, no lock), so unwinding its
+ * frames leaks nothing. */
 typedef struct sink {
     char *out;
     size_t cap, len;
+    sigjmp_buf too_long;
 } sink;
 
 static void put(const char *s, size_t n, void *arg)
 {
     sink *k = arg;
+    if (n > MP_DEMANGLE_MAX_OUTPUT - k->len)
+        siglongjmp(k->too_long, 1);
     if (k->len < k->cap) {
         size_t room = k->cap - k->len;
         memcpy(k->out + k->len, s, n < room ? n : room);
@@ -45,7 +58,10 @@ static void put(const char *s, size_t n, void *arg)
 static long run(int (*fn)(const char *, int, demangle_callbackref, void *), const char *name,
                 char *out, size_t cap)
 {
-    sink k = {out, cap, 0};
+    sink k = {.out = out, .cap = cap, .len = 0};
+    /* Savemask 0: no system call; the walk changes no signal mask. */
+    if (sigsetjmp(k.too_long, 0) != 0)
+        return -1;
     if (!fn(name, MP_DMGL_OPTIONS, put, &k) || k.len == 0)
         return -1;
     if (cap > 0)

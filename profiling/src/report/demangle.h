@@ -27,6 +27,16 @@
  * has 177. */
 #define MP_DEMANGLE_MAX_INPUT 1024
 
+/* Longest human name the demangler may print (bytes, NUL excluded); a
+ * name whose human form is longer stays as it is. Back-references let a
+ * short name print exponentially much, and the demangler's time grows
+ * with what it prints: this bound is what keeps one name to
+ * microseconds. The longest human name among the dynamic symbols of
+ * Debian 12's libstdc++ has 240 bytes without parameters (661 with:
+ * `nm -D libstdc++.so.6 | c++filt -p`); template-heavy code reaches a
+ * few KiB. */
+#define MP_DEMANGLE_MAX_OUTPUT 16384
+
 /* Whether a demangler is built in. */
 bool mp_demangle_available(void);
 
@@ -37,7 +47,8 @@ bool mp_demangle_looks_mangled(const char *name);
 /* Demangles `name` into out[cap]. Returns the length of the whole human
  * name (out holds it NUL-terminated when it is < cap, else a truncated
  * prefix, as snprintf), or -1 when `name` is not mangled, is refused by
- * the demangler, is longer than MP_DEMANGLE_MAX_INPUT, or no demangler
+ * the demangler, is longer than MP_DEMANGLE_MAX_INPUT, would print more
+ * than MP_DEMANGLE_MAX_OUTPUT, or no demangler
  * is built in (then `name` is its own human name). */
 long mp_demangle(const char *name, char *out, size_t cap);
 

@@ -135,3 +135,27 @@ Test(demangle, unsupported_without_the_feature)
     cr_expect_eq(mp_prof_demangle("_Znwm", out, sizeof out, &len), MP_PROF_E_UNSUPPORTED);
     cr_expect_eq(mp_demangle("_Znwm", out, sizeof out), -1);
 }
+
+/* Regression (fuzz_demangle, CI of 2026-12-01): back-references make this
+ * 201-byte Rust v0 name print exponentially much; libiberty walked it for
+ * minutes. It is refused once its human form passes
+ * MP_DEMANGLE_MAX_OUTPUT (meson's test timeout is what catches a walk
+ * that is not cut short). */
+static const char exponential_rust_v0[] =
+    "_RNvMsJ_NtNtNtC5alloc11co2lections5btree4nodeINtB5_6Hayyyyyyyyyyyyyyyyyy"
+    "iyctyyyyyyyyyyyyiyctionyFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF"
+    "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFGFFFFFyyyyyyyyyyxyndeReB1_";
+
+Test(demangle, exponential_output_is_refused)
+{
+    if (!mp_demangle_available())
+        cr_skip_test("built without the demangle feature");
+    char out[64];
+    size_t len = 0;
+    cr_expect_eq(mp_demangle(exponential_rust_v0, out, sizeof out), -1);
+    cr_expect_eq(mp_prof_demangle(exponential_rust_v0, out, sizeof out, &len),
+                 MP_PROF_E_NOT_MANGLED);
+    /* the walk cut short leaves the demangler usable */
+    cr_expect_eq(mp_demangle("_Znwm", out, sizeof out), 12);
+    cr_expect_str_eq(out, "operator new");
+}
