@@ -113,9 +113,11 @@ extern MP_PROF_API mp_prof_hook_filter_t mp_prof_hook_filter;
 /**
  * Template interface: the countdown went below zero on an allocation of `size`
  * bytes that returned `p` (NULL when the provider failed). Draws the next
- * interval and, when a session runs, records `p`. Never fails.
+ * interval and, when a session runs, records `p`. Never fails; returns `p`,
+ * so that the template's slow path ends in a tail call and its own frame
+ * is gone before the stack is captured (one frame less to unwind).
  */
-MP_PROF_API void mp_prof_hook_sample(void *p, size_t size);
+MP_PROF_API void *mp_prof_hook_sample(void *p, size_t size);
 
 /** Template interface: `p`, which passed the filter, is being freed. */
 MP_PROF_API void mp_prof_hook_forget(void *p);
@@ -153,13 +155,31 @@ static inline uint32_t mp_prof_hook_filter_slot(const void *p)
     return MP_PROF_HOOK_FILTER_WORD_(a) << 6 | (uint32_t)((a >> 6) & 63);
 }
 
+/* Template interface: whether summary byte `w` is nonzero (a relaxed
+ * atomic load). On x86-64 one compare against memory whose flags the
+ * branch uses directly: the atomic load alone compiles to a load and a
+ * test, one instruction more on every free. An aligned byte load is
+ * atomic there, and the asm is volatile, so it is read once per call, as
+ * the atomic load would be. */
+static inline int mp_prof_hook_summary_set_(uint64_t w)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+    int nz;
+    __asm__ volatile("cmpb $0, (%1,%2)"
+                     : "=@ccnz"(nz)
+                     : "r"(mp_prof_hook_filter.summary), "r"(w), "m"(mp_prof_hook_filter.summary));
+    return nz;
+#else
+    return __atomic_load_n(&mp_prof_hook_filter.summary[w], __ATOMIC_RELAXED) != 0;
+#endif
+}
+
 /** Template interface: the filter test (nonzero: `p` may be sampled). */
 static inline int mp_prof_hook_maybe_sampled(const void *p)
 {
     uint64_t a = (uint64_t)(uintptr_t)p;
     uint32_t w = MP_PROF_HOOK_FILTER_WORD_(a);
-    if (__builtin_expect(__atomic_load_n(&mp_prof_hook_filter.summary[w], __ATOMIC_RELAXED) == 0,
-                         1))
+    if (__builtin_expect(!mp_prof_hook_summary_set_(w), 1))
         return 0;
     uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
     return (int)((x >> ((a >> 6) & 63)) & 1);
@@ -224,8 +244,7 @@ extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden
     {                                                                                              \
         void *p_ = zeroed ? MP_PROF_CAT_(prov_, alloc_zeroed)(size, align)                         \
                           : MP_PROF_CAT_(prov_, alloc)(size, align);                               \
-        mp_prof_hook_sample(p_, size);                                                             \
-        return p_;                                                                                 \
+        return mp_prof_hook_sample(p_, size);                                                      \
     }                                                                                              \
     __attribute__((noinline)) MP_PROF_HOOK_SECTION_ static void *MP_PROF_CAT_(nm_, realloc_slow_)( \
         void *p, size_t old_size, size_t align, size_t new_size, int hit)                          \
@@ -235,7 +254,7 @@ extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden
         if (q_ != NULL && id_ != 0)                                                                \
             mp_prof_hook_forget_id(p, id_);                                                        \
         if (hit)                                                                                   \
-            mp_prof_hook_sample(q_, new_size);                                                     \
+            return mp_prof_hook_sample(q_, new_size);                                              \
         return q_;                                                                                 \
     }                                                                                              \
     __attribute__((constructor)) static void MP_PROF_CAT_(nm_, register_hooks_)(void)              \
