@@ -45,6 +45,7 @@
 #include "fastmath.h"
 #include "internal.h"
 #include "self_frames.h"
+#include "unwind_fast.h"
 
 #define HOOK MP_PROF_HOOK_SECTION_
 
@@ -175,6 +176,7 @@ void mp_sampler_warm_up(void)
     uintptr_t buf[64];
     mp_guard_enter();
     mp_unwind_nofd_install(); /* before libunwind's first unwind opens its pipe */
+    mp_unwind_fast_flush();   /* rules of code unloaded since the last session */
     (void)capture(buf, 64);
     mp_guard_exit();
 }
@@ -262,7 +264,8 @@ static void thread_exit(void *arg)
  * the capture then starts one frame above the application's, and every
  * profiler frame fewer is one frame less for the unwinder to step and
  * for the self-frame filter to classify (BENCHMARKS.md, "One sample"). */
-static HOOK __attribute__((always_inline)) inline void record(void *p, size_t size)
+static HOOK __attribute__((always_inline)) inline void record(void *p, size_t size,
+                                                              const mp_unwind_start *from)
 {
     mp_guard_enter();
     uint64_t gen = ts.gen;
@@ -299,7 +302,9 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
 
     mp_thread_rec *t = ts.rec;
     int cap = (int)(ts.max_depth + MP_CAPTURE_SLACK);
-    int n = capture(t->pcs, cap);
+    int n = mp_unwind_fast(from, t->pcs, cap);
+    if (n < 0)
+        n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
     if (n < 0)
         n = 0;
     size_t skip = mp_frames_skip_profiler(t->pcs, (size_t)n);
@@ -352,8 +357,10 @@ HOOK void *mp_prof_hook_sample(void *p, size_t size)
         return p;
     }
     mp_prof_hook_countdown = rng_draw(&ts.rng, ts.interval);
-    if (p != NULL)
-        record(p, size);
+    if (p != NULL) {
+        mp_unwind_start from = MP_UNWIND_HERE(); /* the template's caller */
+        record(p, size, &from);
+    }
     return p;
 }
 
