@@ -167,6 +167,9 @@ static void case_free_live(void)
         for (unsigned w = 0; w < MP_PROF_HOOK_FILTER_WORDS; w++)
             bits += (size_t)__builtin_popcountll(mp_prof_hook_filter.bits[w]);
         double raw[8], smp[8];
+        /* unsampled frees past the summary, past the 4 KiB word summary it
+         * replaced (byte w set iff bits[w] is, w = page mod 4,096), past both levels */
+        size_t pass1 = 0, pass_word = 0, pass2 = 0;
         for (int r = 0; r < rounds; r++) {
             for (size_t i = 0; i < pool; i++)
                 v[i] = mp_sys_mimalloc_alloc(64, 8);
@@ -177,6 +180,13 @@ static void case_free_live(void)
             double t1 = now();
             for (size_t i = 0; i < pool; i++)
                 v[i] = bm_alloc(64, 8);
+            if (r == 0)
+                for (size_t i = 0; i < pool; i++) {
+                    uint64_t a = (uint64_t)(uintptr_t)v[i];
+                    pass1 += mp_prof_hook_summary_set_(MP_PROF_HOOK_SUMMARY_INDEX_(a)) != 0;
+                    pass_word += mp_prof_hook_filter.bits[MP_PROF_HOOK_FILTER_WORD_(a)] != 0;
+                    pass2 += mp_prof_hook_maybe_sampled(v[i]) != 0;
+                }
             shuffle(v, pool, &seed);
             double t2 = now();
             for (size_t i = 0; i < pool; i++)
@@ -186,10 +196,13 @@ static void case_free_live(void)
             smp[r] = (t3 - t2) / (double)pool * 1e9;
         }
         double a = median(raw, rounds), b = median(smp, rounds);
-        printf("free_live L=%-8zu live %-8llu filter bits set %5.2f%%  raw free %6.2f ns  sampled "
-               "free %6.2f ns  delta %+6.2f ns\n",
+        printf("free_live L=%-8zu live %-8llu filter bits set %5.2f%%  unsampled frees past the "
+               "summary %5.2f%% (word summary %5.2f%%), to the table %5.2f%%  raw free %6.2f ns  "
+               "sampled free %6.2f ns  delta %+6.2f ns\n",
                L, (unsigned long long)s.live_samples,
-               100.0 * (double)bits / (double)(MP_PROF_HOOK_FILTER_WORDS * 64u), a, b, b - a);
+               100.0 * (double)bits / (double)(MP_PROF_HOOK_FILTER_WORDS * 64u),
+               100.0 * (double)pass1 / (double)pool, 100.0 * (double)pass_word / (double)pool,
+               100.0 * (double)pass2 / (double)pool, a, b, b - a);
         for (size_t i = 0; i < L; i++)
             bm_dealloc(live[i], 48, 8);
         free(live);

@@ -9,8 +9,10 @@
  * slot.
  *
  * Filter invariant (under the stripe lock): the bit of a slot is set iff
- * its count is nonzero; counts saturate at 255 and then stay (the bit then
- * stays set: a false positive, never a false negative). The bit is set
+ * its count is nonzero, and a page's summary byte counts the entries on
+ * that page (mod 2^20; the byte's stripe is the page's); counts saturate
+ * at 255 and then stay (the bit or byte then stays set: a false positive,
+ * never a false negative). The bit is set
  * before the allocation returns the pointer to the application, and
  * cleared only after the entry is gone, so a free of a sampled pointer
  * always sees the bit (the application's own hand-over of the pointer
@@ -102,17 +104,23 @@ static void filter_set(uint32_t slot)
     uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
     __atomic_store_n(&mp_prof_hook_filter.bits[w], x | (uint64_t)1 << (slot & 63),
                      __ATOMIC_RELAXED);
-    __atomic_store_n(&mp_prof_hook_filter.summary[w], 1, __ATOMIC_RELAXED);
 }
 
 static void filter_clear(uint32_t slot)
 {
     uint32_t w = slot >> 6;
     uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
-    uint64_t left = x & ~((uint64_t)1 << (slot & 63));
-    __atomic_store_n(&mp_prof_hook_filter.bits[w], left, __ATOMIC_RELAXED);
-    if (left == 0)
-        __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mp_prof_hook_filter.bits[w], x & ~((uint64_t)1 << (slot & 63)),
+                     __ATOMIC_RELAXED);
+}
+
+/* One entry more (+1) or less (-1) on p's page: its summary byte. */
+static void summary_add(uintptr_t p, int d)
+{
+    uint8_t *b = &mp_prof_hook_filter.summary[MP_PROF_HOOK_SUMMARY_INDEX_(p)];
+    uint8_t v = __atomic_load_n(b, __ATOMIC_RELAXED);
+    if (v < 255)
+        __atomic_store_n(b, (uint8_t)(v + d), __ATOMIC_RELAXED);
 }
 
 /* Index of p in s, or s->cap if absent. */
@@ -228,6 +236,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     if (*c < 255)
         (*c)++;
     filter_set(slot);
+    summary_add(p, 1);
     pthread_mutex_unlock(&s->lock);
     return true;
 }
@@ -246,6 +255,7 @@ void mp_live_remove(uintptr_t p, uint64_t id)
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
         if (*c < 255 && --*c == 0)
             filter_clear(slot);
+        summary_add(p, -1);
     }
     pthread_mutex_unlock(&s->lock);
 }
@@ -281,16 +291,19 @@ void mp_live_clear(void)
         stripe *s = &g_stripes[k];
         pthread_mutex_lock(&s->lock);
         s->snap_pending = false;
+        for (size_t i = 0; i < s->cap; i++) /* the summary bytes of its pages */
+            if (s->slots[i].ptr != 0)
+                __atomic_store_n(&mp_prof_hook_filter
+                                      .summary[MP_PROF_HOOK_SUMMARY_INDEX_(s->slots[i].ptr)],
+                                 0, __ATOMIC_RELAXED);
         free(s->slots);
         free(s->counts);
         s->slots = NULL;
         s->counts = NULL;
         s->cap = 0;
         s->count = 0;
-        for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++) {
+        for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++)
             __atomic_store_n(&mp_prof_hook_filter.bits[w], 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
-        }
         pthread_mutex_unlock(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
