@@ -39,6 +39,7 @@
 
 #include <mimprof/profiling.h>
 
+#include "lock.h"
 #include "ring.h"
 #include "rwlock.h"
 
@@ -107,7 +108,7 @@ uint64_t mp_live_count(void);
 /* A thread's recording state for one session, owned by the thread; its
  * ring is visible to reports once registered. */
 typedef struct mp_thread_rec {
-    pthread_mutex_t lock; /* guards ring */
+    mp_lock lock; /* guards ring */
     mp_fifo ring;
     uint64_t gen;               /* session this record belongs to */
     bool registered;            /* linked into the registry */

@@ -23,6 +23,7 @@
 #include <mimprof/sampling.h>
 
 #include "internal.h"
+#include "lock.h"
 
 #define STRIPE_BITS      6u
 #define STRIPES          (1u << STRIPE_BITS)
@@ -41,7 +42,7 @@ typedef struct entry {
 } entry;
 
 typedef struct stripe {
-    pthread_mutex_t lock;
+    mp_lock lock;
     entry *slots;
     size_t cap; /* power of two, or 0 */
     size_t count;
@@ -72,7 +73,7 @@ static struct {
 void mp_live_init(void)
 {
     for (unsigned i = 0; i < STRIPES; i++)
-        pthread_mutex_init(&g_stripes[i].lock, NULL);
+        mp_lock_init(&g_stripes[i].lock);
 }
 
 void mp_live_set_limit(size_t max_entries)
@@ -204,14 +205,14 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
     bool ok = true;
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     uint64_t id = ++s->next_id;
     if (__builtin_expect(s->snap_pending, 0))
         snap_copy(s);
     size_t i = find(s, p);
     if (i != s->cap) { /* a stale entry (a free we could not see): replace it */
         s->slots[i] = (entry){p, stack, size, weight, gen, id};
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
         return true;
     }
     uint64_t n = atomic_fetch_add_explicit(&g_count, 1, memory_order_relaxed);
@@ -224,7 +225,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     }
     if (!ok) {
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
         return false;
     }
     size_t k = home(p, s->cap);
@@ -237,7 +238,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         (*c)++;
     filter_set(slot);
     summary_add(p, 1);
-    pthread_mutex_unlock(&s->lock);
+    mp_lock_release(&s->lock);
     return true;
 }
 
@@ -245,7 +246,7 @@ void mp_live_remove(uintptr_t p, uint64_t id)
 {
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap && (id == 0 || s->slots[i].id == id)) {
         if (__builtin_expect(s->snap_pending, 0))
@@ -257,7 +258,7 @@ void mp_live_remove(uintptr_t p, uint64_t id)
             filter_clear(slot);
         summary_add(p, -1);
     }
-    pthread_mutex_unlock(&s->lock);
+    mp_lock_release(&s->lock);
 }
 
 uint64_t mp_live_id(uintptr_t p)
@@ -265,11 +266,11 @@ uint64_t mp_live_id(uintptr_t p)
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
     uint64_t id = 0;
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap)
         id = s->slots[i].id;
-    pthread_mutex_unlock(&s->lock);
+    mp_lock_release(&s->lock);
     return id;
 }
 
@@ -277,11 +278,11 @@ void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
 {
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         for (size_t i = 0; i < s->cap; i++)
             if (s->slots[i].ptr != 0 && s->slots[i].gen == gen)
                 fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight);
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
 }
 
@@ -289,7 +290,7 @@ void mp_live_clear(void)
 {
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         s->snap_pending = false;
         for (size_t i = 0; i < s->cap; i++) /* the summary bytes of its pages */
             if (s->slots[i].ptr != 0)
@@ -304,7 +305,7 @@ void mp_live_clear(void)
         s->count = 0;
         for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++)
             __atomic_store_n(&mp_prof_hook_filter.bits[w], 0, __ATOMIC_RELAXED);
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
 }
@@ -333,13 +334,13 @@ bool mp_live_snap_begin(uint64_t gen)
     size_t off = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         s->snap_off = off;
         s->snap_room = s->count;
         s->snap_n = 0;
         s->snap_pending = true;
         off += s->count;
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
     return true;
 }
@@ -349,11 +350,11 @@ size_t mp_live_snap_collect(mp_live_sample **out, uint64_t *max_copy_ns)
     size_t n = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         if (s->snap_pending)
             snap_copy(s);
         size_t off = s->snap_off, got = s->snap_n;
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
         /* Close the gaps left by entries of other generations (rare). */
         if (n != off && got != 0)
             memmove(g_snap.v + n, g_snap.v + off, got * sizeof *g_snap.v);

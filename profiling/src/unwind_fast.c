@@ -26,9 +26,9 @@
  * that stack with unw_backtrace. Never wrong, only sometimes not faster.
  * tests/test_unwind_fast.c compares both walks on real stacks.
  *
- * The buffer is shared: learning takes its lock with trylock (another
- * thread learning, or a fork child whose parent was: not learned now,
- * that capture goes to libunwind). Readers of the table take no lock: a
+ * The buffer is shared: learning takes its lock by one exchange and never
+ * waits (another thread learning: not learned now, that capture goes to
+ * libunwind); a fork child frees it (mp_unwind_fast_fork_child). Readers of the table take no lock: a
  * slot is one word, stored whole.
  *
  * Like libunwind's own trace cache, a rule is kept for a return address
@@ -40,7 +40,7 @@
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <ucontext.h>
@@ -70,7 +70,7 @@ static inline uint64_t tag_of(uintptr_t ip) { return (uint64_t)(ip >> 12) << R_T
 
 #define PROBE_WORDS 1024u /* 8 KiB; a power of two */
 static uintptr_t g_probe[PROBE_WORDS];
-static pthread_mutex_t g_probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool g_probe_busy; /* the buffer's lock, taken by exchange, never waited for */
 static bool g_probe_ready;
 
 /* Word i holds the address of word perm(i) = 7 i + 3 (mod PROBE_WORDS):
@@ -187,10 +187,10 @@ static uint64_t learn_locked(uintptr_t ip)
 
 static uint64_t learn(uintptr_t ip)
 {
-    if (pthread_mutex_trylock(&g_probe_lock) != 0)
+    if (atomic_exchange_explicit(&g_probe_busy, true, memory_order_acquire))
         return K_EMPTY; /* busy: this capture goes to libunwind */
     uint64_t r = learn_locked(ip);
-    pthread_mutex_unlock(&g_probe_lock);
+    atomic_store_explicit(&g_probe_busy, false, memory_order_release);
     __atomic_store_n(&g_rules[slot_of(ip)], tag_of(ip) | r, __ATOMIC_RELAXED);
     return r;
 }
@@ -237,6 +237,13 @@ void mp_unwind_fast_flush(void)
         __atomic_store_n(&g_rules[i], 0, __ATOMIC_RELAXED);
 }
 
+/* In a fork child no thread is learning: a buffer taken by a parent's
+ * thread that did not come along is free again. */
+void mp_unwind_fast_fork_child(void)
+{
+    atomic_store_explicit(&g_probe_busy, false, memory_order_relaxed);
+}
+
 #else
 
 int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap)
@@ -248,5 +255,7 @@ int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap)
 }
 
 void mp_unwind_fast_flush(void) {}
+
+void mp_unwind_fast_fork_child(void) {}
 
 #endif

@@ -26,12 +26,16 @@ typedef struct mp_unwind_start {
  * first) to pcs[0..cap) and returns how many, exactly what libunwind's
  * unw_backtrace gives from that frame; or -1 when a frame on the way has
  * a rule this walk does not handle (the caller then asks libunwind).
- * x86-64 with libunwind only: elsewhere always -1. Hook safe: no lock
- * waited for, no allocation; a return address seen for the first time
- * costs one libunwind step of a synthetic frame (three, to learn its rule). */
+ * x86-64 Linux with libunwind only: elsewhere always -1. Hook safe: no
+ * lock waited for, no allocation; a return address seen for the first
+ * time costs three libunwind steps of a synthetic frame (learning its
+ * rule), every later one a table load and two memory reads. */
 int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap);
 
-/* Forgets every learned rule (tests; code unloaded). */
+/* Forgets every learned rule (session start; tests). */
 void mp_unwind_fast_flush(void);
+
+/* pthread_atfork child handler's part (session.c). */
+void mp_unwind_fast_fork_child(void);
 
 #endif
