@@ -21,6 +21,8 @@
  *                                       the loop only (see callgrind.sh):
  *     pair-raw pair-sampled free-raw free-sampled small-raw small-sampled
  *     churn-raw churn-sampled (churn = the mixed workload)
+ *     sample16-raw sample16-sampled (64 B pairs at stack depth 16, every
+ *     allocation sampled: the difference is one sample with its free)
  *
  * Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
  *
@@ -419,11 +421,18 @@ static void case_split(void)
 static int icount(const char *variant, long n)
 {
     mp_profiler *p = NULL;
+    bool at16 = strncmp(variant, "sample16", 8) == 0;
     if (strstr(variant, "sampled") != NULL)
         p = start(strncmp(variant, "churn", 5) == 0 || strncmp(variant, "small", 5) == 0
                       ? (512 << 10)
-                      : MP_PROF_MAX_INTERVAL,
+                      : at16 ? 1
+                             : MP_PROF_MAX_INTERVAL,
                   3);
+    if (at16) { /* warm: the stack's frames learned, its depot entry made */
+        g_sample_n = 1000;
+        (void)at_depth(16 - 3, p != NULL);
+        g_sample_n = n;
+    }
     void **v = NULL;
     if (strncmp(variant, "free", 4) == 0) {
         v = malloc((size_t)n * sizeof *v);
@@ -452,6 +461,8 @@ static int icount(const char *variant, long n)
         small_raw(n, 5);
     else if (strcmp(variant, "small-sampled") == 0)
         small_sampled(n, 5);
+    else if (at16)
+        (void)at_depth(16 - 3, p != NULL);
     else {
         fprintf(stderr, "unknown variant %s\n", variant);
         return 2;

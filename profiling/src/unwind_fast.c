@@ -200,7 +200,8 @@ static uint64_t learn(uintptr_t ip)
 /* A frame larger than this ends the walk with -1 (libunwind decides). */
 #define MAX_FRAME ((uintptr_t)1 << 24)
 
-HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap)
+HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_start *from,
+                                                             uintptr_t *pcs, int cap)
 {
     uintptr_t ip = from->ip, sp = from->sp, bp = from->bp;
     int n = 0;
@@ -208,20 +209,19 @@ HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_sta
         if (ip == 0)
             return n; /* libunwind ends a stack at a zero return address too */
         if (ip >> 56 != 0)
-            return -1;
+            return -1; /* not a user-space address: no tag for it */
         pcs[n++] = ip;
         uint64_t r = __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
-        if ((r & ~(((uint64_t)1 << R_TAG_SHIFT) - 1)) != tag_of(ip) || R_KIND(r) == K_EMPTY) {
-            r = learn(ip);
-            if (R_KIND(r) == K_EMPTY)
-                return -1;
+        if (__builtin_expect((r ^ tag_of(ip)) >> R_TAG_SHIFT != 0 || R_KIND(r) != K_STEP, 0)) {
+            if ((r ^ tag_of(ip)) >> R_TAG_SHIFT != 0 || R_KIND(r) == K_EMPTY)
+                r = learn(ip);
+            if (R_KIND(r) == K_LAST)
+                return n;
+            if (R_KIND(r) != K_STEP)
+                return -1; /* not handled, or not learned now */
         }
-        if (R_KIND(r) == K_LAST)
-            return n;
-        if (R_KIND(r) == K_NO)
-            return -1;
         uintptr_t cfa = ((r & R_FROM_BP) ? bp : sp) + R_K(r);
-        if (cfa <= sp || cfa - sp > MAX_FRAME)
+        if (cfa - sp - 1 >= MAX_FRAME)
             return -1; /* callers live above their callees */
         ip = *(const uintptr_t *)(cfa - 8);
         if (r & R_BP_SAVED)
