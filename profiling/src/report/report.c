@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../age.h"
 #include "../report_builder.h"
 #include "maps.h"
 #include "profile.pb-c.h"
@@ -97,6 +98,7 @@ typedef struct bsample {
     size_t off;     /* into stk */
     uint32_t depth; /* locations, the marker included */
     bool interval;
+    int8_t age; /* age bucket (age.h) of a live sample, -1 = no age label */
     double v[MP_VAL_COUNT];
 } bsample;
 
@@ -114,6 +116,8 @@ struct mp_report_builder {
     size_t nsmp, smp_cap;
     uint64_t *smp_tab; /* open addressing: (hash high 32 bits << 32) | (sample index + 1) */
     size_t smp_tab_cap;
+    char **comments; /* the profile's comments, in order (mp_report_comment) */
+    size_t ncomments, comments_cap;
 };
 
 static size_t mix(uint64_t x)
@@ -165,7 +169,24 @@ void mp_report_abort(mp_report_builder *b)
     free(b->stk);
     free(b->smp);
     free(b->smp_tab);
+    for (size_t i = 0; i < b->ncomments; i++)
+        free(b->comments[i]);
+    free(b->comments);
     free(b);
+}
+
+mp_prof_status mp_report_comment(mp_report_builder *b, const char *text)
+{
+    if (b == NULL || text == NULL)
+        return MP_PROF_E_INTERNAL;
+    char *c = strdup(text);
+    if (c == NULL || !reserve((void **)&b->comments, &b->comments_cap, b->ncomments + 1,
+                              sizeof *b->comments)) {
+        free(c);
+        return MP_PROF_E_NOMEM;
+    }
+    b->comments[b->ncomments++] = c;
+    return MP_PROF_OK;
 }
 
 static bool grow_loc_tab(mp_report_builder *b)
@@ -239,15 +260,24 @@ static bool grow_smp_tab(mp_report_builder *b)
 mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
                              bool truncated, const double values[MP_VAL_COUNT], bool interval)
 {
-    if (b == NULL || values == NULL || (pcs == NULL && depth > 0) || depth > UINT32_MAX - 1)
+    return mp_report_add_aged(b, pcs, depth, truncated, values, interval, MP_AGE_NONE);
+}
+
+mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
+                                  bool truncated, const double values[MP_VAL_COUNT], bool interval,
+                                  unsigned age_bucket)
+{
+    if (b == NULL || values == NULL || (pcs == NULL && depth > 0) || depth > UINT32_MAX - 1 ||
+        (age_bucket != MP_AGE_NONE && (interval || age_bucket >= MP_AGE_BUCKETS)))
         return MP_PROF_E_INTERNAL;
+    int8_t age = age_bucket == MP_AGE_NONE ? -1 : (int8_t)age_bucket;
     size_t n = depth + (truncated ? 1 : 0);
     if (b->nsmp >= UINT32_MAX - 1 ||
         !reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk) ||
         ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
         return MP_PROF_E_NOMEM;
     uint32_t *s = b->stk + b->nstk;
-    uint64_t h = 1469598103934665603ull ^ (interval ? 0x9e37u : 0x7f4au);
+    uint64_t h = 1469598103934665603ull ^ (interval ? 0x9e37u : 0x7f4au) ^ ((uint64_t)(age + 1) << 20);
     for (size_t i = 0; i < depth; i++) {
         uint32_t l = loc_of(b, pcs[i]);
         if (l == NO_LOC)
@@ -271,7 +301,7 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
         uint64_t e = b->smp_tab[j];
         bsample *o = &b->smp[(uint32_t)e - 1];
         if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n &&
-            o->interval == interval && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
+            o->interval == interval && o->age == age && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
             for (int k = 0; k < MP_VAL_COUNT; k++)
                 o->v[k] += values[k];
             return MP_PROF_OK;
@@ -285,6 +315,7 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
     o->off = b->nstk;
     o->depth = (uint32_t)n;
     o->interval = interval;
+    o->age = age;
     memcpy(o->v, values, sizeof o->v);
     b->smp_tab[j] = tag | (uint32_t)++b->nsmp;
     b->nstk += n;
@@ -451,6 +482,7 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     Perftools__Profiles__Mapping *maparr = calloc(nmap ? nmap : 1, sizeof *maparr);
     Perftools__Profiles__Mapping **mapp = calloc(nmap ? nmap : 1, sizeof *mapp);
     Perftools__Profiles__Function **fnp = NULL;
+    int64_t *comment_idx = NULL;
     uint8_t *buf = NULL;
     if (!info || !loc_map || !mf || !locs || !locp || !smp || !smpp || !locids || !vals ||
         !maparr || !mapp)
@@ -522,6 +554,26 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     label.str = st_idx(&strs, "false");
     if (label.key < 0 || label.str < 0 || period_type.unit < 0)
         goto done;
+    /* One `age` label per bucket, shared by the samples of that bucket. */
+    Perftools__Profiles__Label age_label[MP_AGE_BUCKETS], *age_labelp[MP_AGE_BUCKETS];
+    for (unsigned k = 0; k < MP_AGE_BUCKETS; k++) {
+        Perftools__Profiles__Label init = PERFTOOLS__PROFILES__LABEL__INIT;
+        age_label[k] = init;
+        age_label[k].key = st_idx(&strs, "age");
+        age_label[k].num = mp_age_bucket_seconds(k);
+        age_label[k].num_unit = st_idx(&strs, "seconds");
+        if (age_label[k].key < 0 || age_label[k].num_unit < 0)
+            goto done;
+        age_labelp[k] = &age_label[k];
+    }
+    if (b->ncomments != 0) {
+        comment_idx = calloc(b->ncomments, sizeof *comment_idx);
+        if (comment_idx == NULL)
+            goto done;
+        for (size_t i = 0; i < b->ncomments; i++)
+            if ((comment_idx[i] = st_idx(&strs, b->comments[i])) < 0)
+                goto done;
+    }
 
     /* Mappings, in id order (objects in mp_maps order). */
     {
@@ -622,6 +674,9 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
         if (s->interval) {
             smp[i].n_label = 1;
             smp[i].label = &labelp;
+        } else if (s->age >= 0) {
+            smp[i].n_label = 1;
+            smp[i].label = &age_labelp[s->age];
         }
         smpp[i] = &smp[i];
     }
@@ -643,6 +698,8 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     prof.duration_nanos = b->opt.duration_nanos;
     prof.period_type = &period_type;
     prof.period = b->opt.period > INT64_MAX ? INT64_MAX : (int64_t)b->opt.period;
+    prof.n_comment = b->ncomments;
+    prof.comment = comment_idx;
 
     size_t n = perftools__profiles__profile__get_packed_size(&prof);
     buf = malloc(n ? n : 1);
@@ -673,6 +730,7 @@ done:
     free(maparr);
     free(mapp);
     free(fnp);
+    free(comment_idx);
     free(fns.v);
     free(fns.tab);
     free(strs.v);
