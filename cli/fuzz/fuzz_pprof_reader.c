@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t t = 0; t < p->ntypes; t++) {
         mpt_flame_opts fo;
         mpt_flame_opts_init(&fo);
-        mpt_top_print(sink, p, t, 0, (t & 1) != 0);
+        mpt_top_print(sink, p, t, 0, (t & 1) != 0, (t & 2) != 0);
         mpt_flame_write(sink, p, t, &fo);
     }
     mpt_diff_print(sink, p, p, NULL, 5, false, err, sizeof err);

@@ -199,7 +199,7 @@ Test(tool_reader, decodes_and_totals)
         FILE *devnull = fopen("/dev/null", "w");
         mpt_flame_opts fo;
         mpt_flame_opts_init(&fo);
-        cr_expect_eq(mpt_top_print(devnull, p, 1, 0, false), 0);
+        cr_expect_eq(mpt_top_print(devnull, p, 1, 0, false, true), 0);
         cr_expect_eq(mpt_flame_write(devnull, p, 1, &fo), 0);
         cr_expect_eq(mpt_diff_print(devnull, p, p, NULL, 0, true, err, sizeof err), 0);
         fclose(devnull);
