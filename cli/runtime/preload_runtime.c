@@ -36,6 +36,7 @@
 #include "rt_env.h"
 #include "rt_output.h"
 #include "rt_signals.h"
+#include "rt_stats.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -463,6 +464,7 @@ static int start_locked(void)
             mp_prof_strerror(st));
         return -1;
     }
+    mpt_rt_stats_attach(rt.prof);
     rt.pid = getpid();
     /* An exec'd program keeps its pid: its files continue the series. */
     rt.seq =

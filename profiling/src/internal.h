@@ -10,6 +10,8 @@
  *               diagnostics
  *   aggregate.c per-stack sums for one report
  *   age.c       age buckets of live samples (the `age` label)
+ *   reconcile.c a report's memory reconciliation with RSS (its comments),
+ *               the allocator statistics hook
  *   unwind_nofd.c  libunwind's memory validation without a descriptor
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
@@ -68,6 +70,8 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
 /* Frees every stack. Caller holds g_rec.rw exclusive. */
 void mp_depot_clear(void);
 uint64_t mp_depot_count(void);
+/* Bytes of the stacks held (their allocations). */
+uint64_t mp_depot_bytes(void);
 
 /* ------------------------------------------------------------ live table */
 
@@ -106,6 +110,8 @@ bool mp_live_snap_begin(uint64_t gen);
 size_t mp_live_snap_collect(mp_live_sample **out, uint64_t *max_copy_ns);
 void mp_live_set_limit(size_t max_entries);
 uint64_t mp_live_count(void);
+/* Bytes the table holds (slots and filter counts), one stripe locked at a time. */
+uint64_t mp_live_bytes(void);
 
 /* ------------------------------------------------------------- recorder */
 

@@ -82,6 +82,18 @@ void mp_live_set_limit(size_t max_entries)
 
 uint64_t mp_live_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }
 
+uint64_t mp_live_bytes(void)
+{
+    uint64_t n = 0;
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        n += s->cap * sizeof *s->slots + (s->counts != NULL ? SLOTS_PER_STRIPE : 0);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return n;
+}
+
 static inline uint32_t filter_slot(uintptr_t p) { return mp_prof_hook_filter_slot((void *)p); }
 
 /* Home index of p in a table of `cap` slots: a second, independent mix. */

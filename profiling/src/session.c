@@ -23,6 +23,7 @@
 #include "age.h"
 #include "aggregate.h"
 #include "internal.h"
+#include "reconcile.h"
 #include "report_builder.h"
 #include "self_frames.h"
 #include "session.h"
@@ -251,6 +252,17 @@ static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now
     mp_report_builder *b = mp_report_begin(p->cache, &opt);
     if (b == NULL)
         return MP_PROF_E_NOMEM;
+    double live_bytes = 0;
+    for (size_t i = 0; i < rc->agg.cap; i++)
+        if (rc->agg.e[i].stack != NULL)
+            live_bytes += rc->agg.e[i].v[MP_VAL_INUSE_SPACE];
+    mp_reconcile memory;
+    mp_reconcile_gather(p, live_bytes, &memory);
+    mp_prof_status cst = mp_reconcile_comment(b, &memory, p->stats_name);
+    if (cst != MP_PROF_OK) {
+        mp_report_abort(b);
+        return cst;
+    }
     for (size_t i = 0; i < rc->agg.cap; i++) {
         const mp_agg_entry *e = &rc->agg.e[i];
         if (e->stack == NULL)
