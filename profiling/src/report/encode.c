@@ -65,8 +65,8 @@ static bool enc_alloc(enc *e)
     e->vals = calloc(NONZERO(b->nsmp * MP_VAL_COUNT), sizeof *e->vals);
     e->maparr = calloc(NONZERO(e->nmap), sizeof *e->maparr);
     e->mapp = calloc(NONZERO(e->nmap), sizeof *e->mapp);
-    return e->info && e->loc_map && e->mf && e->locs && e->locp && e->smp && e->smpp &&
-           e->locids && e->vals && e->maparr && e->mapp && mp_strtab_idx(&e->strs, "") == 0;
+    return e->info && e->loc_map && e->mf && e->locs && e->locp && e->smp && e->smpp && e->locids &&
+           e->vals && e->maparr && e->mapp && mp_strtab_idx(&e->strs, "") == 0;
 }
 
 static void enc_free(enc *e)

@@ -53,7 +53,6 @@ int64_t mp_strtab_idx(mp_strtab *t, const char *s)
     return (int64_t)t->n - 1;
 }
 
-
 static uint64_t fn_key(int64_t name, int64_t sys, int64_t file)
 {
     return ((uint64_t)name << 32) ^ ((uint64_t)sys * 0x9E3779B97F4A7C15ull) ^ (uint64_t)file;
@@ -66,7 +65,8 @@ static bool fn_grow(mp_fntab *t)
     if (n == NULL)
         return false;
     for (size_t i = 0; i < t->n; i++) {
-        size_t j = mp_report_mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
+        size_t j =
+            mp_report_mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
         while (n[j])
             j = (j + 1) & (nc - 1);
         n[j] = (uint32_t)i + 1;
