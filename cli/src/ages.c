@@ -40,7 +40,7 @@ int64_t mpt_time_label_ns(int64_t num, const char *unit)
         size_t k = strlen(TIME_UNITS[i].name);
         /* "seconds" as well as "second"; "s" and "ms" stay themselves. */
         if (strncmp(unit, TIME_UNITS[i].name, k) == 0 &&
-            (len == k || (len == k + 1 && unit[k] == 's' && k > 3))) {
+            (len == k || (len == k + 1 && unit[k] == 's' && k >= 3))) {
             int64_t r;
             return __builtin_mul_overflow(num, TIME_UNITS[i].ns, &r) ? -1 : r;
         }

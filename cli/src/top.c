@@ -43,10 +43,10 @@ static double pct(int64_t v, int64_t total)
  * that start with "memory"), before the table. */
 static void print_memory_head(FILE *out, const mpt_profile *p)
 {
-    char line[512];
+    char line[4 * 400 + 3]; /* 400 characters of up to 4 bytes, "..", NUL */
     for (size_t i = 0; i < p->ncomments; i++)
         if (strncmp(p->comments[i], "memory ", 7) == 0)
-            fprintf(out, "%s\n", mpt_display_name(p->comments[i], line, sizeof line, 300));
+            fprintf(out, "%s\n", mpt_display_name(p->comments[i], line, sizeof line, 400));
 }
 
 int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_order, bool ages)

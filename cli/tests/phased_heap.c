@@ -5,6 +5,7 @@
  *   keep_young   20 MiB allocated just before the end, kept
  * in 64 KiB blocks, each written (resident). Exits without freeing, so the
  * exit report holds old and young memory, and ages tell them apart. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,8 +27,20 @@ static __attribute__((noinline)) void **fill(size_t mib)
     return v;
 }
 
-static __attribute__((noinline)) void **keep_old(void) { return fill(40); }
-static __attribute__((noinline)) void **keep_young(void) { return fill(20); }
+/* Not tail calls: keep_old and keep_young stay on the sampled stacks. */
+static __attribute__((noinline)) void **keep_old(void)
+{
+    void **v = fill(40);
+    __asm__ volatile("" : : "g"(v) : "memory");
+    return v;
+}
+
+static __attribute__((noinline)) void **keep_young(void)
+{
+    void **v = fill(20);
+    __asm__ volatile("" : : "g"(v) : "memory");
+    return v;
+}
 
 static __attribute__((noinline)) void spike(void)
 {
