@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../hash.h"
 #include "../report_builder.h"
 #include "maps.h"
 #include "symbols.h"
@@ -56,17 +57,6 @@ struct mp_report_builder {
     uint64_t *smp_tab; /* (hash high 32 bits << 32) | (sample index + 1) */
     size_t smp_tab_cap;
 };
-
-/* A 64-bit finaliser (murmur3's): spreads keys over a table's low bits. */
-static inline size_t mp_report_mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (size_t)x;
-}
 
 /* Grows *p (elements of `elem` bytes, capacity *cap) to hold `need`,
  * doubling from 64; false on out-of-memory (*p unchanged). */
