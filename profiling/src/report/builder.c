@@ -82,7 +82,7 @@ static bool grow_loc_tab(mp_report_builder *b)
     for (size_t i = 0; i < b->loc_tab_cap; i++) {
         if (b->loc_tab[i].idx == 0)
             continue;
-        size_t j = mp_report_mix(b->loc_tab[i].pc) & (nc - 1);
+        size_t j = mp_hash_mix(b->loc_tab[i].pc) & (nc - 1);
         while (t[j].idx)
             j = (j + 1) & (nc - 1);
         t[j] = b->loc_tab[i];
@@ -106,7 +106,7 @@ static uint32_t loc_of(mp_report_builder *b, uintptr_t pc)
 {
     if ((b->nloc + 1) * 2 > b->loc_tab_cap && !grow_loc_tab(b))
         return MP_NO_LOC;
-    size_t j = mp_report_mix(pc) & (b->loc_tab_cap - 1);
+    size_t j = mp_hash_mix(pc) & (b->loc_tab_cap - 1);
     while (b->loc_tab[j].idx) {
         if (b->loc_tab[j].pc == pc)
             return b->loc_tab[j].idx - 1;
@@ -161,14 +161,13 @@ mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, si
         ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
         return MP_PROF_E_NOMEM;
     uint32_t *s = b->stk + b->nstk;
-    uint64_t h =
-        1469598103934665603ull ^ (interval ? 0x9e37u : 0x7f4au) ^ ((uint64_t)(age + 1) << 20);
+    uint64_t h = MP_HASH_SEED ^ (interval ? 0x9e37u : 0x7f4au) ^ ((uint64_t)(age + 1) << 20);
     for (size_t i = 0; i < depth; i++) {
         uint32_t l = loc_of(b, pcs[i]);
         if (l == MP_NO_LOC)
             return MP_PROF_E_NOMEM;
         s[i] = l;
-        h = (h ^ l) * 1099511628211ull;
+        h = mp_hash_step(h, l);
     }
     if (truncated) {
         if (b->marker == MP_NO_LOC) {
@@ -177,9 +176,9 @@ mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, si
                 return MP_PROF_E_NOMEM;
         }
         s[depth] = b->marker;
-        h = (h ^ b->marker) * 1099511628211ull;
+        h = mp_hash_step(h, b->marker);
     }
-    h = mp_report_mix(h ^ n);
+    h = mp_hash_mix(h ^ n);
     uint64_t tag = h & 0xffffffff00000000ull; /* also the slot: rehash needs no sample */
     size_t j = (size_t)(h >> 32) & (b->smp_tab_cap - 1);
     while (b->smp_tab[j]) {

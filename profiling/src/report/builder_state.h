@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../hash.h"
 #include "../report_builder.h"
 #include "maps.h"
 #include "symbols.h"
@@ -59,17 +60,6 @@ struct mp_report_builder {
     char **comments; /* the profile's comments, in order (mp_report_comment) */
     size_t ncomments, comments_cap;
 };
-
-/* A 64-bit finaliser (murmur3's): spreads keys over a table's low bits. */
-static inline size_t mp_report_mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (size_t)x;
-}
 
 /* Grows *p (elements of `elem` bytes, capacity *cap) to hold `need`,
  * doubling from 64; false on out-of-memory (*p unchanged). */

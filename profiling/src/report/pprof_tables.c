@@ -8,14 +8,6 @@
 #include "builder_state.h"
 #include "pprof_tables.h"
 
-static uint64_t hash_s(const char *p)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
-}
-
 static bool st_grow(mp_strtab *t)
 {
     size_t nc = t->tab_cap ? t->tab_cap * 2 : 256;
@@ -23,7 +15,7 @@ static bool st_grow(mp_strtab *t)
     if (n == NULL)
         return false;
     for (size_t i = 0; i < t->n; i++) {
-        size_t j = hash_s(t->v[i]) & (nc - 1);
+        size_t j = mp_hash_str(t->v[i]) & (nc - 1);
         while (n[j])
             j = (j + 1) & (nc - 1);
         n[j] = (uint32_t)i + 1;
@@ -40,7 +32,7 @@ int64_t mp_strtab_idx(mp_strtab *t, const char *s)
         s = "";
     if ((t->n + 1) * 2 > t->tab_cap && !st_grow(t))
         return -1;
-    size_t j = hash_s(s) & (t->tab_cap - 1);
+    size_t j = mp_hash_str(s) & (t->tab_cap - 1);
     while (t->tab[j]) {
         if (strcmp(t->v[t->tab[j] - 1], s) == 0)
             return t->tab[j] - 1;
@@ -66,7 +58,7 @@ static bool fn_grow(mp_fntab *t)
         return false;
     for (size_t i = 0; i < t->n; i++) {
         size_t j =
-            mp_report_mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
+            mp_hash_mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
         while (n[j])
             j = (j + 1) & (nc - 1);
         n[j] = (uint32_t)i + 1;
@@ -81,7 +73,7 @@ uint64_t mp_fntab_id(mp_fntab *t, int64_t name, int64_t sys, int64_t file)
 {
     if ((t->n + 1) * 2 > t->tab_cap && !fn_grow(t))
         return 0;
-    size_t j = mp_report_mix(fn_key(name, sys, file)) & (t->tab_cap - 1);
+    size_t j = mp_hash_mix(fn_key(name, sys, file)) & (t->tab_cap - 1);
     while (t->tab[j]) {
         Perftools__Profiles__Function *f = &t->v[t->tab[j] - 1];
         if (f->name == name && f->system_name == sys && f->filename == file)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hash.h"
 #include "demangle.h"
 #include "syms_state.h"
 
@@ -75,14 +76,6 @@ void mp_syms_trim(mp_syms *s, mp_maps *m, size_t budget)
         mp_syms_forget_obj(s, m->objs[i]);
 }
 
-static uint64_t hash_str(const char *p)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    return h;
-}
-
 static bool grow_strs(mp_syms *s)
 {
     size_t nc = s->strs_cap ? s->strs_cap * 2 : 1024;
@@ -93,7 +86,7 @@ static bool grow_strs(mp_syms *s)
         const char *v = s->strs[i];
         if (v == NULL)
             continue;
-        size_t j = hash_str(v) & (nc - 1);
+        size_t j = mp_hash_str(v) & (nc - 1);
         while (t[j])
             j = (j + 1) & (nc - 1);
         t[j] = v;
@@ -110,7 +103,7 @@ const char *mp_syms_intern(mp_syms *s, const char *str)
         return NULL;
     if ((s->nstrs + 1) * 2 > s->strs_cap && !grow_strs(s))
         return NULL;
-    size_t j = hash_str(str) & (s->strs_cap - 1);
+    size_t j = mp_hash_str(str) & (s->strs_cap - 1);
     while (s->strs[j]) {
         if (strcmp(s->strs[j], str) == 0)
             return s->strs[j];
@@ -126,15 +119,9 @@ const char *mp_syms_intern(mp_syms *s, const char *str)
     return copy;
 }
 
-static size_t hash_ptr(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
-    return (size_t)(x ^ (x >> 31));
-}
-
 static human_slot *human_slot_of(mp_syms *s, const char *sys)
 {
-    size_t j = hash_ptr(sys) & (s->humans_cap - 1);
+    size_t j = mp_hash_ptr((uintptr_t)sys) & (s->humans_cap - 1);
     while (s->humans[j].sys != NULL && s->humans[j].sys != sys)
         j = (j + 1) & (s->humans_cap - 1);
     return &s->humans[j];
@@ -181,15 +168,9 @@ void mp_syms_set_name(mp_syms *s, mp_frame *f, const char *sys)
     }
 }
 
-static size_t hash_addr(uintptr_t a)
-{
-    uint64_t x = (uint64_t)a * 0x9E3779B97F4A7C15ull;
-    return (size_t)(x ^ (x >> 29));
-}
-
 static mp_pcinfo **pc_slot(mp_syms *s, uintptr_t addr)
 {
-    size_t j = hash_addr(addr) & (s->pcs_cap - 1);
+    size_t j = mp_hash_ptr(addr) & (s->pcs_cap - 1);
     while (s->pcs[j] && s->pcs[j]->addr != addr)
         j = (j + 1) & (s->pcs_cap - 1);
     return &s->pcs[j];
