@@ -67,7 +67,7 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
     mpt_idmap fmap = {0}, mmap_ = {0}, lmap = {0};
     size_t *loc_off = NULL; /* frames of each location: loc_frames[loc_off[i] .. loc_off[i+1]) */
     uint32_t *loc_frames = NULL;
-    int64_t *fname = NULL; /* interned name id per function, -1 = unnamed */
+    int64_t *fname = NULL;      /* interned name id per function, -1 = unnamed */
     int64_t *sample_age = NULL; /* per pb sample: its age in ns, -1 = none */
 
     /* Sample types. */

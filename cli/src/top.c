@@ -79,8 +79,8 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
     fprintf(out, "Total: %s in %zu samples; showing top %zu of %zu functions%s\n", tot, p->nsamples,
             shown, nrows, cum_order ? ", by cum" : "");
     if (ages)
-        fprintf(out, "%10s %7s %7s %10s %7s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "age",
-                "function");
+        fprintf(out, "%10s %7s %7s %10s %7s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
+                "age", "function");
     else
         fprintf(out, "%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
                 "function");

@@ -350,9 +350,18 @@ Test(tool_ages, formatting)
  * of mimprof's memory reconciliation and one that is not. */
 static void aged(PB *p)
 {
-    static char *strings[] = {"",     "inuse_space", "bytes",   "leaf",
-                              "mid",  "main",        "count",   "age",
-                              "seconds", "minutes",  "memory rss: 4096 bytes", "other comment"};
+    static char *strings[] = {"",
+                              "inuse_space",
+                              "bytes",
+                              "leaf",
+                              "mid",
+                              "main",
+                              "count",
+                              "age",
+                              "seconds",
+                              "minutes",
+                              "memory rss: 4096 bytes",
+                              "other comment"};
     static Perftools__Profiles__Label l0, l1;
     static Perftools__Profiles__Label *lp0 = &l0, *lp1 = &l1;
     static int64_t comments[] = {10, 11};

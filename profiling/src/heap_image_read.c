@@ -476,7 +476,8 @@ static bool read_config(rd *r)
     memcpy(img->meta, m, sizeof img->meta);
     if (img->meta[MP_HIMG_META_SCHEMA] != MP_HIMG_SCHEMA &&
         img->meta[MP_HIMG_META_SCHEMA] != MP_HIMG_SCHEMA_V1)
-        return fail(r->err, r->errlen, "heap image schema %llu; this reader knows schemas %u and %u",
+        return fail(r->err, r->errlen,
+                    "heap image schema %llu; this reader knows schemas %u and %u",
                     (unsigned long long)img->meta[MP_HIMG_META_SCHEMA], MP_HIMG_SCHEMA_V1,
                     MP_HIMG_SCHEMA),
                false;

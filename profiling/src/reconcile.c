@@ -86,9 +86,8 @@ void mp_reconcile_gather(const mp_profiler *p, double live_bytes, mp_reconcile *
 {
     *out = (mp_reconcile){0};
     out->rss = rss_bytes();
-    out->alloc = (mp_prof_allocator_stats){MP_PROF_STAT_NONE, MP_PROF_STAT_NONE,
-                                           MP_PROF_STAT_NONE, MP_PROF_STAT_NONE,
-                                           MP_PROF_STAT_NONE, MP_PROF_STAT_NONE};
+    out->alloc = (mp_prof_allocator_stats){MP_PROF_STAT_NONE, MP_PROF_STAT_NONE, MP_PROF_STAT_NONE,
+                                           MP_PROF_STAT_NONE, MP_PROF_STAT_NONE, MP_PROF_STAT_NONE};
     if (p->stats_fn != NULL)
         out->have_alloc = p->stats_fn(p->stats_ctx, &out->alloc);
     out->live_heap = live_bytes > 0 ? (uint64_t)(live_bytes + 0.5) : 0;

@@ -28,8 +28,8 @@ MP_PROF_SAMPLING_ALLOCATOR_INLINE(tmi, mp_sys_mimalloc);
 Test(age, buckets_are_the_documented_bounds)
 {
     static const int64_t bounds[MP_AGE_BUCKETS] = {
-        0, 1, 3, 10, 30, 60, 180, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
-        3 * 86400, 7 * 86400,
+        0,    1,    3,        10,       30,        60,    180,       600,
+        1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400,
     };
     for (unsigned b = 0; b < MP_AGE_BUCKETS; b++) {
         cr_assert_eq(mp_age_bucket_seconds(b), bounds[b], "bucket %u", b);
@@ -272,7 +272,8 @@ Test(age, ages_survive_fork, .timeout = 60)
         for (size_t i = 0; i < r.nsamples; i++) {
             int64_t num;
             const char *unit;
-            if (r.samples[i].values[objs] != 0 && tp_label_num(&r, &r.samples[i], "age", &num, &unit))
+            if (r.samples[i].values[objs] != 0 &&
+                tp_label_num(&r, &r.samples[i], "age", &num, &unit))
                 ok += num >= 1 && num < 3; /* >= 1.2 s old, and not the parent's 3.2 s */
         }
         _exit(ok == 1 ? 0 : 12);

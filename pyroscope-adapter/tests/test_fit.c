@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "fit.h"
-#include "profile.pb-c.h"
 #include "harness.h"
+#include "profile.pb-c.h"
 
 #define WIDE_BITS 16 /* 65,536 stacks */
 

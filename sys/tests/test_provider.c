@@ -45,7 +45,8 @@ Test(provider, stats_hook_sees_held_memory)
     }
     cr_assert(P(stats)(&after));
     /* mimalloc: committed; jemalloc: allocated, active, resident, mapped. */
-    unsigned long long b = before.committed != MP_SYS_STAT_NONE ? before.committed : before.allocated;
+    unsigned long long b =
+        before.committed != MP_SYS_STAT_NONE ? before.committed : before.allocated;
     unsigned long long a = after.committed != MP_SYS_STAT_NONE ? after.committed : after.allocated;
     cr_assert_neq(a, MP_SYS_STAT_NONE);
     cr_assert_geq(a, b + ((unsigned long long)N << 20) - ((unsigned long long)1 << 20),

@@ -64,8 +64,8 @@ mp_prof_status mp_report_comment(mp_report_builder *b, const char *text)
     if (b == NULL || text == NULL)
         return MP_PROF_E_INTERNAL;
     char *c = strdup(text);
-    if (c == NULL || !mp_report_reserve((void **)&b->comments, &b->comments_cap,
-                                        b->ncomments + 1, sizeof *b->comments)) {
+    if (c == NULL || !mp_report_reserve((void **)&b->comments, &b->comments_cap, b->ncomments + 1,
+                                        sizeof *b->comments)) {
         free(c);
         return MP_PROF_E_NOMEM;
     }
@@ -185,7 +185,8 @@ mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, si
         uint64_t e = b->smp_tab[j];
         mp_bsample *o = &b->smp[(uint32_t)e - 1];
         if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n &&
-            o->interval == interval && o->age == age && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
+            o->interval == interval && o->age == age &&
+            memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
             for (int k = 0; k < MP_VAL_COUNT; k++)
                 o->v[k] += values[k];
             return MP_PROF_OK;

@@ -177,7 +177,8 @@ static bool header_strings(enc *e)
         ok = ok && e->age_label[k].key >= 0 && e->age_label[k].num_unit >= 0;
     }
     const mp_report_builder *b = e->b;
-    if (b->ncomments != 0 && (e->comment_idx = calloc(b->ncomments, sizeof *e->comment_idx)) == NULL)
+    if (b->ncomments != 0 &&
+        (e->comment_idx = calloc(b->ncomments, sizeof *e->comment_idx)) == NULL)
         return false;
     for (size_t i = 0; i < b->ncomments; i++)
         ok = ok && (e->comment_idx[i] = mp_strtab_idx(&e->strs, b->comments[i])) >= 0;

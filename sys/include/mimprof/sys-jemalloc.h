@@ -26,9 +26,9 @@
 
 #include <errno.h>
 #include <jemalloc/jemalloc.h>
+#include <mimprof/sys.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <mimprof/sys.h>
 #include <string.h>
 
 /** "jemalloc". */

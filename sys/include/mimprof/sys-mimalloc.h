@@ -14,8 +14,8 @@
 
 #include <errno.h>
 #include <mimalloc.h>
-#include <stdbool.h>
 #include <mimprof/sys.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 /** "mimalloc". */

@@ -90,8 +90,9 @@ void __tsan_release(void *addr);
 typedef struct mp_sys_stats {
     unsigned long long allocated; /**< bytes in blocks the program holds (jemalloc) */
     unsigned long long active;    /**< bytes in pages that hold such blocks (jemalloc) */
-    unsigned long long resident;  /**< bytes of the allocator's memory that are resident (jemalloc) */
-    unsigned long long mapped;    /**< bytes the allocator has mapped (jemalloc) */
+    unsigned long long
+        resident;              /**< bytes of the allocator's memory that are resident (jemalloc) */
+    unsigned long long mapped; /**< bytes the allocator has mapped (jemalloc) */
     unsigned long long committed; /**< bytes the allocator has committed (mimalloc) */
     unsigned long long reserved;  /**< bytes of address space reserved (none of ours gives it) */
 } mp_sys_stats;
