@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_int.h"
+#include "agent_internal.h"
 #include "upload.h"
 
 /* Puts a gzipped profile in the queue (dropping or spooling the oldest
