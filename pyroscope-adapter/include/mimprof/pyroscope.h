@@ -184,7 +184,8 @@ MP_PYRO_API mp_pyro_status mp_pyro_config_set_app_name(mp_pyro_config *cfg, cons
  * MP_PYRO_MAX_TAGS tags.
  * @return MP_PYRO_E_INVALID_LABEL or MP_PYRO_E_TOO_MANY_LABELS otherwise.
  */
-MP_PYRO_API mp_pyro_status mp_pyro_config_add_tag(mp_pyro_config *cfg, const char *name, const char *value);
+MP_PYRO_API mp_pyro_status mp_pyro_config_add_tag(mp_pyro_config *cfg, const char *name,
+                                                  const char *value);
 
 /**
  * Adds tags written `k=v,k2=v2` (the PYROSCOPE_TAGS and `--tag` syntax;
@@ -206,7 +207,7 @@ MP_PYRO_API mp_pyro_status mp_pyro_config_add_tags(mp_pyro_config *cfg, const ch
  * validation).
  */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user,
-                                             const char *password);
+                                                         const char *password);
 
 /** Bearer token (`Authorization: Bearer <token>`); NULL clears it. */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_bearer_token(mp_pyro_config *cfg, const char *token);
@@ -223,10 +224,12 @@ MP_PYRO_API mp_pyro_status mp_pyro_config_set_tenant(mp_pyro_config *cfg, const 
  * CR, LF or NUL. `Authorization`, `X-Scope-OrgID`, `Content-Type`,
  * `Content-Length` and `Host` are refused (use the dedicated setters).
  */
-MP_PYRO_API mp_pyro_status mp_pyro_config_add_header(mp_pyro_config *cfg, const char *name, const char *value);
+MP_PYRO_API mp_pyro_status mp_pyro_config_add_header(mp_pyro_config *cfg, const char *name,
+                                                     const char *value);
 
 /** Selects the ingestion endpoint (default MP_PYRO_PROTOCOL_INGEST). */
-MP_PYRO_API mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg, mp_pyro_protocol protocol);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg,
+                                                       mp_pyro_protocol protocol);
 
 /**
  * Report period in milliseconds, 10 .. 1,800,000 (default 10,000).
@@ -239,13 +242,14 @@ MP_PYRO_API mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config 
 
 /** Connect and whole-request timeouts in ms (defaults 5,000 and 10,000; each 1..600,000). */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms,
-                                              uint32_t request_ms);
+                                                          uint32_t request_ms);
 
 /** CA bundle (PEM file) used to verify the server; NULL = the system's. */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_ca_path(mp_pyro_config *cfg, const char *path);
 
 /** Profiles held in memory waiting for upload, 1..4096 (default 16). */
-MP_PYRO_API mp_pyro_status mp_pyro_config_set_queue_capacity(mp_pyro_config *cfg, uint32_t profiles);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_queue_capacity(mp_pyro_config *cfg,
+                                                             uint32_t profiles);
 
 /** Retry policy of one profile. */
 typedef struct mp_pyro_retry_policy {
@@ -257,7 +261,8 @@ typedef struct mp_pyro_retry_policy {
 } mp_pyro_retry_policy;
 
 /** Sets the retry policy; each delay is drawn uniformly in [d/2, d] (jitter). */
-MP_PYRO_API mp_pyro_status mp_pyro_config_set_retry(mp_pyro_config *cfg, const mp_pyro_retry_policy *policy);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_retry(mp_pyro_config *cfg,
+                                                    const mp_pyro_retry_policy *policy);
 
 /**
  * The server's per-tenant limits, which every request must fit; the
@@ -276,7 +281,7 @@ typedef struct mp_pyro_server_limits {
 
 /** Sets the limits of the server (see mp_pyro_server_limits). */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg,
-                                                const mp_pyro_server_limits *limits);
+                                                            const mp_pyro_server_limits *limits);
 
 /** How long mp_pyro_agent_stop() keeps trying to deliver, in ms (0..600,000; default 5,000). */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_t ms);
@@ -299,12 +304,12 @@ MP_PYRO_API mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *
  * @param max_bytes 0 = default 64 MiB.
  * @param max_age_s 0 = default 3300 s (55 min); at most 3300.
  */
-MP_PYRO_API mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, uint64_t max_bytes,
-                                        uint32_t max_age_s);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir,
+                                                    uint64_t max_bytes, uint32_t max_age_s);
 
 /** Log sink and threshold; `fn` NULL restores stderr. */
 MP_PYRO_API mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level level,
-                                         mp_pyro_log_fn fn, void *user);
+                                                     mp_pyro_log_fn fn, void *user);
 
 /**
  * Reads the environment variables the Pyroscope clients use, each
@@ -399,7 +404,7 @@ typedef struct mp_pyro_backend mp_pyro_backend;
  * life; `state` is passed to every operation.
  */
 MP_PYRO_API mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state,
-                                   mp_pyro_backend **out);
+                                               mp_pyro_backend **out);
 
 /** Destroys `b` (calls destroy()). It must not be in use by an agent. NULL is a no-op. */
 MP_PYRO_API void mp_pyro_backend_free(mp_pyro_backend *b);
@@ -425,7 +430,8 @@ struct mp_profiler;
  * (or NOMEM/STATE/UNSUPPORTED) with mp_prof_strerror()'s sentence in
  * mp_pyro_backend_error().
  */
-MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg, mp_pyro_backend **out);
+MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg,
+                                                       mp_pyro_backend **out);
 
 /**
  * The mimprof profiler as a backend over a session the caller already
@@ -433,7 +439,8 @@ MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_conf
  * start() and stop() do not touch the session, which must outlive the
  * backend.
  */
-MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p, mp_pyro_backend **out);
+MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p,
+                                                          mp_pyro_backend **out);
 
 /** Signature of jemalloc's mallctl(). */
 typedef int (*mp_pyro_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp,
@@ -465,7 +472,7 @@ MP_PYRO_API void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt);
  * @param out receives the backend (free with mp_pyro_backend_free()).
  */
 MP_PYRO_API mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
-                                            mp_pyro_backend **out);
+                                                        mp_pyro_backend **out);
 
 /**@}*/
 
@@ -545,7 +552,7 @@ typedef struct mp_pyro_agent mp_pyro_agent;
  *         the backend's start() status.
  */
 MP_PYRO_API mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *backend,
-                                   mp_pyro_agent **out);
+                                               mp_pyro_agent **out);
 
 /**
  * Everything a launcher or LD_PRELOAD object needs in one call: a config
@@ -554,7 +561,8 @@ MP_PYRO_API mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyr
  * @return MP_PYRO_E_NOT_CONFIGURED when PYROSCOPE_SERVER_ADDRESS or
  *         PYROSCOPE_APPLICATION_NAME is unset (nothing is started).
  */
-MP_PYRO_API mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend, mp_pyro_agent **out);
+MP_PYRO_API mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend,
+                                                        mp_pyro_agent **out);
 
 /**
  * Takes the final report (from the last boundary to now), stops the
@@ -579,7 +587,7 @@ MP_PYRO_API mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
  *         Profile; counted in `reports_failed`); MP_PYRO_E_NOMEM.
  */
 MP_PYRO_API mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
-                                    int64_t from_nanos, int64_t until_nanos);
+                                                int64_t from_nanos, int64_t until_nanos);
 
 /** Stops `a` if running and frees it. NULL is a no-op. */
 MP_PYRO_API void mp_pyro_agent_free(mp_pyro_agent *a);
@@ -619,8 +627,8 @@ MP_PYRO_API mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char
  *         MP_PYRO_E_INVALID_ARGUMENT when `pprof` is not a pprof Profile.
  */
 MP_PYRO_API mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t len,
-                              int64_t from_nanos, int64_t until_nanos, const char *spy_name,
-                              char *err, size_t err_len);
+                                          int64_t from_nanos, int64_t until_nanos,
+                                          const char *spy_name, char *err, size_t err_len);
 
 /**@}*/
 
