@@ -120,13 +120,19 @@ static void *image_main(void *arg)
     return NULL;
 }
 
+void mp_image_rt_prepare(void)
+{
+    if (!im.on)
+        return;
+    im.pid = getpid();
+    im.seq = mpt_rt_first_free_seq(im.dir, im.pid, ".mpimg");
+}
+
 void mp_image_rt_start(mp_profiler *prof)
 {
     if (!im.on)
         return;
     im.prof = prof;
-    im.pid = getpid();
-    im.seq = mpt_rt_first_free_seq(im.dir, im.pid, ".mpimg");
     atomic_store(&im.stop, false);
     atomic_store(&im.req, false);
     sem_init(&im.wake, 0, 0);
