@@ -98,6 +98,7 @@ static void *image_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    mp_prof_thread_exclude(); /* its allocations are the profiler's */
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     for (;;) {

@@ -119,10 +119,13 @@ static void report_once(void)
 static void *reporter_main(void *arg)
 {
     (void)arg;
-    /* Signals are for the application's threads; this one only waits. */
+    /* Signals are for the application's threads; this one only waits.
+     * What it allocates (handing reports to the Pyroscope agent, which
+     * fits and gzips them here) is the profiler's, not the program's. */
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    mp_prof_thread_exclude();
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     if (mpt_rt_pyro_on() && rt.every_ms > 0) {
