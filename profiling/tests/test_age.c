@@ -179,13 +179,32 @@ static void **alloc_n(size_t size)
     return v;
 }
 
-Test(age, old_and_young_objects_carry_their_ages, .timeout = 60)
+/* Frees v[first], v[first + step], ... (blocks of `size`); the array too
+ * when first is 0 and step 1. */
+static void free_n(void **v, size_t size, int first, int step)
+{
+    for (int i = first; i < N; i += step)
+        tmi_dealloc(v[i], size, 8);
+    if (first == 0 && step == 1)
+        free(v);
+}
+
+/* A session sampling every byte (seed `seed`) holding N old blocks, at
+ * least OLD_NS old when this returns. */
+static void **start_with_old(uint64_t seed, mp_profiler **p)
 {
     tmi_dealloc(tmi_alloc(16, 8), 16, 8);
-    mp_prof_config c = test_config(1, 11);
-    mp_profiler *p = test_start(&c);
+    mp_prof_config c = test_config(1, seed);
+    *p = test_start(&c);
     void **old = alloc_n(OLD_SIZE);
     sleep_ns(OLD_NS);
+    return old;
+}
+
+Test(age, old_and_young_objects_carry_their_ages, .timeout = 60)
+{
+    mp_profiler *p;
+    void **old = start_with_old(11, &p);
     void **young = alloc_n(YOUNG_SIZE);
     tp_profile r;
     test_report(p, &r);
@@ -205,30 +224,21 @@ Test(age, old_and_young_objects_carry_their_ages, .timeout = 60)
     test_report(p, &r);
     cr_assert_geq(ages_of(&r, OLD_SIZE).min_s, 3);
     tp_free(&r);
-    for (int i = 0; i < N; i++) {
-        tmi_dealloc(old[i], OLD_SIZE, 8);
-        tmi_dealloc(young[i], YOUNG_SIZE, 8);
-    }
-    free(old);
-    free(young);
+    free_n(old, OLD_SIZE, 0, 1);
+    free_n(young, YOUNG_SIZE, 0, 1);
     mp_profiler_free(p);
 }
 
 static void *free_half(void *arg)
 {
-    void **v = arg;
-    for (int i = 0; i < N; i += 2)
-        tmi_dealloc(v[i], OLD_SIZE, 8);
+    free_n(arg, OLD_SIZE, 0, 2);
     return NULL;
 }
 
 Test(age, ages_survive_cross_thread_frees, .timeout = 60)
 {
-    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
-    mp_prof_config c = test_config(1, 12);
-    mp_profiler *p = test_start(&c);
-    void **old = alloc_n(OLD_SIZE);
-    sleep_ns(OLD_NS);
+    mp_profiler *p;
+    void **old = start_with_old(12, &p);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, free_half, old), 0);
     cr_assert_eq(pthread_join(t, NULL), 0);
@@ -238,8 +248,7 @@ Test(age, ages_survive_cross_thread_frees, .timeout = 60)
     cr_assert_eq(o.objects, N / 2);
     cr_assert_geq(o.min_s, 3);
     tp_free(&r);
-    for (int i = 1; i < N; i += 2)
-        tmi_dealloc(old[i], OLD_SIZE, 8);
+    free_n(old, OLD_SIZE, 1, 2);
     free(old);
     mp_profiler_free(p);
 }
@@ -249,11 +258,9 @@ Test(age, ages_survive_cross_thread_frees, .timeout = 60)
  * its own samples' ages on the same clock. */
 Test(age, ages_survive_fork, .timeout = 60)
 {
-    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_profiler *p;
+    void **old = start_with_old(13, &p);
     mp_prof_config c = test_config(1, 13);
-    mp_profiler *p = test_start(&c);
-    void **old = alloc_n(OLD_SIZE);
-    sleep_ns(OLD_NS);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
@@ -288,9 +295,7 @@ Test(age, ages_survive_fork, .timeout = 60)
     cr_assert_eq(o.objects, N);
     cr_assert_geq(o.min_s, 3);
     tp_free(&r);
-    for (int i = 0; i < N; i++)
-        tmi_dealloc(old[i], OLD_SIZE, 8);
-    free(old);
+    free_n(old, OLD_SIZE, 0, 1);
     mp_profiler_free(p);
 }
 
@@ -355,9 +360,7 @@ Test(age, every_report_reconciles_rss_and_the_parts_add_up, .timeout = 60)
     cr_assert(!comment_num(&r, "memory unexplained =", "slack ", &slack));
     cr_assert(comment_num(&r, "memory unexplained:", "memory unexplained: ", &rest));
     tp_free(&r);
-    for (int i = 0; i < N; i++)
-        tmi_dealloc(keep[i], 1 << 16, 8);
-    free(keep);
+    free_n(keep, 1 << 16, 0, 1);
     mp_profiler_stop(p);
     cr_assert_eq(mp_profiler_set_allocator_stats(p, "fake", fake_stats, NULL), MP_PROF_E_INACTIVE);
     mp_profiler_free(p);

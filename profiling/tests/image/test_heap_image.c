@@ -56,6 +56,14 @@ static void rm_rf(char *dir)
     free(dir);
 }
 
+/* Sleeps (no CPU): lets live samples age. */
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 static mp_himg *load_ok(const char *path)
 {
     mp_himg *img = NULL;
@@ -224,9 +232,7 @@ Test(image, pprof_of_the_image_equals_the_report, .timeout = 120)
         site_freed(700);
     /* Ages of 1.2 s and a bit: mid-bucket (1s..3s) at the image and at
      * the report right after it, so both label every live sample alike. */
-    struct timespec ts = {1, 200000000};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    sleep_ms(1200);
     cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
     tp_profile live;
     test_report(p, &live);
@@ -827,9 +833,7 @@ Test(image, ages_are_kept_in_the_image, .timeout = 60)
     void *keep[100];
     for (int i = 0; i < 100; i++)
         keep[i] = site_live(1000);
-    struct timespec ts = {3, 200000000};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    sleep_ms(3200);
     cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
     mp_himg *img = load_ok(file);
     cr_assert_eq(img->meta[MP_HIMG_META_SCHEMA], MP_HIMG_SCHEMA);
