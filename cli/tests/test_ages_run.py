@@ -6,7 +6,8 @@ spike freed again, a sleep, 20 MiB allocated just before the end
 
 - ages: `mimprof top --older-than/--younger-than` and go tool pprof's
   -tagfocus/-tagignore on the age label separate keep_old from keep_young;
-  top --age shows their ages;
+  top --age shows their ages; flame filters alike; the heap image written
+  at exit keeps the ages (`mimprof image top --older-than`);
 - RSS: every report's comments (go tool pprof -comments) name RSS and the
   allocator's own figures, and the parts add up as profiling/README.md
   documents ("Reconciling with RSS").
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import unittest
 
-from tool_testlib import TempDirTest, go_env, mimprof, parse_top, reports
+from tool_testlib import TempDirTest, go_env, mimprof, parse_top, parse_value, reports
 
 PHASED = os.environ["MIMPROF_PHASED"]
 HAVE_JEMALLOC = os.environ.get("MIMPROF_HAVE_JEMALLOC") == "1"
@@ -69,12 +70,27 @@ def memory(comments):
 class PhasedRun(TempDirTest):
     def run_phased(self, allocator):
         out = self.path("out-" + allocator)
-        r = mimprof("run", "-q", "-a", allocator, "-i", INTERVAL, "-e", "0", "-o", out, "--",
-                    PHASED, SLEEP, timeout=120)
+        r = mimprof("run", "-q", "-a", allocator, "-i", INTERVAL, "-e", "0", "-o", out,
+                    "--image-on-exit", "--", PHASED, SLEEP, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         files = [f for fs in reports(out).values() for f in fs]
         self.assertEqual(len(files), 1, files)
-        return files[0]
+        images = [os.path.join(out, n) for n in os.listdir(out) if n.endswith(".mpimg")]
+        self.assertEqual(len(images), 1, os.listdir(out))
+        return files[0], images[0]
+
+    def check_image(self, img):
+        """The heap image keeps the ages: image top filters as top does."""
+        old = functions(mimprof("image", "top", img, "-n", 0, "--older-than", "10s",
+                                check=True).stdout)
+        young = functions(mimprof("image", "top", img, "-n", 0, "--younger-than", "10s",
+                                  check=True).stdout)
+        self.assertIn("keep_old", old)
+        self.assertNotIn("keep_young", old)
+        self.assertIn("keep_young", young)
+        self.assertNotIn("keep_old", young)
+        for fn, mib, rows in (("keep_old", 40, old), ("keep_young", 20, young)):
+            self.assertLess(abs(rows[fn][3] - mib * MiB), tolerance(mib * MiB), (fn, rows[fn]))
 
     def check_ages(self, f):
         old = functions(mimprof("top", f, "-t", "inuse_space", "-n", 0, "--older-than", "10s",
@@ -100,6 +116,18 @@ class PhasedRun(TempDirTest):
                 ages[parts[6]] = parts[5]
         self.assertEqual(ages.get("keep_old"), "10s", text)
         self.assertIn(ages.get("keep_young"), ("0s", "1s", "3s"), text)
+        # diff applies the filter to both profiles: a file against itself,
+        # only its old memory on both sides.
+        r = mimprof("diff", f, f, "--older-than", "10s", check=True)
+        m = re.search(r"Total: (\S+) -> (\S+) \(0B\)", r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertEqual(m.group(1), m.group(2))
+        self.assertLess(abs(parse_value(m.group(1)) - 40 * MiB), tolerance(40 * MiB), r.stdout)
+        r = mimprof("diff", f, f, "--age")
+        self.assertEqual(r.returncode, 2, "--age is top's only")
+        r = mimprof("top", f, "--older-than", "ten")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--older-than wants a duration", r.stderr)
         # flame takes the same filters.
         svg = self.path("old.svg")
         mimprof("flame", f, "-t", "inuse_space", "--older-than", "10s", "-o", svg, check=True)
@@ -159,14 +187,16 @@ class PhasedRun(TempDirTest):
                          [l for l in comments if l.startswith("memory ")][:len(top)])
 
     def test_mimalloc(self):
-        f = self.run_phased("mimalloc")
+        f, img = self.run_phased("mimalloc")
         self.check_ages(f)
+        self.check_image(img)
         self.check_memory(f, "mimalloc", self.check_go(f))
 
     @unittest.skipUnless(HAVE_JEMALLOC, "no jemalloc preload")
     def test_jemalloc(self):
-        f = self.run_phased("jemalloc")
+        f, img = self.run_phased("jemalloc")
         self.check_ages(f)
+        self.check_image(img)
         self.check_memory(f, "jemalloc", self.check_go(f))
 
 
