@@ -21,6 +21,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lim.max_inflated = (size_t)16 << 20;
     lim.max_frames = (size_t)1 << 20;
     lim.max_decoded = (size_t)64 << 20;
+    /* The age filters too (--older-than 10s / --younger-than 10m), chosen
+     * by the input's last byte. */
+    if (size > 0 && data[size - 1] % 3 == 1)
+        lim.older_than_ns = (int64_t)10 * 1000000000;
+    else if (size > 0 && data[size - 1] % 3 == 2)
+        lim.younger_than_ns = (int64_t)600 * 1000000000;
     mpt_profile *p = NULL;
     char err[512];
     if (mpt_profile_parse(data, size, &lim, &p, err, sizeof err) != 0)
