@@ -18,7 +18,12 @@
  * recorder. mp_profiler_report() returns one uncompressed pprof holding
  * the allocations since the previous report (interval samples, label
  * `__delta__="false"`, values alloc_objects/alloc_space) and the live
- * snapshot (inuse_objects/inuse_space).
+ * snapshot (inuse_objects/inuse_space), one sample per stack and age
+ * bucket with the numeric label `age` (the bucket's lower bound, unit
+ * "seconds"; bounds 0, 1s, 3s, 10s, 30s, 1m, 3m, 10m, 30m, 1h, 3h, 6h,
+ * 12h, 1d, 3d, 7d). Its comments reconcile the estimated heap with the
+ * process's RSS (see mp_profiler_set_allocator_stats() and
+ * profiling/README.md, "Reconciling with RSS").
  *
  * Errors are a typed enum, independent of any uploader; see
  * mp_prof_strerror().
