@@ -12,7 +12,10 @@
  *   age.c       age buckets of live samples (the `age` label)
  *   reconcile.c a report's memory reconciliation with RSS (its comments),
  *               the allocator statistics hook
+ *   unwind_fast.c  the stack walk: cached frame rules, libunwind behind
  *   unwind_nofd.c  libunwind's memory validation without a descriptor
+ *   fastmath.h  the sampling path's inline log and estimator weight
+ *   lock.h      the futex lock of the stripes and rings
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
  *               reading heap images back, offline pprof (heap_image.h)
