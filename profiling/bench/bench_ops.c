@@ -425,8 +425,8 @@ static int icount(const char *variant, long n)
     if (strstr(variant, "sampled") != NULL)
         p = start(strncmp(variant, "churn", 5) == 0 || strncmp(variant, "small", 5) == 0
                       ? (512 << 10)
-                      : at16 ? 1
-                             : MP_PROF_MAX_INTERVAL,
+                  : at16 ? 1
+                         : MP_PROF_MAX_INTERVAL,
                   3);
     if (at16) { /* warm: the stack's frames learned, its depot entry made */
         g_sample_n = 1000;

@@ -309,9 +309,9 @@ void mp_live_clear(void)
         s->snap_pending = false;
         for (size_t i = 0; i < s->cap; i++) /* the summary bytes of its pages */
             if (s->slots[i].ptr != 0)
-                __atomic_store_n(&mp_prof_hook_filter
-                                      .summary[MP_PROF_HOOK_SUMMARY_INDEX_(s->slots[i].ptr)],
-                                 0, __ATOMIC_RELAXED);
+                __atomic_store_n(
+                    &mp_prof_hook_filter.summary[MP_PROF_HOOK_SUMMARY_INDEX_(s->slots[i].ptr)], 0,
+                    __ATOMIC_RELAXED);
         free(s->slots);
         free(s->counts);
         s->slots = NULL;

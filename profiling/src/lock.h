@@ -45,9 +45,8 @@ static inline void mp_lock_wait_(mp_lock *l)
 static inline void mp_lock_take(mp_lock *l)
 {
     int expected = 0;
-    if (__builtin_expect(!atomic_compare_exchange_strong_explicit(&l->v, &expected, 1,
-                                                                  memory_order_acquire,
-                                                                  memory_order_relaxed),
+    if (__builtin_expect(!atomic_compare_exchange_strong_explicit(
+                             &l->v, &expected, 1, memory_order_acquire, memory_order_relaxed),
                          0))
         mp_lock_wait_(l);
 }

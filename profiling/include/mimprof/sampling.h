@@ -194,8 +194,8 @@ static inline int mp_prof_hook_maybe_sampled(const void *p)
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (__builtin_expect(!mp_prof_hook_summary_set_(MP_PROF_HOOK_SUMMARY_INDEX_(a)), 1))
         return 0;
-    uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[MP_PROF_HOOK_FILTER_WORD_(a)],
-                                 __ATOMIC_RELAXED);
+    uint64_t x =
+        __atomic_load_n(&mp_prof_hook_filter.bits[MP_PROF_HOOK_FILTER_WORD_(a)], __ATOMIC_RELAXED);
     return (int)((x >> ((a >> 6) & 63)) & 1);
 }
 

@@ -36,7 +36,7 @@ typedef struct range {
 } range;
 
 static range g_ranges[MP_SELF_MAX_RANGES];
-static _Atomic size_t g_nranges;   /* slots claimed */
+static _Atomic size_t g_nranges; /* slots claimed */
 /* The envelope of every range ever added, [g_lo, g_hi): an address
  * outside it (most application frames: the program's own code lies
  * below the shared objects) is classified by two compares instead of a
@@ -69,9 +69,8 @@ static void add_range(uintptr_t start, uintptr_t end, int hook)
         return;
     }
     uintptr_t lo = atomic_load_explicit(&g_lo, memory_order_relaxed);
-    while (start < lo && !atomic_compare_exchange_weak_explicit(&g_lo, &lo, start,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed))
+    while (start < lo && !atomic_compare_exchange_weak_explicit(
+                             &g_lo, &lo, start, memory_order_relaxed, memory_order_relaxed))
         ;
     uintptr_t hi = atomic_load_explicit(&g_hi, memory_order_relaxed);
     while (end > hi && !atomic_compare_exchange_weak_explicit(&g_hi, &hi, end, memory_order_relaxed,
