@@ -9,6 +9,8 @@
  *   session.c   the process recorder: start / report / stop, fork,
  *               diagnostics
  *   aggregate.c per-stack sums for one report
+ *   peak.c      the live estimate and each window's peak set (peak.h);
+ *               peak_report.c encodes it (mp_profiler_report_peak)
  *   unwind_nofd.c  libunwind's memory validation without a descriptor
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
@@ -21,6 +23,7 @@
  *                    start, stop, a heap image's quiet point, fork prepare)
  *   registry lock -> one ring lock -> one shard lock
  *   one depot stripe | one live stripe (never nested with each other)
+ *   one live stripe -> the peak lock (peak.c; also taken alone)
  * Frees of sampled blocks (mp_prof_hook_forget*) hold g_rec.rw shared
  * too, so the fork prepare handler's exclusive hold excludes every other
  * holder of an inner lock.

@@ -29,6 +29,7 @@ typedef struct mp_report_options {
     int64_t time_nanos;          /* wall-clock start of the reported interval */
     int64_t duration_nanos;      /* length of the reported interval */
     mp_prof_symbolize symbolize; /* none | functions | lines */
+    bool inuse_only;             /* sample types inuse_objects/inuse_space only (a peak profile) */
 } mp_report_options;
 
 /* Process-lifetime caches of the report side (mappings, symbols), owned by
@@ -59,6 +60,10 @@ mp_report_builder *mp_report_begin(mp_report_cache *cache, const mp_report_optio
  * `interval` may be added more than once; the builder sums them. */
 mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
                              bool truncated, const double values[MP_VAL_COUNT], bool interval);
+
+/* Appends a comment (copied) to the profile's comments, in call order
+ * (go tool pprof -comments shows them). */
+mp_prof_status mp_report_comment(mp_report_builder *b, const char *text);
 
 /* Encodes the profile (values rounded once, here) into a malloc()ed buffer
  * the caller frees with free(); frees the builder in every case. */

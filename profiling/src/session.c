@@ -22,6 +22,7 @@
 
 #include "aggregate.h"
 #include "internal.h"
+#include "peak.h"
 #include "report_builder.h"
 #include "self_frames.h"
 #include "session.h"
@@ -194,6 +195,7 @@ mp_prof_status mp_profiler_stop(mp_profiler *p)
         mp_rw_wrunlock(&g_rec.rw);
     }
     p->stopped = true;
+    mp_agg_free(&p->peak); /* its stacks were the session's */
     if (p->cache != NULL) {
         mp_report_cache_free(p->cache);
         p->cache = NULL;
@@ -287,6 +289,21 @@ mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len)
     struct report_ctx rc = {{0}, 0};
     mp_rec_drain(p->cfg.report_max_records, on_record, &rc);
     mp_live_visit(p->gen, on_live, &rc);
+    /* The same instant ends the window of the peak (peak.c). */
+    mp_agg peak = {0};
+    mp_peak_result pr;
+    bool peak_whole = mp_peak_close(p->gen, &peak, &pr);
+    mp_agg_free(&p->peak);
+    p->peak = peak;
+    p->peak_info = (mp_prof_peak_info){
+        .bytes = pr.bytes < 0.5 ? 0 : (uint64_t)(pr.bytes + 0.5),
+        .objects = pr.objects < 0.5 ? 0 : (uint64_t)(pr.objects + 0.5),
+        .time_nanos = (int64_t)pr.wall_ns,
+        .window_start_nanos = (int64_t)p->interval_start_wall,
+        .window_end_nanos = (int64_t)now_wall,
+        .samples = pr.samples,
+        .incomplete = pr.incomplete || !peak_whole,
+    };
     if (rc.agg.oom)
         st = MP_PROF_E_NOMEM;
     else

@@ -114,6 +114,8 @@ struct mp_report_builder {
     size_t nsmp, smp_cap;
     uint64_t *smp_tab; /* open addressing: (hash high 32 bits << 32) | (sample index + 1) */
     size_t smp_tab_cap;
+    char **comments; /* the profile's comments, in order (mp_report_comment) */
+    size_t ncomments, comments_cap;
 };
 
 static size_t mix(uint64_t x)
@@ -165,7 +167,24 @@ void mp_report_abort(mp_report_builder *b)
     free(b->stk);
     free(b->smp);
     free(b->smp_tab);
+    for (size_t i = 0; i < b->ncomments; i++)
+        free(b->comments[i]);
+    free(b->comments);
     free(b);
+}
+
+mp_prof_status mp_report_comment(mp_report_builder *b, const char *text)
+{
+    if (b == NULL || text == NULL)
+        return MP_PROF_E_INTERNAL;
+    char *c = strdup(text);
+    if (c == NULL || !reserve((void **)&b->comments, &b->comments_cap, b->ncomments + 1,
+                              sizeof *b->comments)) {
+        free(c);
+        return MP_PROF_E_NOMEM;
+    }
+    b->comments[b->ncomments++] = c;
+    return MP_PROF_OK;
 }
 
 static bool grow_loc_tab(mp_report_builder *b)
@@ -437,6 +456,7 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     mp_prof_status st = MP_PROF_E_NOMEM;
     strtab strs = {0};
     fntab fns = {0};
+    int64_t *comment_idx = NULL;
     size_t nmap = mp_maps_count(maps);
     const mp_pcinfo **info = calloc(b->nloc ? b->nloc : 1, sizeof *info);
     uint32_t *loc_map = calloc(b->nloc ? b->nloc : 1, sizeof *loc_map);
@@ -522,6 +542,17 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     label.str = st_idx(&strs, "false");
     if (label.key < 0 || label.str < 0 || period_type.unit < 0)
         goto done;
+    if (b->ncomments != 0) {
+        comment_idx = calloc(b->ncomments, sizeof *comment_idx);
+        if (comment_idx == NULL)
+            goto done;
+        for (size_t i = 0; i < b->ncomments; i++)
+            if ((comment_idx[i] = st_idx(&strs, b->comments[i])) < 0)
+                goto done;
+    }
+    /* A peak profile holds in-use values only: its first value is
+     * inuse_objects. */
+    const int first = b->opt.inuse_only ? MP_VAL_INUSE_OBJECTS : 0;
 
     /* Mappings, in id order (objects in mp_maps order). */
     {
@@ -615,10 +646,10 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
         smp[i].location_id = &locids[s->off];
         for (size_t k = 0; k < s->depth; k++)
             locids[s->off + k] = (uint64_t)b->stk[s->off + k] + 1;
-        smp[i].n_value = MP_VAL_COUNT;
+        smp[i].n_value = (size_t)(MP_VAL_COUNT - first);
         smp[i].value = &vals[i * MP_VAL_COUNT];
-        for (int k = 0; k < MP_VAL_COUNT; k++)
-            smp[i].value[k] = round_value(s->v[k]);
+        for (int k = first; k < MP_VAL_COUNT; k++)
+            smp[i].value[k - first] = round_value(s->v[k]);
         if (s->interval) {
             smp[i].n_label = 1;
             smp[i].label = &labelp;
@@ -627,8 +658,10 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
     }
 
     Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-    prof.n_sample_type = MP_VAL_COUNT;
-    prof.sample_type = vtp;
+    prof.n_sample_type = (size_t)(MP_VAL_COUNT - first);
+    prof.sample_type = vtp + first;
+    prof.n_comment = b->ncomments;
+    prof.comment = comment_idx;
     prof.n_sample = b->nsmp;
     prof.sample = smpp;
     prof.n_mapping = nmap;
@@ -677,6 +710,7 @@ done:
     free(fns.tab);
     free(strs.v);
     free(strs.tab);
+    free(comment_idx);
     mp_report_abort(b);
     return st;
 }
