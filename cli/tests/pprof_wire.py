@@ -242,7 +242,8 @@ def decode_profile(data):
     return {"types": types, "samples": samples, "mappings": mappings,
             "period": _signed(_one(top, 12)),
             "period_type": (strings[_one(pt, 1)], strings[_one(pt, 2)]) if pt else ("", ""),
-            "locations": locations, "functions": functions}
+            "locations": locations, "functions": functions,
+            "comments": [strings[x] for w, val in top.get(13, []) for x in _ints(w, val)]}
 
 
 def totals(profile, type_name):

@@ -22,6 +22,9 @@ struct mp_profiler {
      * g_rec.session. */
     mp_agg peak;
     mp_prof_peak_info peak_info;
+    /* Comments of the next report (mp_profiler_annotate), under g_rec.session. */
+    char *notes[MP_PROF_MAX_NOTES];
+    unsigned nnotes;
 };
 
 /* True when `p` owns the running session. Caller holds g_rec.session. */

@@ -251,6 +251,19 @@ MP_PROF_API mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profi
  */
 MP_PROF_API mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len);
 
+/** Most comments mp_profiler_annotate() keeps for one report. */
+#define MP_PROF_MAX_NOTES 8u
+
+/**
+ * Adds `comment` (copied; at most 1024 bytes) to the comments of the next
+ * mp_profiler_report() (`go tool pprof -comments` shows them), for
+ * example why that report is written; a successful report consumes them.
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL, or longer than 1024
+ *         bytes, or MP_PROF_MAX_NOTES already waiting); MP_PROF_E_INACTIVE
+ *         (`p` was stopped); MP_PROF_E_NOMEM.
+ */
+MP_PROF_API mp_prof_status mp_profiler_annotate(mp_profiler *p, const char *comment);
+
 /** The high-water mark of one report window (mp_profiler_report_peak()). */
 typedef struct mp_prof_peak_info {
     uint64_t bytes;             /**< estimated live heap at the mark (the sum the peak
