@@ -121,11 +121,13 @@ static void filter_clear(uint32_t slot)
         __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
 }
 
-/* Index of p in s, or s->cap if absent. */
+/* Index of p in s, or s->cap if absent. NULL is never in the table, but
+ * 0 also marks an empty slot: without the check a free(NULL) whose filter
+ * slot a sampled block shares would "find" the first empty slot. */
 static size_t find(const stripe *s, uintptr_t p)
 {
-    if (s->cap == 0)
-        return 0;
+    if (s->cap == 0 || p == 0)
+        return s->cap;
     for (size_t i = home(p, s->cap);; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i].ptr == p)
             return i;

@@ -256,6 +256,78 @@ Test(peak, stopped_session_is_inactive, .timeout = 60)
     mp_profiler_free(p);
 }
 
+/* ------------------------------------------------------- free(NULL) */
+
+/* A provider whose one block sits at address 8: in the filter slot of
+ * NULL (page 0, granule 0), as any sampled block 16 MiB-aligned is. */
+static inline const char *tfx_prov_name(void) { return "fixed"; }
+static inline const char *tfx_prov_version(char *buf) { return strcpy(buf, "0"); }
+static inline void *tfx_prov_alloc(size_t size, size_t align)
+{
+    (void)size;
+    (void)align;
+    return (void *)(uintptr_t)8;
+}
+static inline void *tfx_prov_alloc_zeroed(size_t size, size_t align)
+{
+    return tfx_prov_alloc(size, align);
+}
+static inline void tfx_prov_dealloc(void *p, size_t size, size_t align)
+{
+    (void)p;
+    (void)size;
+    (void)align;
+}
+static inline void *tfx_prov_realloc(void *p, size_t o, size_t align, size_t n)
+{
+    (void)p;
+    (void)o;
+    return tfx_prov_alloc(n, align);
+}
+static inline size_t tfx_prov_usable_size(const void *p)
+{
+    (void)p;
+    return 0;
+}
+MP_PROF_SAMPLING_ALLOCATOR_INLINE(tfx, tfx_prov);
+
+static uint64_t live_samples(void)
+{
+    mp_prof_stats st;
+    mp_prof_diagnostics(&st);
+    return st.live_samples;
+}
+
+/* Regression: free(NULL) while a sampled block shares NULL's filter slot
+ * reached the live table, whose probe took the empty slot it met for
+ * NULL's entry and "removed" it: the stripe's count and the filter bit of
+ * the real block went (its own free was then never seen, and it stayed
+ * live forever), and the peak counted a block that was never there. */
+Test(peak, free_of_null_leaves_the_live_table_alone, .timeout = 60)
+{
+    observed();
+    tfx_dealloc(tfx_alloc(1, 8), 1, 8);
+    mp_prof_config c = test_config(1, 5);
+    mp_profiler *p = test_start(&c);
+    void *b = tfx_alloc(4096, 8); /* sampled (interval 1 byte) */
+    cr_assert_eq((uintptr_t)b, 8);
+    cr_assert_eq(live_samples(), 1);
+    tfx_dealloc(NULL, 0, 8);
+    cr_assert_eq(live_samples(), 1, "free(NULL) removed an entry");
+    tfx_dealloc(b, 4096, 8);
+    cr_assert_eq(live_samples(), 0, "the block's own free was not seen");
+    tp_profile r, pk;
+    test_report(p, &r);
+    cr_assert_eq(site_bytes(&r, NULL), 0);
+    mp_prof_peak_info info;
+    peak(p, &pk, &info);
+    cr_assert_eq(site_bytes(&pk, NULL), (double)info.bytes);
+    cr_assert_eq(info.bytes, 4096);
+    tp_free(&r);
+    tp_free(&pk);
+    mp_profiler_free(p);
+}
+
 /* ------------------------------------------------------------ 8 threads */
 
 enum { THREADS = 8 };

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_int.h"
+#include "agent_internal.h"
 #include "retype.h"
 #include "upload.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_int.h"
+#include "agent_internal.h"
 #include "retry.h"
 #include "upload.h"
 
