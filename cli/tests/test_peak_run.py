@@ -106,6 +106,15 @@ class Peak(TempDirTest):
         for f in above:
             self.assertTrue(os.path.exists(f.replace(".pb.gz", ".peak.pb.gz")))
 
+    def test_report_above_writes_a_heap_image_with_the_image_options(self):
+        out, pid, files, r = self.run_phases("--report-above", "100m", "--image-on-exit",
+                                             wait=True)
+        images = sorted(n for n in os.listdir(out) if n.endswith(".mpimg"))
+        # one when the threshold was crossed, one at exit
+        self.assertGreaterEqual(len(images), 2, images)
+        info = mimprof("image", "info", os.path.join(out, images[0]))
+        self.assertEqual(info.returncode, 0, info.stderr)
+
     def test_report_above_changes_nothing_the_program_sees(self):
         code = "import os; print(os.open('/dev/null', os.O_RDONLY))"
         plain = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True)
