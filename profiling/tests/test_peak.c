@@ -259,9 +259,8 @@ Test(peak, stopped_session_is_inactive, .timeout = 60)
 /* ------------------------------------------------------- free(NULL) */
 
 /* A provider whose one block sits at address 8: in the filter slot of
- * NULL (page 0, granule 0), as any sampled block 16 MiB-aligned is. */
-static inline const char *tfx_prov_name(void) { return "fixed"; }
-static inline const char *tfx_prov_version(char *buf) { return strcpy(buf, "0"); }
+ * NULL (page 0, granule 0), as any sampled block 16 MiB-aligned is; the
+ * rest is the null provider's. */
 static inline void *tfx_prov_alloc(size_t size, size_t align)
 {
     (void)size;
@@ -272,23 +271,11 @@ static inline void *tfx_prov_alloc_zeroed(size_t size, size_t align)
 {
     return tfx_prov_alloc(size, align);
 }
-static inline void tfx_prov_dealloc(void *p, size_t size, size_t align)
-{
-    (void)p;
-    (void)size;
-    (void)align;
-}
-static inline void *tfx_prov_realloc(void *p, size_t o, size_t align, size_t n)
-{
-    (void)p;
-    (void)o;
-    return tfx_prov_alloc(n, align);
-}
-static inline size_t tfx_prov_usable_size(const void *p)
-{
-    (void)p;
-    return 0;
-}
+#define tfx_prov_name        tpk_prov_name
+#define tfx_prov_version     tpk_prov_version
+#define tfx_prov_dealloc     tpk_prov_dealloc
+#define tfx_prov_realloc     tpk_prov_realloc
+#define tfx_prov_usable_size tpk_prov_usable_size
 MP_PROF_SAMPLING_ALLOCATOR_INLINE(tfx, tfx_prov);
 
 static uint64_t live_samples(void)
