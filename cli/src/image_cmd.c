@@ -46,6 +46,9 @@ static const char USAGE_IMAGE[] =
     "  -n N                   (top, diff) rows (default 20; 0 = all)\n"
     "      --cum              (top, diff) sort by cumulative value\n"
     "      --no-demangle      (top, diff) linkage names as written (the pprof carries both)\n"
+    "      --peak             (pprof, top, diff) the window's peak the image holds instead of\n"
+    "                         the snapshot: what was live at the highest estimated heap since\n"
+    "                         the last report (in-use sample types)\n"
     "\n"
     "Symbols come from files with the build-id the mapping recorded; a file with another\n"
     "build-id is never used (a line on stderr says which), and that mapping's locations keep\n"
@@ -60,6 +63,7 @@ typedef struct img_opts {
     size_t n;
     bool cum;
     bool raw_names; /* --no-demangle (top, diff) */
+    bool peak;      /* --peak: the window's peak instead of the snapshot */
 } img_opts;
 
 static void note(void *ctx, const char *line)
@@ -86,8 +90,14 @@ static int to_pprof(const char *path, const mp_prof_image *img, const img_opts *
         .symbolize = o->symbolize,
         .note = note,
         .note_ctx = (void *)path,
+        .peak = o->peak,
     };
     mp_prof_status st = mp_prof_image_pprof(img, &po, buf, len);
+    if (st == MP_PROF_E_BAD_IMAGE && o->peak) {
+        fprintf(stderr, "mimprof image: %s: holds no peak (written before heap image schema 2)\n",
+                path);
+        return -1;
+    }
     if (st != MP_PROF_OK) {
         fprintf(stderr, "mimprof image: %s: %s\n", path, mp_prof_strerror(st));
         return -1;
@@ -322,6 +332,7 @@ int mpt_cmd_image(int argc, char **argv)
         {"type", required_argument, NULL, 't'},
         {"cum", no_argument, NULL, 'c'},
         {"no-demangle", no_argument, NULL, 'D'},
+        {"peak", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -369,6 +380,9 @@ int mpt_cmd_image(int argc, char **argv)
         }
         case 'c':
             o.cum = true;
+            break;
+        case 'P':
+            o.peak = true;
             break;
         case 'D':
             o.raw_names = true;

@@ -114,6 +114,14 @@ class Peak(TempDirTest):
         self.assertGreaterEqual(len(images), 2, images)
         info = mimprof("image", "info", os.path.join(out, images[0]))
         self.assertEqual(info.returncode, 0, info.stderr)
+        # the image at exit holds its window's peak: the spike, which its
+        # snapshot (after the spike was freed) does not
+        last = os.path.join(out, images[-1])
+        peak = mimprof("image", "top", last, "--peak", "-n", "0")
+        self.assertEqual(peak.returncode, 0, peak.stderr)
+        self.assertIn("spike_site", peak.stdout)
+        snap = mimprof("image", "top", last, "-n", "0")
+        self.assertNotIn("spike_site", snap.stdout)
 
     def test_report_above_changes_nothing_the_program_sees(self):
         code = "import os; print(os.open('/dev/null', os.O_RDONLY))"

@@ -10,7 +10,8 @@
  *               diagnostics
  *   aggregate.c per-stack sums for one report
  *   peak.c      the live estimate and each window's peak set (peak.h);
- *               peak_report.c encodes it (mp_profiler_report_peak)
+ *               peak_report.c encodes it (mp_profiler_report_peak),
+ *               peak_comments.c says its size and time
  *   unwind_nofd.c  libunwind's memory validation without a descriptor
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c

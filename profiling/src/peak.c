@@ -160,7 +160,9 @@ static void on_entry(void *ctx, const mp_stack *stack, uint64_t size, double wei
     add(ctx, stack, size, weight);
 }
 
-bool mp_peak_close(uint64_t gen, mp_agg *agg, mp_peak_result *out)
+/* The set live at the current mark, summed into agg (see the header
+ * comment); `close` also starts the next window. */
+static bool rebuild(uint64_t gen, bool close, mp_agg *agg, mp_peak_result *out)
 {
     *out = (mp_peak_result){0};
     pthread_mutex_lock(&g_peak.lock);
@@ -170,8 +172,10 @@ bool mp_peak_close(uint64_t gen, mp_agg *agg, mp_peak_result *out)
     out->incomplete = g_peak.lost;
     g_peak.hold = true;
     g_peak.hold_mark = mark;
-    g_peak.lost = false;
-    mark_locked(); /* the next window's first mark: the live set now */
+    if (close) {
+        g_peak.lost = false;
+        mark_locked(); /* the next window's first mark: the live set now */
+    }
     pthread_mutex_unlock(&g_peak.lock);
 
     struct close_ctx c = {agg, out};
@@ -188,4 +192,14 @@ bool mp_peak_close(uint64_t gen, mp_agg *agg, mp_peak_result *out)
     prune_locked();
     pthread_mutex_unlock(&g_peak.lock);
     return !agg->oom;
+}
+
+bool mp_peak_close(uint64_t gen, mp_agg *agg, mp_peak_result *out)
+{
+    return rebuild(gen, true, agg, out);
+}
+
+bool mp_peak_peek(uint64_t gen, mp_agg *agg, mp_peak_result *out)
+{
+    return rebuild(gen, false, agg, out);
 }

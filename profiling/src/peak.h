@@ -55,5 +55,11 @@ typedef struct mp_peak_result {
  * `gen` per stack into `agg` (in-use values). Caller holds g_rec.session
  * (one close at a time). False on out-of-memory (agg->oom). */
 bool mp_peak_close(uint64_t gen, mp_agg *agg, mp_peak_result *out);
+/* The same for the current window so far, which goes on (heap images). */
+bool mp_peak_peek(uint64_t gen, mp_agg *agg, mp_peak_result *out);
+
+/* The peak's comments ("peak: N bytes estimated live at <UTC>", ...)
+ * into a report builder (peak_comments.c; heap images use them too). */
+mp_prof_status mp_peak_comments(mp_report_builder *b, const mp_prof_peak_info *pi);
 
 #endif

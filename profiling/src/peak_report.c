@@ -2,48 +2,9 @@
  * session.c) as an in-use-only pprof whose comments give the peak's size
  * and time. Encoded on demand, so a caller that never asks pays only the
  * per-stack sums the report kept. */
-#include <stdio.h>
-#include <time.h>
-
 #include "internal.h"
+#include "peak.h"
 #include "session.h"
-
-/* `ns` (CLOCK_REALTIME) as 2026-12-02T00:51:02.123Z. */
-static void utc(int64_t ns, char *buf, size_t len)
-{
-    time_t s = (time_t)(ns / 1000000000);
-    struct tm tm;
-    if (ns <= 0 || gmtime_r(&s, &tm) == NULL) {
-        snprintf(buf, len, "-");
-        return;
-    }
-    char day[32];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03dZ", day, (int)(ns / 1000000 % 1000));
-}
-
-static mp_prof_status comments(mp_report_builder *b, const mp_prof_peak_info *pi)
-{
-    char at[48], from[48], until[48], line[320];
-    utc(pi->time_nanos, at, sizeof at);
-    utc(pi->window_start_nanos, from, sizeof from);
-    utc(pi->window_end_nanos, until, sizeof until);
-    snprintf(line, sizeof line, "peak: %llu bytes estimated live at %s (%.1f MiB, %llu objects)",
-             (unsigned long long)pi->bytes, at, (double)pi->bytes / 1048576.0,
-             (unsigned long long)pi->objects);
-    mp_prof_status st = mp_report_comment(b, line);
-    snprintf(line, sizeof line,
-             "peak: time_nanos=%lld bytes=%llu samples=%llu window %s .. %s (the "
-             "highest estimated live heap of the window, within 1/64 below it)",
-             (long long)pi->time_nanos, (unsigned long long)pi->bytes,
-             (unsigned long long)pi->samples, from, until);
-    if (st == MP_PROF_OK)
-        st = mp_report_comment(b, line);
-    if (st == MP_PROF_OK && pi->incomplete)
-        st = mp_report_comment(b, "peak: incomplete (memory ran out while keeping the peak "
-                                  "set: some sampled blocks are missing)");
-    return st;
-}
 
 static mp_prof_status encode_locked(mp_profiler *p, uint8_t **out, size_t *len)
 {
@@ -60,7 +21,7 @@ static mp_prof_status encode_locked(mp_profiler *p, uint8_t **out, size_t *len)
     mp_report_builder *b = mp_report_begin(p->cache, &opt);
     if (b == NULL)
         return MP_PROF_E_NOMEM;
-    mp_prof_status st = pi->window_end_nanos != 0 ? comments(b, pi) : MP_PROF_OK;
+    mp_prof_status st = pi->window_end_nanos != 0 ? mp_peak_comments(b, pi) : MP_PROF_OK;
     for (size_t i = 0; st == MP_PROF_OK && i < p->peak.cap; i++) {
         const mp_agg_entry *e = &p->peak.e[i];
         if (e->stack == NULL || e->n_live == 0)
