@@ -268,6 +268,12 @@ static int cmd_info(const char *file, const img_opts *o)
     mpt_format_value(v2, sizeof v2, in.interval_bytes, "bytes");
     printf("%-12s %llu samples on %zu stacks: ~%.0f objects, ~%s\n", "allocated",
            (unsigned long long)in.interval_records, in.interval_stacks, in.interval_objects, v2);
+    if (in.has_peak) {
+        char t3[64];
+        mpt_format_value(v2, sizeof v2, (double)in.peak_bytes, "bytes");
+        printf("%-12s ~%s at %s (the window's peak so far: --peak)\n", "peak", v2,
+               when((uint64_t)in.peak_time_ns, t3, sizeof t3));
+    }
     printf("%-12s %zu distinct, %llu frames (%llu as code(build-id, path, offset), %llu raw)\n",
            "stacks", in.stacks, (unsigned long long)in.frames, (unsigned long long)in.named_frames,
            (unsigned long long)(in.frames - in.named_frames));
