@@ -140,10 +140,13 @@ static void report_once(const char *note)
 static void *reporter_main(void *arg)
 {
     (void)arg;
-    /* Signals are for the application's threads; this one only waits. */
+    /* Signals are for the application's threads; this one only waits.
+     * What it allocates (handing reports to the Pyroscope agent, which
+     * fits and gzips them here) is the profiler's, not the program's. */
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    mp_prof_thread_exclude();
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     if (mpt_rt_pyro_on() && rt.every_ms > 0) {
@@ -297,16 +300,21 @@ static int start_locked(void)
      * pointer: compilers may delete a free(malloc(n)) pair. */
     void *volatile probe = malloc(1);
     free(probe);
+    /* The runtime's own work comes before the session starts: what it
+     * allocates (opendir's 32 KiB buffer) is not the program's and must
+     * not be sampled into the program's profile. An exec'd program keeps
+     * its pid: its files continue the series. */
+    pid_t pid = getpid();
+    unsigned seq =
+        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, pid, ".pb.gz") : 0;
+    mp_image_rt_prepare();
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
-        say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(),
-            mp_prof_strerror(st));
+        say("mimprof: profiling not started in pid %ld: %s\n", (long)pid, mp_prof_strerror(st));
         return -1;
     }
-    rt.pid = getpid();
-    /* An exec'd program keeps its pid: its files continue the series. */
-    rt.seq =
-        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
+    rt.pid = pid;
+    rt.seq = seq;
     rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);

@@ -112,6 +112,20 @@ HOOK void mp_guard_exit(void)
     ts.guard--;
 }
 
+/* Parks this thread's countdown for good: it never reaches zero again
+ * (2^63 bytes away), so no allocation of the thread is sampled or
+ * consumes an interval, in this session or a later one (a new session
+ * re-arms a thread only when its countdown expires). Frees are not
+ * guarded and take the free path as before. Inside a guard, the
+ * countdown the guard will restore is the one parked. */
+void mp_prof_thread_exclude(void)
+{
+    if (ts.guard != 0)
+        ts.saved_countdown = INT64_MAX;
+    else
+        mp_prof_hook_countdown = INT64_MAX;
+}
+
 /* -------------------------------------------------------------------- RNG */
 
 static HOOK uint64_t splitmix64(uint64_t *state)

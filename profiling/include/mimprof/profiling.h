@@ -309,6 +309,19 @@ MP_PROF_API mp_prof_status mp_profiler_report_peak(mp_profiler *p, uint8_t **ppr
 MP_PROF_API void mp_prof_buffer_free(uint8_t *pprof);
 
 /**
+ * From now until it exits, the calling thread's allocations are never
+ * sampled and consume no sampling interval, in this session or any later
+ * one, as if they were the profiler's own (see "Profiler-internal
+ * memory"). For the threads of a profiler's own machinery: a runtime's
+ * reporter, an uploader and the libraries it calls (the preload runtime
+ * and the Pyroscope agent call it on their threads, so that uploading a
+ * report never appears in the next one). The thread's frees are still
+ * tracked: a sampled block it frees leaves the live set. Cannot be
+ * undone; costs nothing on the allocation path. Async-signal-safe.
+ */
+MP_PROF_API void mp_prof_thread_exclude(void);
+
+/**
  * Saves the session's state as a *heap image* at `path`: a mimprof-image
  * file (<mimprof/image.h>) that another process, later and on another
  * machine with the same binaries, turns into pprof, diffs or inspects
