@@ -293,8 +293,8 @@ typedef struct mp_prof_peak_info {
  * unsampled allocations and frees pay nothing. The estimate is the
  * in-use estimator's, with its variance.
  *
- * Each report starts a new window whose first mark is the live set at
- * that report, so a window's peak is never below what was live at either
+ * Each report (also one that fails) starts a new window whose first mark
+ * is the live set at that report, so a window's peak is never below what was live at either
  * of its ends. Before the first report the profile has no samples and
  * `info` is zero. Calling it again returns the same peak (until the next
  * report). `*pprof` is owned by the caller: release it with
