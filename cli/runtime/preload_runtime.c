@@ -39,6 +39,7 @@
 #include "rt_peak.h"
 #include "rt_pyro.h"
 #include "rt_signals.h"
+#include "rt_stats.h"
 #include "rt_watch.h"
 
 /* Fatal signals whose default action ends the process: a last report is
@@ -313,6 +314,7 @@ static int start_locked(void)
         say("mimprof: profiling not started in pid %ld: %s\n", (long)pid, mp_prof_strerror(st));
         return -1;
     }
+    mpt_rt_stats_attach(rt.prof);
     rt.pid = pid;
     rt.seq = seq;
     rt.window_from_ns = now_real_ns();

@@ -46,7 +46,10 @@ typedef struct mp_himg_sample {
     uint64_t size;
     double weight;
     uint64_t gen;
+    uint64_t age_ns; /* age at the snapshot; MP_HIMG_AGE_UNKNOWN in schema 1 images */
 } mp_himg_sample;
+
+#define MP_HIMG_AGE_UNKNOWN UINT64_MAX
 
 typedef struct mp_himg_interval {
     uint32_t stack;
@@ -68,7 +71,7 @@ typedef struct mp_himg {
     size_t nlive;
     mp_himg_interval *interval;
     size_t ninterval;
-    bool has_peak; /* schema 2: the window's peak so far */
+    bool has_peak; /* the optional peak roots: the window's peak so far */
     uint64_t peak[MP_HIMG_PEAK_COUNT];
     mp_himg_interval *peak_sums; /* per stack: objects, bytes, blocks (records) */
     size_t npeak;

@@ -13,7 +13,7 @@
  * | 2 | `mimprof.refs` | `*: word ref` | count, objects |
  * | 3 | `mimprof.mapping` | `ref ref ref word word` | path (str), build-id (str, lower-case hex, "" if none), segments (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) |
  * | 4 | `mimprof.stack` | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or nil), then one `code` foreign unit per frame, innermost first |
- * | 5 | `mimprof.live` | `ref ref` | the live samples of one stack: stack, samples (words per sample, in live-table order: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation) |
+ * | 5 | `mimprof.live` | `ref ref` | the live samples of one stack: stack, samples (words per sample, in live-table order: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation, age in nanoseconds at the snapshot (schema 2; schema 1 has the first three words only)) |
  * | 6 | `mimprof.interval` | `ref word word word` | allocations since the last report, per stack: stack, objects (double bits), bytes (double bits), records |
  *
  * Frames are return addresses named `code(build-id, path, offset)` by the
@@ -42,10 +42,14 @@
  * | `mimprof.mappings` | refs | mappings, in the order of the report side's cache (pprof mapping ids follow it) |
  * | `mimprof.live` | refs | live samples, one `mimprof.live` per stack (in the order the live table first meets the stacks) |
  * | `mimprof.interval` | refs | intervals |
- * | `mimprof.peak` | refs | the current window's peak so far (peak.c), per stack, as `mimprof.interval` objects: stack, inuse objects, inuse bytes, sampled blocks (schema 2) |
- * | `mimprof.peak_meta` | words | MP_HIMG_PEAK_* (schema 2) |
+ * | `mimprof.peak` | refs | the current window's peak so far (peak.c), per stack, as `mimprof.interval` objects: stack, inuse objects, inuse bytes, sampled blocks (optional, see below) |
+ * | `mimprof.peak_meta` | words | MP_HIMG_PEAK_* (optional, see below) |
  *
- * A change to any of this changes MP_HIMG_SCHEMA (and, for the types, the
+ * The two peak roots are optional, together: images written before the
+ * window's peak existed have neither (their reader reports no peak), and
+ * a reader that does not know them ignores them, so they change neither
+ * the types nor the schema number.
+ * A change to anything else here changes MP_HIMG_SCHEMA (and, for the types, the
  * image's type digest, which makes older readers refuse it by name).
  */
 #ifndef MIMPROF_PROFILING_HEAP_IMAGE_SCHEMA_H
@@ -54,8 +58,10 @@
 #include <mimprof/image.h>
 #include <mimprof/profiling.h>
 
-/* 2: the peak roots. A reader of schema 2 reads schema 1 (no peak). */
-#define MP_HIMG_SCHEMA 2u
+/* 2: live samples gained their age at the snapshot (a fourth word).
+ * Readers read schema 1 too (ages unknown: no age labels). */
+#define MP_HIMG_SCHEMA    2u
+#define MP_HIMG_SCHEMA_V1 1u
 
 enum mp_himg_type_index {
     MP_HIMG_T_STR = 0,
@@ -160,7 +166,8 @@ enum {
 enum {
     MP_HIMG_MAPPING_UNITS = 5,
     MP_HIMG_LIVE_UNITS = 2,
-    MP_HIMG_SAMPLE_WORDS = 3, /* words per live sample */
+    MP_HIMG_SAMPLE_WORDS = 4,    /* words per live sample */
+    MP_HIMG_SAMPLE_WORDS_V1 = 3, /* words per live sample of schema 1 */
     MP_HIMG_INTERVAL_UNITS = 4,
     MP_HIMG_STACK_HEAD = 3
 };

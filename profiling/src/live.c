@@ -1,4 +1,5 @@
-/* The live table: sampled pointer -> (stack, size, weight, generation, id),
+/* The live table: sampled pointer -> (stack, size, weight, generation, id,
+ * allocation time),
  * and the free-path filter that keeps unsampled frees away from it.
  * Every insertion and removal is also an event of the live estimate and
  * the window's peak (peak.c), told under the stripe lock.
@@ -39,7 +40,8 @@ typedef struct entry {
     double weight;
     uint64_t gen;
     uint64_t id;
-    uint64_t seq; /* the event of its insertion (peak.c) */
+    uint64_t born; /* mp_now_nanos() when sampled (the ages of a report, age.c) */
+    uint64_t seq;  /* the event of its insertion (peak.c) */
 } entry;
 
 typedef struct stripe {
@@ -85,6 +87,18 @@ void mp_live_set_limit(size_t max_entries)
 }
 
 uint64_t mp_live_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }
+
+uint64_t mp_live_bytes(void)
+{
+    uint64_t n = 0;
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        n += s->cap * sizeof *s->slots + (s->counts != NULL ? SLOTS_PER_STRIPE : 0);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return n;
+}
 
 static inline uint32_t filter_slot(uintptr_t p) { return mp_prof_hook_filter_slot((void *)p); }
 
@@ -188,7 +202,7 @@ static void snap_copy(stripe *s)
     for (size_t i = 0; i < s->cap && n < s->snap_room; i++) {
         const entry *e = &s->slots[i];
         if (e->ptr != 0 && e->gen == g_snap.gen)
-            out[n++] = (mp_live_sample){e->stack, e->size, e->weight, e->gen};
+            out[n++] = (mp_live_sample){e->stack, e->size, e->weight, e->gen, e->born};
     }
     s->snap_n = n;
     s->snap_pending = false;
@@ -199,7 +213,8 @@ static void snap_copy(stripe *s)
         ;
 }
 
-bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen)
+bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen,
+                    uint64_t born)
 {
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
@@ -213,7 +228,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         entry *old = &s->slots[i];
         mp_peak_remove(p, old->stack, old->size, old->weight, old->seq);
         s->slots[i] =
-            (entry){p, stack, size, weight, gen, id, mp_peak_insert(weight * (double)size)};
+            (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
         pthread_mutex_unlock(&s->lock);
         return true;
     }
@@ -233,7 +248,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     size_t k = home(p, s->cap);
     while (s->slots[k].ptr != 0)
         k = (k + 1) & (s->cap - 1);
-    s->slots[k] = (entry){p, stack, size, weight, gen, id, mp_peak_insert(weight * (double)size)};
+    s->slots[k] =
+        (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
     s->count++;
     uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
     if (*c < 255)
@@ -283,7 +299,7 @@ void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
         pthread_mutex_lock(&s->lock);
         for (size_t i = 0; i < s->cap; i++)
             if (s->slots[i].ptr != 0 && s->slots[i].gen == gen)
-                fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight);
+                fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight, s->slots[i].born);
         pthread_mutex_unlock(&s->lock);
     }
 }

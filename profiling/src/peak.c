@@ -37,6 +37,7 @@
  * exactly once, whatever the other threads do meanwhile. */
 #include <stdlib.h>
 
+#include "age.h"
 #include "peak.h"
 
 typedef struct gone {
@@ -150,7 +151,7 @@ struct close_ctx {
 
 static void add(struct close_ctx *c, const mp_stack *stack, uint64_t size, double weight)
 {
-    mp_agg_add(c->agg, stack, true, weight, weight * (double)size);
+    mp_agg_add(c->agg, stack, true, MP_AGE_NONE, weight, weight * (double)size);
     c->res->objects += weight;
     c->res->samples++;
 }

@@ -330,7 +330,9 @@ static HOOK __attribute__((noinline)) void record(void *p, size_t size)
         MP_COUNT(dropped_registration, 1); /* no memory for the stack */
         goto out;
     }
-    if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen))
+    /* The one clock read of a sample (its age in reports); never on the
+     * unsampled path. */
+    if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen, mp_now_nanos()))
         MP_COUNT(dropped_live_table_full, 1);
     if (!t->registered && !mp_rec_register(t)) {
         MP_COUNT(dropped_registration, 1);

@@ -25,6 +25,11 @@ struct mp_profiler {
     /* Comments of the next report (mp_profiler_annotate), under g_rec.session. */
     char *notes[MP_PROF_MAX_NOTES];
     unsigned nnotes;
+    /* The allocator statistics hook (mp_profiler_set_allocator_stats),
+     * under g_rec.session. */
+    mp_prof_allocator_stats_fn stats_fn;
+    void *stats_ctx;
+    char stats_name[32];
 };
 
 /* True when `p` owns the running session. Caller holds g_rec.session. */

@@ -35,6 +35,7 @@ typedef struct mp_bsample {
     size_t off;
     uint32_t depth; /* locations, the marker included */
     bool interval;
+    int8_t age; /* age bucket (../age.h) of a live sample, -1 = no age label */
     double v[MP_VAL_COUNT];
 } mp_bsample;
 
