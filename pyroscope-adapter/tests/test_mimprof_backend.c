@@ -143,8 +143,8 @@ Test(mimprof_backend, freed_spike_kept_by_every_version)
         cr_expect_eq(st.uploaded % 2, 0, "a peak per report");
         double reports = (double)(st.uploaded / 2);
         double peak_want = want + KEPT_N * 8192 * (reports - 1);
-        double peak = poll_sum(&s, PEAK_SPACE, sel, t0, peak_want * (1 - tol),
-                               peak_want * (1 + tol));
+        double peak =
+            poll_sum(&s, PEAK_SPACE, sel, t0, peak_want * (1 - tol), peak_want * (1 + tol));
         cr_expect(fabs(peak / peak_want - 1) < tol, "%s: peak_inuse_space %.0f, want %.0f",
                   runs[r].version, peak, peak_want);
         if (!s.external)
