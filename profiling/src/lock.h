@@ -25,6 +25,11 @@ typedef struct mp_lock {
     _Atomic int v; /* 0 free, 1 held, 2 held with waiters */
 } mp_lock;
 
+#define MP_LOCK_INIT                                                                               \
+    {                                                                                              \
+        0                                                                                          \
+    }
+
 static inline void mp_lock_init(mp_lock *l) { atomic_init(&l->v, 0); }
 
 /* The futex calls keep errno: they run inside the program's malloc and
@@ -63,6 +68,11 @@ static inline void mp_lock_release(mp_lock *l)
 typedef struct mp_lock {
     pthread_mutex_t m;
 } mp_lock;
+
+#define MP_LOCK_INIT                                                                               \
+    {                                                                                              \
+        PTHREAD_MUTEX_INITIALIZER                                                                  \
+    }
 
 static inline void mp_lock_init(mp_lock *l) { pthread_mutex_init(&l->m, NULL); }
 static inline void mp_lock_take(mp_lock *l) { pthread_mutex_lock(&l->m); }
