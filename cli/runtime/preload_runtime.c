@@ -48,8 +48,10 @@ static struct {
     bool started;         /* a session is running in this process */
     mp_profiler *prof;
     mp_prof_config cfg;
-    mpt_out out; /* where reports go (rt_output.h) */
-    bool bare;   /* the bare preload: one report at exit, no thread, no handler */
+    mpt_out out;   /* where reports go (rt_output.h) */
+    bool bare;     /* the bare preload: one report at exit, no thread, no handler */
+    bool dormant;  /* MIMPROF_DORMANT: configured, no session until one is asked for */
+    bool handlers; /* SIGUSR2 and the fatal signals taken (at the first session) */
     uint64_t every_ms;
     bool follow_fork;
     bool quiet;
@@ -440,6 +442,9 @@ __attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(
  * (rt_signals.h). */
 static void install_handlers(void)
 {
+    if (rt.handlers)
+        return;
+    rt.handlers = true;
     mpt_sig_take(SIGUSR2, on_usr2, SA_RESTART);
     for (size_t i = 0; i < NFATAL; i++)
         mpt_sig_take(FATAL_SIGNALS[i], on_fatal, SA_RESETHAND | SA_RESTART);
@@ -455,10 +460,12 @@ static int start_locked(void)
     /* The sampling allocator must have served this process at least once
      * (mp_profiler_start checks it): make sure it has. Through a volatile
      * pointer: compilers may delete a free(malloc(n)) pair. */
+    mp_preload_set_sampling(true); /* the dormant object: malloc and free sample */
     void *volatile probe = malloc(1);
     free(probe);
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
+        mp_preload_set_sampling(false); /* nothing was tracked */
         say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(),
             mp_prof_strerror(st));
         return -1;
@@ -475,6 +482,7 @@ static int start_locked(void)
     mp_image_rt_start(rt.prof);
     if (rt.bare)
         return 0; /* one report, at exit */
+    install_handlers();
     /* Born with every signal blocked: no process-directed signal is ever
      * delivered to it, not even before it could block them itself. */
     sigset_t all, old;
@@ -540,7 +548,10 @@ static int configure(mpt_env_var bad, const char *why)
     }
     const mpt_env_value *every = mpt_env(MPT_ENV_EVERY);
     bool pyro = mpt_env(MPT_ENV_PYRO_SERVER)->set;
-    rt.bare = !every->set && !pyro;
+    /* Dormant: everything is configured and checked now, so that a
+     * session asked for later starts or fails at once. */
+    rt.dormant = mpt_env_flag(MPT_ENV_DORMANT, false);
+    rt.bare = !every->set && !pyro && !rt.dormant;
     mp_prof_config_init(&rt.cfg);
     if (mpt_env(MPT_ENV_INTERVAL)->set)
         rt.cfg.sample_interval_bytes = (size_t)mpt_env(MPT_ENV_INTERVAL)->num;
@@ -553,7 +564,10 @@ static int configure(mpt_env_var bad, const char *why)
     /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
      * the upload interval (a malformed one is refused by pyro_setup). */
     const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);
-    rt.every_ms = every->set ? every->num : ui->set && ui->num > 0 ? ui->num : 10000;
+    rt.every_ms = every->set               ? every->num
+                  : ui->set && ui->num > 0 ? ui->num
+                  : rt.dormant && !pyro    ? 0
+                                           : 10000;
     rt.follow_fork = mpt_env_flag(MPT_ENV_FOLLOW_FORK, true);
     if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
         return -1;
@@ -615,11 +629,9 @@ int mp_preload_runtime_start(void)
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&rt.wake, 0, 0);
-    if (start_locked() != 0)
+    if (!rt.dormant && start_locked() != 0)
         goto out;
     pthread_atfork(NULL, after_fork_parent, after_fork_child);
-    if (!rt.bare)
-        install_handlers();
     atexit(mp_preload_runtime_stop);
     rc = 1;
 out:

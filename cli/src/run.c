@@ -65,6 +65,7 @@ typedef struct run_opts {
     int follow_fork; /* -1: default (yes) */
     int follow_exec; /* -1: default (no) */
     bool quiet;
+    bool dormant; /* --dormant: MIMPROF_DORMANT=1 */
     bool every_given;
     bool out_given;
     /* Pyroscope */
@@ -360,6 +361,8 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     rc |= setenv("MIMPROF_FOLLOW_EXEC", o->follow_exec == 1 ? "1" : "0", 1);
     if (o->quiet)
         rc |= setenv("MIMPROF_QUIET", "1", 1);
+    if (o->dormant)
+        rc |= setenv("MIMPROF_DORMANT", "1", 1);
     return rc == 0 ? 0 : -1;
 }
 
@@ -507,7 +510,8 @@ int mpt_cmd_run(int argc, char **argv)
         O_PROTO,
         O_IMG_EXIT,
         O_IMG_EVERY,
-        O_IMG_DIR
+        O_IMG_DIR,
+        O_DORMANT
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -532,6 +536,7 @@ int mpt_cmd_run(int argc, char **argv)
         {"image-on-exit", no_argument, NULL, O_IMG_EXIT},
         {"image-every", required_argument, NULL, O_IMG_EVERY},
         {"image-dir", required_argument, NULL, O_IMG_DIR},
+        {"dormant", no_argument, NULL, O_DORMANT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -681,6 +686,9 @@ int mpt_cmd_run(int argc, char **argv)
         case O_IMG_DIR:
             o.image_dir = optarg;
             break;
+        case O_DORMANT:
+            o.dormant = true;
+            break;
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;
@@ -705,12 +713,15 @@ int mpt_cmd_run(int argc, char **argv)
 static int run_command(run_opts *op, char **cmd)
 {
     run_opts o = *op; /* (its secrets stay in *op's buffers) */
-    char preload[PATH_MAX], looked[4096];
-    if (find_preload(o.allocator, preload, sizeof preload, looked, sizeof looked) != 0) {
+    char preload[PATH_MAX], looked[4096], object[64];
+    /* --dormant: the object whose malloc and free stay the provider's own
+     * until a session starts (preload/preload.c). */
+    snprintf(object, sizeof object, "%s%s", o.allocator, o.dormant ? "-dormant" : "");
+    if (find_preload(object, preload, sizeof preload, looked, sizeof looked) != 0) {
         fprintf(stderr,
                 "mimprof run: cannot find libmimprof-preload-%s.so (looked in: %s; "
                 "set MIMPROF_PRELOAD_DIR, or build with the %s provider)\n",
-                o.allocator, looked, o.allocator);
+                object, looked, o.allocator);
         return EXIT_OWN_ERROR;
     }
     const char *server = getenv("PYROSCOPE_SERVER_ADDRESS");

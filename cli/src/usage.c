@@ -40,6 +40,8 @@ static const char USAGE_RUN[] =
     "      --max-depth N         frames kept per stack (default 64)\n"
     "      --seed N              fixed sampling seed (reproducible runs)\n"
     "  -q, --quiet               no summary line on stderr\n"
+    "      --dormant             load the profiler but start no session until\n"
+    "                            `mimprof ctl PID start` (MIMPROF_DORMANT=1)\n"
     "      --image-on-exit       also save a heap image at exit (DIR/heap.<pid>.<seq>.mpimg)\n"
     "      --image-every DURATION  ... and one every DURATION (e.g. 1m)\n"
     "      --image-dir DIR       where heap images go (default: the output directory);\n"
