@@ -33,6 +33,7 @@
 #include "image_runtime.h"
 #include "pyro_api.h"
 #include "rt_common.h"
+#include "rt_ctl.h"
 #include "rt_env.h"
 #include "rt_output.h"
 #include "rt_signals.h"
@@ -52,11 +53,18 @@ static struct {
     bool bare;     /* the bare preload: one report at exit, no thread, no handler */
     bool dormant;  /* MIMPROF_DORMANT: configured, no session until one is asked for */
     bool handlers; /* SIGUSR2 and the fatal signals taken (at the first session) */
+    bool ctl;      /* the control socket (rt_ctl.h) is served */
+    /* Serialises reports (the reporter's, the exit's, the control
+     * socket's); inside rt.lock when both are held. */
+    pthread_mutex_t report_lock;
+    unsigned reports;       /* reports taken by this process (report_lock) */
+    int64_t last_report_ns; /* wall clock of the last one, 0: none (report_lock) */
     uint64_t every_ms;
     bool follow_fork;
     bool quiet;
-    pid_t pid;    /* the process that owns the session */
-    unsigned seq; /* next file number */
+    pid_t pid; /* the process whose runtime this is (set at start, and in followed children) */
+    size_t session_interval; /* of the running session (rt.cfg's is the next one's) */
+    unsigned seq;            /* next file number */
     pthread_t reporter;
     bool have_reporter;
     sem_t wake;
@@ -80,7 +88,7 @@ static struct {
     mp_pyro_config *pyro_cfg; /* validated at start; copied by each agent */
     mp_pyro_agent *pyro;      /* started at the first report */
 #endif
-} rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} rt = {.lock = PTHREAD_MUTEX_INITIALIZER, .report_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Messages on stderr, unless MIMPROF_QUIET; errors (a report not
  * written, a malformed value) whatever MIMPROF_QUIET says. */
@@ -101,21 +109,35 @@ static int64_t now_real_ns(void)
 /* Takes one report, hands it to the Pyroscope agent and writes it (see
  * expand_path). Called by the reporter thread, or by the exit path after
  * the reporter is gone. */
-static void report_once(void)
+/* A report, handed to the Pyroscope agent when uploading; report_lock
+ * held. */
+static mp_prof_status take_report_locked(uint8_t **buf, size_t *len)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    mp_prof_status st = mp_profiler_report(rt.prof, &buf, &len);
-    if (st != MP_PROF_OK) {
-        say("mimprof: report failed: %s\n", mp_prof_strerror(st));
-        return;
-    }
+    mp_prof_status st = mp_profiler_report(rt.prof, buf, len);
+    if (st != MP_PROF_OK)
+        return st;
     /* Windows are contiguous: each report's interval values (alloc_*)
      * cover exactly [previous report, now). */
     int64_t now = now_real_ns();
     if (rt.pyro_on)
-        pyro_submit(buf, len, rt.window_from_ns, now);
+        pyro_submit(*buf, *len, rt.window_from_ns, now);
     rt.window_from_ns = now;
+    rt.reports++;
+    rt.last_report_ns = now;
+    return MP_PROF_OK;
+}
+
+static void report_once(void)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    pthread_mutex_lock(&rt.report_lock);
+    mp_prof_status st = take_report_locked(&buf, &len);
+    pthread_mutex_unlock(&rt.report_lock);
+    if (st != MP_PROF_OK) {
+        say("mimprof: report failed: %s\n", mp_prof_strerror(st));
+        return;
+    }
     if (!rt.files) {
         mp_prof_buffer_free(buf);
         return;
@@ -471,6 +493,7 @@ static int start_locked(void)
         return -1;
     }
     rt.pid = getpid();
+    rt.session_interval = rt.cfg.sample_interval_bytes;
     /* An exec'd program keeps its pid: its files continue the series. */
     rt.seq =
         rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
@@ -501,23 +524,33 @@ static void after_fork_child(void)
     /* The core ended the parent's session in this child; the reporter
      * thread does not exist here. */
     pthread_mutex_init(&rt.lock, NULL);
+    pthread_mutex_init(&rt.report_lock, NULL);
     mpt_sig_after_fork();
-    if (!rt.started)
-        return;
-    rt.started = false;
-    rt.have_reporter = false;
-    mp_profiler_free(rt.prof); /* inactive in the child: only releases the handle */
-    rt.prof = NULL;
-    sem_destroy(&rt.wake);
-    sem_init(&rt.wake, 0, 0);
-    atomic_store(&rt.reports_done, 0);
-    if (rt.pyro_on)
-        pyro_after_fork();
-    mp_image_rt_after_fork();
+    rt.reports = 0;
+    rt.last_report_ns = 0;
     /* A child whose files would have its parent's names is not profiled
      * (fork_parent said so). */
-    if (rt.follow_fork && (!rt.files || rt.out.per_process))
-        start_locked();
+    bool follow = rt.follow_fork && (!rt.files || rt.out.per_process);
+    bool was_started = rt.started;
+    if (rt.pyro_on && (was_started || rt.dormant))
+        pyro_after_fork();
+    if (was_started) {
+        rt.started = false;
+        rt.have_reporter = false;
+        mp_profiler_free(rt.prof); /* inactive in the child: only releases the handle */
+        rt.prof = NULL;
+        sem_destroy(&rt.wake);
+        sem_init(&rt.wake, 0, 0);
+        atomic_store(&rt.reports_done, 0);
+        mp_image_rt_after_fork();
+        if (follow)
+            start_locked();
+    } else if (follow && rt.dormant) {
+        rt.pid = getpid(); /* a dormant child of a dormant parent */
+    }
+    /* Last: the control thread it starts finds the child's state. */
+    if (rt.ctl)
+        mpt_ctl_after_fork(follow && (was_started || rt.dormant));
 }
 
 /* In the parent, after its first fork: when its children's reports would
@@ -629,10 +662,17 @@ int mp_preload_runtime_start(void)
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&rt.wake, 0, 0);
+    rt.pid = getpid();
     if (!rt.dormant && start_locked() != 0)
         goto out;
     pthread_atfork(NULL, after_fork_parent, after_fork_child);
     atexit(mp_preload_runtime_stop);
+    /* After the atexit above, so that at exit the control thread stops
+     * first. */
+    if (!rt.bare && mpt_env_flag(MPT_ENV_CTL, true) && mpt_ctl_start(rt.quiet) == 0) {
+        rt.ctl = true;
+        atexit(mpt_ctl_stop);
+    }
     rc = 1;
 out:
     result = rc;
@@ -650,24 +690,134 @@ __attribute__((constructor(102))) static void runtime_ctor(int argc, char **argv
     mp_preload_runtime_start();
 }
 
-void mp_preload_runtime_stop(void)
+/* Ends the session: the reporter joined, the image thread stopped (with
+ * the exit image when `at_exit`), the last report written; rt.lock held. */
+static void end_session_locked(bool at_exit)
 {
-    pthread_mutex_lock(&rt.lock);
-    if (!rt.started || rt.pid != getpid()) {
-        pthread_mutex_unlock(&rt.lock);
-        return;
-    }
     if (rt.have_reporter) {
         atomic_store(&rt.stop_req, true);
         sem_post(&rt.wake);
         pthread_join(rt.reporter, NULL);
         rt.have_reporter = false;
     }
-    mp_image_rt_stop(true); /* the exit image first: it still holds the interval */
+    mp_image_rt_stop(at_exit); /* the exit image first: it still holds the interval */
     report_once();
-    pyro_finish();
     rt.started = false;
     mp_profiler_free(rt.prof);
     rt.prof = NULL;
+}
+
+void mp_preload_runtime_stop(void)
+{
+    pthread_mutex_lock(&rt.lock);
+    if (rt.pid != getpid()) { /* not this process's runtime (an unfollowed child) */
+        pthread_mutex_unlock(&rt.lock);
+        return;
+    }
+    if (rt.started)
+        end_session_locked(true);
+    pyro_finish();
+    pthread_mutex_unlock(&rt.lock);
+}
+
+/* ---- control (rt_ctl.h) ---------------------------------------------- */
+
+void mpt_rt_get_state(mpt_rt_state *st)
+{
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&rt.lock);
+    st->running = rt.started;
+    st->interval = rt.started ? rt.session_interval : rt.cfg.sample_interval_bytes;
+    st->next_interval = rt.cfg.sample_interval_bytes;
+    st->every_ms = rt.every_ms;
+    st->uploading = rt.pyro_on;
+    st->service = rt.pyro_app;
+    st->output = rt.files ? (rt.out.dir[0] != '\0' ? rt.out.dir : rt.out.pattern) : "";
+#if MPT_HAVE_PYROSCOPE
+    if (rt.pyro != NULL) {
+        mp_pyro_stats ps;
+        memset(&ps, 0, sizeof ps);
+        rt.pyro_api.agent_stats(rt.pyro, &ps);
+        st->uploaded = ps.uploaded;
+        st->upload_lost = ps.dropped_queue_full + ps.dropped_rejected + ps.dropped_retry_exhausted +
+                          ps.dropped_stop_deadline + ps.dropped_spool_io + ps.reports_failed;
+    }
+#endif
+    pthread_mutex_lock(&rt.report_lock);
+    st->reports = rt.reports;
+    st->last_report_ns = rt.last_report_ns;
+    pthread_mutex_unlock(&rt.report_lock);
+    pthread_mutex_unlock(&rt.lock);
+}
+
+int mpt_rt_ctl_start(uint64_t interval, int64_t every_ms, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    int rc = -1;
+    if (rt.started) {
+        snprintf(why, whylen, "a session is already running");
+    } else {
+        if (interval != 0)
+            rt.cfg.sample_interval_bytes = (size_t)interval;
+        if (every_ms >= 0)
+            rt.every_ms = (uint64_t)every_ms;
+        rc = start_locked();
+        if (rc != 0)
+            snprintf(why, whylen, "the session did not start (see the process's stderr)");
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return rc;
+}
+
+int mpt_rt_ctl_stop(char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    int rc = -1;
+    if (!rt.started) {
+        snprintf(why, whylen, "dormant: no session to stop");
+    } else {
+        end_session_locked(false);
+        /* The live table and the free filter are empty now: the dormant
+         * object's malloc and free may skip them again. */
+        mp_preload_set_sampling(false);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return rc;
+}
+
+int mpt_rt_ctl_report(uint8_t **buf, size_t *len, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = MP_PROF_E_INACTIVE;
+    if (rt.started) {
+        pthread_mutex_lock(&rt.report_lock);
+        st = take_report_locked(buf, len);
+        pthread_mutex_unlock(&rt.report_lock);
+    }
+    pthread_mutex_unlock(&rt.lock);
+    if (st == MP_PROF_OK)
+        return 0;
+    snprintf(why, whylen, "%s",
+             rt.started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return -1;
+}
+
+int mpt_rt_ctl_image(const char *path, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = rt.started ? mp_profiler_write_image(rt.prof, path) : MP_PROF_E_INACTIVE;
+    bool started = rt.started;
+    pthread_mutex_unlock(&rt.lock);
+    if (st == MP_PROF_OK)
+        return 0;
+    snprintf(why, whylen, "%s", started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return -1;
+}
+
+void mpt_rt_ctl_set_interval(uint64_t interval)
+{
+    pthread_mutex_lock(&rt.lock);
+    rt.cfg.sample_interval_bytes = (size_t)interval;
     pthread_mutex_unlock(&rt.lock);
 }

@@ -36,6 +36,8 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
     [MPT_ENV_DORMANT] = {"MIMPROF_DORMANT", MPT_ENVK_FLAG, "0",
                          "`1`: configured but not started: the allocator's fast path only, "
                          "until `mimprof ctl PID start`"},
+    [MPT_ENV_CTL] = {"MIMPROF_CTL", MPT_ENVK_FLAG, "1",
+                     "`0`: no control socket (`mimprof ctl`) in runtime mode"},
     [MPT_ENV_FOLLOW_FORK] = {"MIMPROF_FOLLOW_FORK", MPT_ENVK_FLAG, "1",
                              "forked children profile themselves"},
     [MPT_ENV_FOLLOW_EXEC] = {"MIMPROF_FOLLOW_EXEC", MPT_ENVK_FLAG, "1",

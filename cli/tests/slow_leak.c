@@ -3,7 +3,8 @@
  * 4 KiB for good and churn() allocates and frees a few blocks. It prints
  * "ready PID" on stdout once running, runs until its stdin reaches end of
  * file, then prints "leaked N" (blocks) and exits with status 3, so that
- * a test can tell its output and status apart from the profiler's.
+ * a test can tell its output and status apart from the profiler's. Each
+ * line written to its stdin is answered with "count N" (blocks leaked).
  *
  *   slow_leak            the loop
  *   slow_leak fork       forks first; parent and child both loop (each
@@ -64,7 +65,8 @@ static void print_fds(void)
     closedir(d);
 }
 
-/* Until stdin ends (or fails). */
+/* Until stdin ends (or fails); each line read asks for "count N", the
+ * blocks leaked so far. */
 static void loop(void)
 {
     struct pollfd pfd = {.fd = 0, .events = POLLIN};
@@ -73,8 +75,13 @@ static void loop(void)
         churn();
         if (poll(&pfd, 1, 2) > 0) {
             char buf[256];
-            if (read(0, buf, sizeof buf) <= 0)
+            ssize_t r = read(0, buf, sizeof buf);
+            if (r <= 0)
                 break;
+            for (ssize_t i = 0; i < r; i++)
+                if (buf[i] == '\n')
+                    printf("count %zu\n", g_nkept);
+            fflush(stdout);
         }
     }
 }

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """A process profiled while it runs: `mimprof run --dormant` (and
-MIMPROF_DORMANT), on a service that leaks slowly (slow_leak.c).
+MIMPROF_DORMANT), `mimprof ctl PID ...` over the runtime's control socket,
+on a service that leaks slowly (slow_leak.c).
 
 Preload-based (same gate as tool-run). Needs MIMPROF, MIMPROF_PRELOAD and
 MIMPROF_SLOW_LEAK.
 """
 import os
+import random
+import re
+import socket
 import subprocess
+import time
 import unittest
 
 from tool_testlib import TempDirTest, decode, mimprof, pprof_wire, reports
@@ -32,12 +37,60 @@ class Service:
         assert line.startswith("ready "), "no ready line: %r %s" % (line, self.stop()[1])
         self.pid = int(line.split()[1])
 
+    def forked(self):
+        """slow_leak fork|exec: the second "ready" line is the other
+        process's; returns the child's pid (and makes self.pid the
+        parent's)."""
+        other = int(self.proc.stdout.readline().split()[1])
+        with open("/proc/%d/stat" % other) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        if ppid != self.pid:  # the child printed first
+            self.pid, other = other, self.pid
+        return other
+
+    def count(self):
+        """Blocks leaked so far (slow_leak answers each line)."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line.startswith("count "), line
+        return int(line.split()[1])
+
     def threads(self):
         return len(os.listdir("/proc/%d/task" % self.pid))
 
     def stop(self):
         out, err = self.proc.communicate(input="", timeout=120)
         return self.proc.returncode, err, out
+
+
+LEAK = 4096  # bytes per leak_slowly() block (slow_leak.c)
+
+
+def ctl(*args, **kw):
+    return mimprof("ctl", *args, **kw)
+
+
+def field(status, key):
+    m = re.search(r"^%s: (.*)$" % re.escape(key), status, re.M)
+    assert m, "no %s in: %s" % (key, status)
+    return m.group(1)
+
+
+def raw(pid, data, read=True):
+    """Sends bytes to the control socket of pid; returns its answer."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect("\0mimprof-ctl.%d" % pid)
+    s.sendall(data)
+    out = b""
+    while read:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    s.close()
+    return out
 
 
 class Dormant(TempDirTest):
@@ -53,7 +106,7 @@ class Dormant(TempDirTest):
                        "fds"])
         threads = svc.threads()
         rc, err, stdout = svc.stop()
-        self.assertEqual((rc, threads), (plain_rc, plain_threads), err)
+        self.assertEqual((rc, threads), (plain_rc, plain_threads + 1), "one control thread")
         self.assertEqual(rc, 3)
         self.assertEqual(svc.lines, plain.lines, "the program's descriptors")
         self.assertTrue(stdout.startswith("leaked "), stdout)
@@ -64,7 +117,7 @@ class Dormant(TempDirTest):
         env = dict(os.environ, LD_PRELOAD=DORMANT_PRELOAD, MIMPROF_DORMANT="1",
                    MIMPROF_EVERY="100ms", MIMPROF_OUTPUT=self.path("out") + "/")
         svc = Service([SLOW_LEAK], env=env)
-        self.assertEqual(svc.threads(), 1, "no thread of the profiler")
+        self.assertEqual(svc.threads(), 2, "the control thread only")
         rc, err, _ = svc.stop()
         self.assertEqual(rc, 3, err)
         self.assertEqual(err, "")
@@ -80,6 +133,154 @@ class Dormant(TempDirTest):
         self.assertEqual(pid, svc.pid)
         inuse = pprof_wire.per_function(decode(paths[-1]), "inuse_space")
         self.assertGreater(inuse.get("leak_slowly", (0, 0))[0], 0, sorted(inuse))
+
+
+class Ctl(TempDirTest):
+    """mimprof ctl on a dormant slow leak."""
+
+    def start_service(self, *run_opts, mode=()):
+        self.out = self.path("out")
+        svc = Service([MIMPROF, "run", "--dormant", "-o", self.out, *run_opts, "--", SLOW_LEAK,
+                       *mode])
+        self.addCleanup(lambda: svc.proc.poll() is None and svc.stop())
+        return svc
+
+    def test_dormant_start_report_stop(self):
+        svc = self.start_service("-e", "0")
+        r = ctl(svc.pid, "status", check=True)
+        self.assertEqual(field(r.stdout, "state"), "dormant")
+        self.assertIn(svc.pid, [int(line.split()[0]) for line in
+                                ctl("list", check=True).stdout.splitlines()[1:]])
+        before = svc.count()
+        r = ctl(svc.pid, "start", "--interval", "16k", check=True)
+        self.assertEqual(field(r.stdout, "state"), "running")
+        self.assertEqual(field(r.stdout, "interval"), "16384")
+        while svc.count() - before < 1500:
+            time.sleep(0.1)
+        low = svc.count() - before
+        path = self.path("now.pb.gz")
+        r = ctl(svc.pid, "report", "-o", path, check=True)
+        high = svc.count() - before
+        inuse = pprof_wire.per_function(decode(path), "inuse_space")
+        got = inuse.get("leak_slowly", (0, 0))[0]
+        # 1500+ blocks of 4 KiB at a 16 KiB interval: about 330 samples,
+        # a relative standard deviation of 5%; a fixed seed.
+        self.assertGreater(got, 0.7 * low * LEAK, (low, high, got))
+        self.assertLess(got, 1.3 * high * LEAK, (low, high, got))
+        r = ctl(svc.pid, "stop", check=True)
+        self.assertEqual(field(r.stdout, "state"), "dormant")
+        self.assertEqual(field(r.stdout, "reports"), "2", "the report asked for, and stop's")
+        img = self.path("now.mpimg")
+        r = ctl(svc.pid, "image", "-o", img)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("dormant", r.stderr)
+        r = ctl(svc.pid, "start", "--every", "200ms", check=True)
+        self.assertEqual(field(r.stdout, "every"), "200ms")
+        before = svc.count()
+        while svc.count() - before < 500:
+            time.sleep(0.1)
+        r = ctl(svc.pid, "image", "-o", img, check=True)
+        r = mimprof("image", "top", img, check=True)
+        self.assertIn("leak_slowly", r.stdout)
+        rc, err, out = svc.stop()
+        self.assertEqual(rc, 3, err)
+        self.assertTrue(out.startswith("leaked "), out)
+        (pid, paths), = reports(self.out).items()
+        self.assertEqual(pid, svc.pid)
+        self.assertGreaterEqual(len(paths), 2, "stop's report, the second session's at exit")
+
+    def test_set_interval_applies_to_the_next_start(self):
+        svc = self.start_service()
+        r = ctl(svc.pid, "set", "interval", "8k", check=True)
+        self.assertEqual(field(r.stdout, "next interval"), "8192")
+        r = ctl(svc.pid, "start", check=True)
+        self.assertEqual(field(r.stdout, "interval"), "8192")
+        r = ctl(svc.pid, "set", "interval", "1m", check=True)
+        self.assertEqual(field(r.stdout, "interval"), "8192", "a running session keeps its own")
+        self.assertEqual(field(r.stdout, "next interval"), "1048576")
+        r = ctl(svc.pid, "start")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("already running", r.stderr)
+
+    def test_the_pid_of_mimprof_run_reaches_its_child(self):
+        svc = self.start_service()
+        r = ctl(svc.proc.pid, "status", check=True)
+        self.assertEqual(int(field(r.stdout, "pid")), svc.pid)
+        self.assertNotEqual(svc.proc.pid, svc.pid)
+
+    def test_another_user_is_refused_and_logged_once(self):
+        svc = self.start_service()
+        if os.getuid() != 0:
+            self.skipTest("needs root to run a client as nobody")
+        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", MIMPROF, "ctl",
+               str(svc.pid), "status"]
+        for _ in range(2):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("permission denied", r.stderr)
+            self.assertEqual(r.stdout, "")
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant")
+        rc, err, _ = svc.stop()
+        self.assertEqual(rc, 3)
+        self.assertEqual(err.count("refused a connection from uid"), 1, err)
+
+    def test_garbage_leaves_program_and_profiler_working(self):
+        svc = self.start_service()
+        rng = random.Random(7)
+        self.assertTrue(raw(svc.pid, b"bogus\n").startswith(b"error: unknown command"))
+        self.assertTrue(raw(svc.pid, b"status \n").startswith(b"error: "))
+        self.assertTrue(raw(svc.pid, b"x" * 100000).startswith(b"error: request longer"))
+        for _ in range(20):
+            blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2000)))
+            raw(svc.pid, blob + b"\n")
+        # slow clients: three half requests held open while others are served
+        slow = []
+        for _ in range(3):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect("\0mimprof-ctl.%d" % svc.pid)
+            s.sendall(b"sta")
+            slow.append(s)
+        r = ctl(svc.pid, "start", check=True)
+        self.assertEqual(field(r.stdout, "state"), "running")
+        raw(svc.pid, b"report\n", read=False)  # a client that leaves before the answer
+        r = ctl(svc.pid, "report", "-o", self.path("r.pb"), check=True)
+        for s in slow:
+            s.close()
+        rc, err, out = svc.stop()
+        self.assertEqual(rc, 3, err)
+        self.assertTrue(out.startswith("leaked "))
+
+    def test_forked_children_get_their_own_socket(self):
+        svc = self.start_service(mode=("fork",))
+        child = svc.forked()
+        r = ctl(child, "status", check=True)
+        self.assertEqual((int(field(r.stdout, "pid")), field(r.stdout, "state")),
+                         (child, "dormant"))
+        ctl(child, "start", check=True)
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant",
+                         "the parent stays dormant")
+        rc, err, _ = svc.stop()
+        self.assertEqual(rc, 3, err)
+        self.assertEqual(sorted(reports(self.out)), [child], "only the started child reports")
+
+    def test_unfollowed_children_have_no_socket(self):
+        for opts, mode in ((("--no-follow-fork",), "fork"), ((), "exec")):
+            svc = self.start_service(*opts, mode=(mode,))
+            child = svc.forked()
+            r = ctl(child, "status")
+            self.assertEqual(r.returncode, 1, (mode, r.stdout))
+            self.assertIn("has no control socket", r.stderr)
+            ctl(svc.pid, "status", check=True)
+            svc.stop()
+
+    def test_bad_requests_from_the_command_line(self):
+        r = ctl("1", "frobnicate")
+        self.assertEqual(r.returncode, 2)
+        r = ctl("999999999", "status")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no process", r.stderr)
+        r = ctl(os.getpid(), "status")
+        self.assertIn("has no control socket", r.stderr)
 
 
 if __name__ == "__main__":
