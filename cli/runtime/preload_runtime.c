@@ -1,6 +1,8 @@
-/* The preload runtime: environment -> session, reporter thread, gzip
- * files, Pyroscope uploads, signals, fork and exec (see preload_runtime.h
- * for the contract).
+/* The preload runtime: environment -> session, the reporter thread and
+ * its signals, fork and exec (see preload_runtime.h for the contract).
+ * Its helpers: rt_env.c (the environment), rt_output.c (report files),
+ * rt_pyro.c (uploads), rt_signals.c (the program's dispositions),
+ * rt_fds.c and rt_common.c (descriptors, messages).
  *
  * Threads: the reporter thread is the only one that calls
  * mp_profiler_report() (and, at the end, the thread running exit handlers,
@@ -31,11 +33,11 @@
 #include <mimprof/profiling.h>
 
 #include "image_runtime.h"
-#include "pyro_api.h"
 #include "rt_common.h"
 #include "rt_ctl.h"
 #include "rt_env.h"
 #include "rt_output.h"
+#include "rt_pyro.h"
 #include "rt_signals.h"
 
 /* Fatal signals whose default action ends the process: a last report is
@@ -74,20 +76,7 @@ static struct {
     atomic_uint reports_done; /* bumped after every report attempt */
     bool files;               /* reports are written (rt.out) */
     bool told_fork;           /* said why forked children are not profiled */
-    /* Pyroscope: reports are also handed to a sink agent. */
-    bool pyro_on;           /* configured: upload every report */
-    bool pyro_failed;       /* the agent could not start: reports go nowhere */
-    bool pyro_summary;      /* a line at exit even when nothing was lost */
-    bool pyro_forked;       /* this process is a forked child of the configured one */
-    int64_t window_from_ns; /* `from` of the next report's window (wall clock) */
-    uint64_t pyro_unsent;   /* reports never handed to the agent */
-    char pyro_app[128];     /* service_name, for the summary line */
-    char status_dir[4096];  /* MIMPROF_STATUS_DIR: where the summary goes, or "" */
-#if MPT_HAVE_PYROSCOPE
-    mpt_pyro_api pyro_api;
-    mp_pyro_config *pyro_cfg; /* validated at start; copied by each agent */
-    mp_pyro_agent *pyro;      /* started at the first report */
-#endif
+    int64_t window_from_ns;   /* `from` of the next report's window (wall clock) */
 } rt = {.lock = PTHREAD_MUTEX_INITIALIZER, .report_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Messages on stderr, unless MIMPROF_QUIET; errors (a report not
@@ -96,8 +85,6 @@ static struct {
 #define say_error(...) mpt_rt_say(false, __VA_ARGS__)
 
 /* ---- reports --------------------------------------------------------- */
-
-static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns);
 
 static int64_t now_real_ns(void)
 {
@@ -119,8 +106,8 @@ static mp_prof_status take_report_locked(uint8_t **buf, size_t *len)
     /* Windows are contiguous: each report's interval values (alloc_*)
      * cover exactly [previous report, now). */
     int64_t now = now_real_ns();
-    if (rt.pyro_on)
-        pyro_submit(*buf, *len, rt.window_from_ns, now);
+    if (mpt_rt_pyro_on())
+        mpt_rt_pyro_submit(*buf, *len, rt.window_from_ns, now);
     rt.window_from_ns = now;
     rt.reports++;
     rt.last_report_ns = now;
@@ -151,196 +138,6 @@ static void report_once(void)
     mp_prof_buffer_free(buf);
 }
 
-/* ---- Pyroscope ------------------------------------------------------- */
-
-#if MPT_HAVE_PYROSCOPE
-/* Loads libmimprof-pyroscope: $MIMPROF_PYROSCOPE_LIB (mimprof run sets
- * it to the file it validated the flags with), else the file next to this
- * preload object (an install prefix's libdir), else the dynamic loader's
- * search (LD_LIBRARY_PATH, ld.so.cache, this object's RUNPATH). */
-static bool pyro_load(char *err, size_t errlen)
-{
-    mpt_rt_fds_take_libcurl();
-    const char *lib = mpt_env(MPT_ENV_PYROSCOPE_LIB)->text;
-    if (lib != NULL)
-        return mpt_pyro_open(lib, false, &rt.pyro_api, err, errlen);
-    Dl_info info;
-    if (dladdr(&rt, &info) != 0 && info.dli_fname != NULL && strrchr(info.dli_fname, '/') != NULL) {
-        char cand[4200];
-        int dlen = (int)(strrchr(info.dli_fname, '/') - info.dli_fname);
-        snprintf(cand, sizeof cand, "%.*s/%s", dlen, info.dli_fname, MPT_PYRO_SONAME);
-        if (access(cand, R_OK) == 0)
-            return mpt_pyro_open(cand, false, &rt.pyro_api, err, errlen);
-    }
-    return mpt_pyro_open(MPT_PYRO_SONAME, false, &rt.pyro_api, err, errlen);
-}
-#endif
-
-/* PYROSCOPE_SERVER_ADDRESS is set: loads the adapter and builds, checks and
- * keeps the agents' configuration (PYROSCOPE_*, MIMPROF_PYROSCOPE_*, read
- * by mp_pyro_config_from_env). rt.lock held, at start, before the
- * runtime's variables are removed. 1: uploading; -1: not (said why). */
-static int pyro_setup(void)
-{
-#if MPT_HAVE_PYROSCOPE
-    char err[600];
-    if (!pyro_load(err, sizeof err)) {
-        say("mimprof: pyroscope: cannot load libmimprof-pyroscope: %s; not uploading\n", err);
-        return -1;
-    }
-    const mpt_pyro_api *api = &rt.pyro_api;
-    mp_pyro_config *cfg = NULL;
-    mp_pyro_status st = api->config_new(&cfg);
-    if (st == MP_PYRO_OK)
-        st = api->config_from_env(cfg);
-    if (st == MP_PYRO_OK && rt.quiet && !mpt_env(MPT_ENV_PYROSCOPE_LOG_LEVEL)->set)
-        st = api->config_set_logger(cfg, MP_PYRO_LOG_ERROR, NULL, NULL);
-    if (st == MP_PYRO_OK)
-        st = api->config_validate(cfg);
-    if (st != MP_PYRO_OK) {
-        const char *why = cfg != NULL ? api->config_error(cfg) : "";
-        if (st == MP_PYRO_E_NOT_CONFIGURED && !mpt_env(MPT_ENV_PYRO_APP)->set)
-            why = "PYROSCOPE_APPLICATION_NAME is not set";
-        say("mimprof: pyroscope: %s; not uploading\n",
-            why != NULL && why[0] != '\0' ? why : api->strerror(st));
-        api->config_free(cfg);
-        mpt_pyro_close(&rt.pyro_api);
-        return -1;
-    }
-    rt.pyro_cfg = cfg;
-    snprintf(rt.pyro_app, sizeof rt.pyro_app, "%s", mpt_env(MPT_ENV_PYRO_APP)->text);
-    rt.pyro_summary = mpt_env_flag(MPT_ENV_PYROSCOPE_SUMMARY, false);
-    rt.pyro_on = true;
-    return 1;
-#else
-    say("mimprof: PYROSCOPE_SERVER_ADDRESS is set, but this preload was built without "
-        "Pyroscope support (no <mimprof/pyroscope.h>); not uploading\n");
-    return -1;
-#endif
-}
-
-#if MPT_HAVE_PYROSCOPE
-/* Starts this process's sink agent (at its first report, so that a child
- * that only forks and executes never starts one). Its threads are created
- * with every signal blocked: signals stay with the program's threads. */
-static void pyro_start_agent(void)
-{
-    const mpt_pyro_api *api = &rt.pyro_api;
-    mp_pyro_status st = MP_PYRO_OK;
-    if (rt.pyro_forked) /* the parent holds the spool directory's lock */
-        st = api->config_set_spool(rt.pyro_cfg, NULL, 0, 0);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    if (st == MP_PYRO_OK)
-        st = api->agent_start(rt.pyro_cfg, NULL, &rt.pyro);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (st != MP_PYRO_OK) {
-        rt.pyro = NULL;
-        rt.pyro_failed = true;
-        say("mimprof: pyroscope: not uploading from pid %ld: %s\n", (long)getpid(),
-            api->strerror(st));
-    }
-}
-#endif
-
-/* Hands one report to the agent (copied and gzipped there; the upload runs
- * on the agent's thread and never blocks this one). */
-static void pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns)
-{
-#if MPT_HAVE_PYROSCOPE
-    if (rt.pyro == NULL && !rt.pyro_failed)
-        pyro_start_agent();
-    if (rt.pyro != NULL &&
-        rt.pyro_api.agent_submit(rt.pyro, buf, len, from_ns, until_ns) == MP_PYRO_OK)
-        return;
-    if (len > 0)
-        rt.pyro_unsent++;
-#else
-    (void)buf;
-    (void)len;
-    (void)from_ns;
-    (void)until_ns;
-#endif
-}
-
-/* The upload summary of this process: a file in the private directory
- * `mimprof run` made for it (MIMPROF_STATUS_DIR), which the command prints
- * after the program ended -- whatever the program did with its
- * descriptors, nothing is lost silently -- else (a bare preload, or the
- * directory is gone) a message on the runtime's own descriptor. */
-#define status_say(...) mpt_rt_say_to(rt.quiet, status_path(), __VA_ARGS__)
-
-/* pyroscope.<pid> in rt.status_dir, or NULL. */
-static const char *status_path(void)
-{
-    static char path[4200];
-    if (rt.status_dir[0] == '\0')
-        return NULL;
-    snprintf(path, sizeof path, "%s/pyroscope.%ld", rt.status_dir, (long)getpid());
-    return path;
-}
-
-/* After the last report: stops the agent, which delivers what is queued
- * within its flush deadline (MIMPROF_PYROSCOPE_FLUSH_DEADLINE, default 5 s)
- * and spools or counts the rest; then one line on stderr when anything was
- * lost, spooled or failed on the way (or, when `mimprof run` asked for it,
- * that everything was uploaded). No more uploads from this process. */
-static void pyro_finish(void)
-{
-#if MPT_HAVE_PYROSCOPE
-    if (!rt.pyro_on)
-        return;
-    rt.pyro_on = false;
-    const mpt_pyro_api *api = &rt.pyro_api;
-    mp_pyro_stats st;
-    memset(&st, 0, sizeof st);
-    char last[400] = "";
-    if (rt.pyro != NULL) {
-        api->agent_stop(rt.pyro);
-        api->agent_stats(rt.pyro, &st);
-        api->agent_last_error(rt.pyro, last, sizeof last);
-        api->agent_free(rt.pyro);
-        rt.pyro = NULL;
-    }
-    typedef unsigned long long ull;
-    ull lost = st.dropped_queue_full + st.dropped_rejected + st.dropped_retry_exhausted +
-               st.dropped_stop_deadline + st.dropped_spool_io + st.reports_failed + rt.pyro_unsent;
-    ull total = st.reports_queued + st.reports_failed + rt.pyro_unsent;
-    ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
-                 st.fail_server + st.fail_rejected + st.fail_other;
-    if (lost > 0 || st.spooled > 0 || failed > 0)
-        status_say(
-            "mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
-            "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
-            "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
-            "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
-            (long)getpid(), (ull)st.uploaded, total, lost, (ull)st.dropped_queue_full,
-            (ull)st.dropped_rejected, (ull)st.dropped_retry_exhausted,
-            (ull)st.dropped_stop_deadline, (ull)st.dropped_spool_io,
-            (ull)(st.reports_failed + rt.pyro_unsent), (ull)st.spooled, (ull)st.fail_connect,
-            (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited, (ull)st.fail_server,
-            (ull)st.fail_rejected, (ull)st.fail_other, last[0] != '\0' ? "; last error: " : "",
-            last);
-    else if (rt.pyro_summary && !rt.pyro_forked)
-        status_say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
-                   (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", rt.pyro_app);
-#endif
-}
-
-/* In a forked child: the parent's agent is forgotten, not stopped (its
- * threads do not exist here and its lock may be held); the child starts
- * its own at its first report. */
-static void pyro_after_fork(void)
-{
-#if MPT_HAVE_PYROSCOPE
-    rt.pyro = NULL;
-#endif
-    rt.pyro_failed = false;
-    rt.pyro_unsent = 0;
-    rt.pyro_forked = true;
-}
-
 /* ---- the reporter thread --------------------------------------------- */
 
 static void *reporter_main(void *arg)
@@ -352,7 +149,7 @@ static void *reporter_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
-    if (rt.pyro_on && rt.every_ms > 0) {
+    if (mpt_rt_pyro_on() && rt.every_ms > 0) {
         /* Uploads on wall-clock multiples of the period, like Pyroscope's
          * own agents (the first window is shorter). */
         int64_t now_ms = (int64_t)next.tv_sec * 1000 + next.tv_nsec / 1000000;
@@ -391,7 +188,7 @@ static void *reporter_main(void *arg)
             continue; /* a stale post */
         report_once();
         if (fatal != 0)
-            pyro_finish(); /* the waiting handler gives up after 2 s */
+            mpt_rt_pyro_finish(); /* the waiting handler gives up after 2 s */
         atomic_fetch_add(&rt.reports_done, 1);
         if (fatal != 0)
             break; /* the process is about to die: no more reports */
@@ -532,8 +329,8 @@ static void after_fork_child(void)
      * (fork_parent said so). */
     bool follow = rt.follow_fork && (!rt.files || rt.out.per_process);
     bool was_started = rt.started;
-    if (rt.pyro_on && (was_started || rt.dormant))
-        pyro_after_fork();
+    if (mpt_rt_pyro_on() && (was_started || rt.dormant))
+        mpt_rt_pyro_after_fork();
     if (was_started) {
         rt.started = false;
         rt.have_reporter = false;
@@ -595,7 +392,7 @@ static int configure(mpt_env_var bad, const char *why)
     if (mpt_env(MPT_ENV_SYMBOLIZE)->set)
         rt.cfg.symbolize = (mp_prof_symbolize)mpt_env(MPT_ENV_SYMBOLIZE)->num;
     /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
-     * the upload interval (a malformed one is refused by pyro_setup). */
+     * the upload interval (a malformed one is refused by mpt_rt_pyro_setup). */
     const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);
     rt.every_ms = every->set               ? every->num
                   : ui->set && ui->num > 0 ? ui->num
@@ -616,7 +413,7 @@ static int configure(mpt_env_var bad, const char *why)
     }
     /* Uploads: without them (a message said why) the runtime goes on with
      * its files, or leaves the process unprofiled when it writes none. */
-    if (pyro && pyro_setup() < 0 && !rt.files)
+    if (pyro && mpt_rt_pyro_setup(rt.quiet) < 0 && !rt.files)
         return -1;
     return 0;
 }
@@ -653,7 +450,7 @@ int mp_preload_runtime_start(void)
     mpt_env_var bad = mpt_env_load(g_envp, &why);
     rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
     if (mpt_env(MPT_ENV_STATUS_DIR)->set && mpt_env(MPT_ENV_STATUS_DIR)->text[0] == '/')
-        snprintf(rt.status_dir, sizeof rt.status_dir, "%s", mpt_env(MPT_ENV_STATUS_DIR)->text);
+        mpt_rt_pyro_set_status_dir(mpt_env(MPT_ENV_STATUS_DIR)->text);
     if (!this_process_is_profiled()) {
         rc = 0;
         goto out; /* and no descriptor of ours in this process */
@@ -716,7 +513,7 @@ void mp_preload_runtime_stop(void)
     }
     if (rt.started)
         end_session_locked(true);
-    pyro_finish();
+    mpt_rt_pyro_finish();
     pthread_mutex_unlock(&rt.lock);
 }
 
@@ -730,20 +527,10 @@ void mpt_rt_get_state(mpt_rt_state *st)
     st->interval = rt.started ? rt.session_interval : rt.cfg.sample_interval_bytes;
     st->next_interval = rt.cfg.sample_interval_bytes;
     st->every_ms = rt.every_ms;
-    st->uploading = rt.pyro_on;
-    st->service = rt.pyro_app;
     st->output = rt.files ? (rt.out.dir[0] != '\0' ? rt.out.dir : rt.out.pattern) : "";
-#if MPT_HAVE_PYROSCOPE
-    if (rt.pyro != NULL) {
-        mp_pyro_stats ps;
-        memset(&ps, 0, sizeof ps);
-        rt.pyro_api.agent_stats(rt.pyro, &ps);
-        st->uploaded = ps.uploaded;
-        st->upload_lost = ps.dropped_queue_full + ps.dropped_rejected + ps.dropped_retry_exhausted +
-                          ps.dropped_stop_deadline + ps.dropped_spool_io + ps.reports_failed;
-    }
-#endif
-    pthread_mutex_lock(&rt.report_lock);
+    pthread_mutex_lock(&rt.report_lock); /* the agent starts under it (take_report_locked) */
+    st->service = mpt_rt_pyro_progress(&st->uploaded, &st->upload_lost);
+    st->uploading = st->service[0] != '\0';
     st->reports = rt.reports;
     st->last_report_ns = rt.last_report_ns;
     pthread_mutex_unlock(&rt.report_lock);

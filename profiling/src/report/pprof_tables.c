@@ -1,0 +1,106 @@
+/* The string and function tables of one pprof profile (pprof_tables.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder_state.h"
+#include "pprof_tables.h"
+
+static bool st_grow(mp_strtab *t)
+{
+    size_t nc = t->tab_cap ? t->tab_cap * 2 : 256;
+    uint32_t *n = calloc(nc, sizeof *n);
+    if (n == NULL)
+        return false;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t j = mp_hash_str(t->v[i]) & (nc - 1);
+        while (n[j])
+            j = (j + 1) & (nc - 1);
+        n[j] = (uint32_t)i + 1;
+    }
+    free(t->tab);
+    t->tab = n;
+    t->tab_cap = nc;
+    return true;
+}
+
+int64_t mp_strtab_idx(mp_strtab *t, const char *s)
+{
+    if (s == NULL)
+        s = "";
+    if ((t->n + 1) * 2 > t->tab_cap && !st_grow(t))
+        return -1;
+    size_t j = mp_hash_str(s) & (t->tab_cap - 1);
+    while (t->tab[j]) {
+        if (strcmp(t->v[t->tab[j] - 1], s) == 0)
+            return t->tab[j] - 1;
+        j = (j + 1) & (t->tab_cap - 1);
+    }
+    if (!mp_report_reserve((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v))
+        return -1;
+    t->v[t->n] = (char *)s;
+    t->tab[j] = (uint32_t)++t->n;
+    return (int64_t)t->n - 1;
+}
+
+static uint64_t fn_key(int64_t name, int64_t sys, int64_t file)
+{
+    return ((uint64_t)name << 32) ^ ((uint64_t)sys * 0x9E3779B97F4A7C15ull) ^ (uint64_t)file;
+}
+
+static bool fn_grow(mp_fntab *t)
+{
+    size_t nc = t->tab_cap ? t->tab_cap * 2 : 256;
+    uint32_t *n = calloc(nc, sizeof *n);
+    if (n == NULL)
+        return false;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t j =
+            mp_hash_mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
+        while (n[j])
+            j = (j + 1) & (nc - 1);
+        n[j] = (uint32_t)i + 1;
+    }
+    free(t->tab);
+    t->tab = n;
+    t->tab_cap = nc;
+    return true;
+}
+
+uint64_t mp_fntab_id(mp_fntab *t, int64_t name, int64_t sys, int64_t file)
+{
+    if ((t->n + 1) * 2 > t->tab_cap && !fn_grow(t))
+        return 0;
+    size_t j = mp_hash_mix(fn_key(name, sys, file)) & (t->tab_cap - 1);
+    while (t->tab[j]) {
+        Perftools__Profiles__Function *f = &t->v[t->tab[j] - 1];
+        if (f->name == name && f->system_name == sys && f->filename == file)
+            return f->id;
+        j = (j + 1) & (t->tab_cap - 1);
+    }
+    if (!mp_report_reserve((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v))
+        return 0;
+    Perftools__Profiles__Function init = PERFTOOLS__PROFILES__FUNCTION__INIT;
+    Perftools__Profiles__Function *f = &t->v[t->n];
+    *f = init;
+    f->id = t->n + 1;
+    f->name = name;
+    f->system_name = sys;
+    f->filename = file;
+    t->tab[j] = (uint32_t)++t->n;
+    return f->id;
+}
+
+void mp_strtab_free(mp_strtab *t)
+{
+    free(t->v);
+    free(t->tab);
+}
+
+void mp_fntab_free(mp_fntab *t)
+{
+    free(t->v);
+    free(t->tab);
+}
