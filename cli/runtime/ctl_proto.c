@@ -1,9 +1,15 @@
-/* The control protocol's request parser (ctl_proto.h). Fuzzed:
- * ../fuzz/fuzz_ctl_request.c. */
+/* The control protocol's request parser (ctl_proto.h; fuzzed:
+ * ../fuzz/fuzz_ctl_request.c) and the HTTP endpoint's address. */
+#define _GNU_SOURCE
 #include "ctl_proto.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <mimprof/profiling.h>
 
@@ -118,6 +124,63 @@ int mpt_ctl_parse(const char *line, size_t len, mpt_ctl_req *req, char *why, siz
             return -1;
     if (req->cmd == MPT_CTL_SET && req->interval == 0) {
         snprintf(why, whylen, "set needs interval=SIZE");
+        return -1;
+    }
+    return 0;
+}
+
+int mpt_http_parse_addr(const char *spec, bool wildcard_ok, void *ssv, unsigned *sslen, char *why,
+                        size_t whylen)
+{
+    struct sockaddr_storage *ss = ssv;
+    memset(ss, 0, sizeof *ss);
+    char host[64] = "127.0.0.1";
+    const char *colon = strrchr(spec, ':');
+    const char *port = colon != NULL ? colon + 1 : spec;
+    if (colon != NULL && colon != spec) {
+        size_t hl = (size_t)(colon - spec);
+        if (spec[0] == '[' && hl >= 2 && spec[hl - 1] == ']') { /* [v6]:port */
+            spec++;
+            hl -= 2;
+        }
+        if (hl == 0 || hl >= sizeof host) {
+            snprintf(why, whylen, "'%s' is not ADDR:PORT", spec);
+            return -1;
+        }
+        memcpy(host, spec, hl);
+        host[hl] = '\0';
+    }
+    char *end;
+    errno = 0;
+    long pn = strtol(port, &end, 10);
+    if (port[0] < '0' || port[0] > '9' || *end != '\0' || errno != 0 || pn < 0 || pn > 65535) {
+        snprintf(why, whylen, "'%s' is not a port (0..65535)", port);
+        return -1;
+    }
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    bool wildcard;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)pn);
+        *sslen = sizeof *v4;
+        wildcard = v4->sin_addr.s_addr == htonl(INADDR_ANY);
+    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)pn);
+        *sslen = sizeof *v6;
+        wildcard = memcmp(&v6->sin6_addr, &in6addr_any, sizeof in6addr_any) == 0;
+    } else {
+        snprintf(why, whylen, "'%s' is not a numeric IPv4 or IPv6 address (or localhost)", host);
+        return -1;
+    }
+    if (wildcard && !wildcard_ok) {
+        snprintf(why, whylen,
+                 "%s listens on every interface: refused unless asked for explicitly "
+                 "(--http-wildcard, MIMPROF_HTTP_WILDCARD=1)",
+                 host);
         return -1;
     }
     return 0;

@@ -53,4 +53,12 @@ typedef struct {
  * 0, or -1 with a one-line reason in `why`. Never reads past `len`. */
 int mpt_ctl_parse(const char *line, size_t len, mpt_ctl_req *req, char *why, size_t whylen);
 
+/* The HTTP endpoint's address (rt_http.h): ADDR:PORT, [V6]:PORT, :PORT or
+ * PORT (127.0.0.1), ADDR numeric or localhost; a wildcard address only
+ * when `wildcard_ok`. Fills `ss` (a struct sockaddr_storage) and its
+ * length. 0, or -1 with a reason. Shared with `mimprof run --http`, which
+ * checks it before the program starts. */
+int mpt_http_parse_addr(const char *spec, bool wildcard_ok, void *ss, unsigned *sslen, char *why,
+                        size_t whylen);
+
 #endif

@@ -35,6 +35,7 @@
 #include "image_runtime.h"
 #include "rt_common.h"
 #include "rt_ctl.h"
+#include "rt_cumul.h"
 #include "rt_env.h"
 #include "rt_output.h"
 #include "rt_pyro.h"
@@ -56,6 +57,7 @@ static struct {
     bool dormant;  /* MIMPROF_DORMANT: configured, no session until one is asked for */
     bool handlers; /* SIGUSR2 and the fatal signals taken (at the first session) */
     bool ctl;      /* the control socket (rt_ctl.h) is served */
+    bool http;     /* so is the HTTP endpoint (rt_http.h): reports feed rt_cumul.h */
     /* Serialises reports (the reporter's, the exit's, the control
      * socket's); inside rt.lock when both are held. */
     pthread_mutex_t report_lock;
@@ -96,9 +98,11 @@ static int64_t now_real_ns(void)
 /* Takes one report, hands it to the Pyroscope agent and writes it (see
  * expand_path). Called by the reporter thread, or by the exit path after
  * the reporter is gone. */
-/* A report, handed to the Pyroscope agent when uploading; report_lock
- * held. */
-static mp_prof_status take_report_locked(uint8_t **buf, size_t *len)
+/* A report of the process's series, whoever asked for it: handed to
+ * the Pyroscope agent when uploading and merged into the HTTP endpoint's
+ * cumulative profile when it is served; *seq is its file number.
+ * report_lock held. */
+static mp_prof_status take_report_locked(uint8_t **buf, size_t *len, unsigned *seq)
 {
     mp_prof_status st = mp_profiler_report(rt.prof, buf, len);
     if (st != MP_PROF_OK)
@@ -108,33 +112,40 @@ static mp_prof_status take_report_locked(uint8_t **buf, size_t *len)
     int64_t now = now_real_ns();
     if (mpt_rt_pyro_on())
         mpt_rt_pyro_submit(*buf, *len, rt.window_from_ns, now);
+    if (rt.http)
+        mpt_cumul_add(*buf, *len);
     rt.window_from_ns = now;
     rt.reports++;
     rt.last_report_ns = now;
+    *seq = rt.seq++;
     return MP_PROF_OK;
+}
+
+/* Writes report `seq` to the output, when reports are written. */
+static void write_report(const uint8_t *buf, size_t len, unsigned seq)
+{
+    if (!rt.files)
+        return;
+    char path[4200], why[600];
+    if (mpt_out_name(&rt.out, rt.pid, seq, path, sizeof path) != 0)
+        say_error("mimprof: report path too long\n");
+    else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
+        say_error("mimprof: %s; report not written\n", why);
 }
 
 static void report_once(void)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
+    unsigned seq = 0;
     pthread_mutex_lock(&rt.report_lock);
-    mp_prof_status st = take_report_locked(&buf, &len);
+    mp_prof_status st = take_report_locked(&buf, &len, &seq);
     pthread_mutex_unlock(&rt.report_lock);
     if (st != MP_PROF_OK) {
         say("mimprof: report failed: %s\n", mp_prof_strerror(st));
         return;
     }
-    if (!rt.files) {
-        mp_prof_buffer_free(buf);
-        return;
-    }
-    char path[4200], why[600];
-    unsigned seq = rt.seq++;
-    if (mpt_out_name(&rt.out, rt.pid, seq, path, sizeof path) != 0)
-        say_error("mimprof: report path too long\n");
-    else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
-        say_error("mimprof: %s; report not written\n", why);
+    write_report(buf, len, seq);
     mp_prof_buffer_free(buf);
 }
 
@@ -291,6 +302,11 @@ static int start_locked(void)
     }
     rt.pid = getpid();
     rt.session_interval = rt.cfg.sample_interval_bytes;
+    if (rt.http) {
+        pthread_mutex_lock(&rt.report_lock);
+        mpt_cumul_reset(now_real_ns()); /* Go's alloc_*: since the session started */
+        pthread_mutex_unlock(&rt.report_lock);
+    }
     /* An exec'd program keeps its pid: its files continue the series. */
     rt.seq =
         rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
@@ -466,9 +482,19 @@ int mp_preload_runtime_start(void)
     atexit(mp_preload_runtime_stop);
     /* After the atexit above, so that at exit the control thread stops
      * first. */
-    if (!rt.bare && mpt_env_flag(MPT_ENV_CTL, true) && mpt_ctl_start(rt.quiet) == 0) {
+    bool ctl = mpt_env_flag(MPT_ENV_CTL, true);
+    const char *http = mpt_env(MPT_ENV_HTTP)->text;
+    if (!rt.bare && (ctl || http != NULL) &&
+        mpt_ctl_start(rt.quiet, ctl, http, mpt_env_flag(MPT_ENV_HTTP_WILDCARD, false)) == 0) {
         rt.ctl = true;
         atexit(mpt_ctl_stop);
+        if (mpt_ctl_http_on()) {
+            pthread_mutex_lock(&rt.report_lock);
+            rt.http = true;
+            if (rt.started) /* the session started before the endpoint */
+                mpt_cumul_reset(now_real_ns());
+            pthread_mutex_unlock(&rt.report_lock);
+        }
     }
     rc = 1;
 out:
@@ -573,14 +599,20 @@ int mpt_rt_ctl_stop(char *why, size_t whylen)
     return rc;
 }
 
-int mpt_rt_ctl_report(uint8_t **buf, size_t *len, char *why, size_t whylen)
+int mpt_rt_ctl_report(uint8_t **buf, size_t *len, void (*then)(void *), void *ctx, char *why,
+                      size_t whylen)
 {
     pthread_mutex_lock(&rt.lock);
     mp_prof_status st = MP_PROF_E_INACTIVE;
+    unsigned seq = 0;
     if (rt.started) {
         pthread_mutex_lock(&rt.report_lock);
-        st = take_report_locked(buf, len);
+        st = take_report_locked(buf, len, &seq);
+        if (st == MP_PROF_OK && then != NULL)
+            then(ctx);
         pthread_mutex_unlock(&rt.report_lock);
+        if (st == MP_PROF_OK)
+            write_report(*buf, *len, seq);
     }
     pthread_mutex_unlock(&rt.lock);
     if (st == MP_PROF_OK)

@@ -46,6 +46,8 @@ static void conn_close(mpt_conn *c)
     if (!c->used)
         return;
     close(c->fd);
+    if (c->proto->on_close != NULL)
+        c->proto->on_close(c);
     if (c->body != NULL && c->body_free != NULL)
         c->body_free(c->body, c->body_len);
     c->used = false;
@@ -124,7 +126,7 @@ static void conn_read(mpt_conn *c)
             return;
         }
         c->in_len += (size_t)r;
-        if (c->proto->on_input(c))
+        if (c->proto->on_input(c) && c->timer_ms == 0)
             conn_write(c);
     }
 }
@@ -158,6 +160,8 @@ static void accept_all(const mpt_loop_listener *l)
         c->head_len = c->sent = 0;
         c->body = NULL;
         c->body_free = NULL;
+        c->timer_ms = 0;
+        c->user = NULL;
         if (c->proto->on_accept != NULL && !c->proto->on_accept(c)) {
             if (c->answering)
                 conn_write(c); /* a refusal: sent as any answer */
@@ -185,12 +189,22 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *
             mpt_conn *c = &g_conns[i];
             if (!c->used)
                 continue;
+            if (c->timer_ms != 0 && now >= c->timer_ms) {
+                c->timer_ms = 0;
+                c->proto->on_timer(c);
+                conn_write(c);
+                if (!c->used)
+                    continue;
+            }
             if (now >= c->deadline_ms) {
                 conn_close(c); /* too slow: answered or not, its time is up */
                 continue;
             }
-            if (next < 0 || c->deadline_ms < next)
-                next = c->deadline_ms;
+            int64_t due = c->timer_ms != 0 ? c->timer_ms : c->deadline_ms;
+            if (next < 0 || due < next)
+                next = due;
+            if (c->timer_ms != 0)
+                continue; /* neither read nor written until its timer */
             slot[nc++] = i;
             pf[np++] = (struct pollfd){.fd = c->fd,
                                        .events = c->answering && !c->draining ? POLLOUT : POLLIN};

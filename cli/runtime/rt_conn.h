@@ -28,15 +28,19 @@ typedef struct {
     size_t max_in;                  /* request bytes kept, at most MPT_CONN_IN */
     const char *busy;               /* the answer when no slot is free */
     bool (*on_accept)(mpt_conn *c); /* false: refused (an answer may be set) */
-    bool (*on_input)(mpt_conn *c);  /* true: the answer is set */
+    bool (*on_input)(mpt_conn *c);  /* true: the answer is set, or a timer */
+    void (*on_timer)(mpt_conn *c);  /* c->timer_ms passed: sets the answer */
+    void (*on_close)(mpt_conn *c);  /* releases c->user (may be NULL) */
 } mpt_conn_proto;
 
 struct mpt_conn {
     bool used; /* false: a free slot */
     int fd;
     const mpt_conn_proto *proto;
-    void *ctx; /* the listener's */
-    int64_t deadline_ms;
+    void *ctx;           /* the listener's */
+    int64_t deadline_ms; /* the protocol may move it (a delayed answer) */
+    int64_t timer_ms;    /* nonzero: waiting for it, neither reading nor writing */
+    void *user;          /* the protocol's, released by on_close */
     size_t in_len;
     char in[MPT_CONN_IN];
     bool answering;

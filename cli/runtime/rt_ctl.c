@@ -15,8 +15,10 @@
 #define _GNU_SOURCE
 #include "rt_ctl.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,9 +39,12 @@
 #include "ctl_proto.h"
 #include "rt_common.h"
 #include "rt_conn.h"
+#include "rt_http.h"
 
 static struct {
-    int listen_fd; /* -1: none */
+    int listen_fd;      /* -1: none */
+    int http_fd;        /* -1: none */
+    char http_addr[96]; /* where it listens, for status */
     int wake_fd;
     pthread_t thread;
     bool have_thread;
@@ -48,7 +53,7 @@ static struct {
     bool told_refused; /* another user's connection was logged */
     char name[108];
     size_t name_len;
-} g = {.listen_fd = -1, .wake_fd = -1};
+} g = {.listen_fd = -1, .http_fd = -1, .wake_fd = -1};
 
 /* ---- answers ---------------------------------------------------------- */
 
@@ -81,11 +86,12 @@ static void answer_status(mpt_conn *c)
     mpt_conn_head(c,
                   "ok\npid: %ld\nstate: %s\ninterval: %llu\nnext interval: %llu\nevery: %s\n"
                   "samples: %llu\nlive samples: %llu\ndrops: %llu\nreports: %u\n"
-                  "last report: %s\noutput: %s\nupload: %s\n",
+                  "last report: %s\noutput: %s\nupload: %s\nhttp: %s\n",
                   (long)getpid(), st.running ? "running" : "dormant",
                   (unsigned long long)st.interval, (unsigned long long)st.next_interval, every,
                   (unsigned long long)ps.samples_taken, (unsigned long long)ps.live_samples, drops,
-                  st.reports, last, st.output[0] != '\0' ? st.output : "none", upload);
+                  st.reports, last, st.output[0] != '\0' ? st.output : "none", upload,
+                  g.http_fd >= 0 ? g.http_addr : "off");
 }
 
 static void free_report(void *p, size_t len)
@@ -160,7 +166,7 @@ static void answer(mpt_conn *c, const char *line, size_t len)
     case MPT_CTL_REPORT: {
         uint8_t *buf = NULL;
         size_t blen = 0;
-        if (mpt_rt_ctl_report(&buf, &blen, why, sizeof why) != 0) {
+        if (mpt_rt_ctl_report(&buf, &blen, NULL, NULL, why, sizeof why) != 0) {
             answer_error(c, why);
             return;
         }
@@ -227,8 +233,13 @@ static const mpt_conn_proto CTL_PROTO = {
 static void *ctl_main(void *arg)
 {
     (void)arg;
-    mpt_loop_listener ls[1] = {{.fd = g.listen_fd, .proto = &CTL_PROTO}};
-    mpt_loop_run(ls, 1, g.wake_fd, &g.stop);
+    mpt_loop_listener ls[2];
+    int n = 0;
+    if (g.listen_fd >= 0)
+        ls[n++] = (mpt_loop_listener){.fd = g.listen_fd, .proto = &CTL_PROTO};
+    if (g.http_fd >= 0)
+        ls[n++] = (mpt_loop_listener){.fd = g.http_fd, .proto = &mpt_http_proto};
+    mpt_loop_run(ls, n, g.wake_fd, &g.stop);
     return NULL;
 }
 
@@ -254,14 +265,45 @@ static int bind_socket(void)
     return 0;
 }
 
-/* The socket and the thread (signals blocked from birth). */
-static int serve(void)
+/* Where the HTTP endpoint listens, as "host:port" (the port bound). */
+static void http_name(void)
 {
-    if (bind_socket() != 0) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[64] = "?";
+    unsigned port = 0;
+    if (getsockname(g.http_fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            host[0] = '[';
+            inet_ntop(AF_INET6, &a->sin6_addr, host + 1, sizeof host - 2);
+            strcat(host, "]");
+            port = ntohs(a->sin6_port);
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+            port = ntohs(a->sin_port);
+        }
+    }
+    snprintf(g.http_addr, sizeof g.http_addr, "%s:%u", host, port);
+}
+
+/* The sockets asked for and the thread (signals blocked from birth). */
+static int serve(bool ctl, const char *http, bool wildcard)
+{
+    if (ctl && bind_socket() != 0)
         mpt_rt_say(g.quiet, "mimprof: ctl: no control socket @%s: %s\n", g.name + 1,
                    strerror(errno));
-        return -1;
+    if (http != NULL) {
+        char why[512];
+        g.http_fd = mpt_http_listen(http, wildcard, why, sizeof why);
+        if (g.http_fd < 0)
+            mpt_rt_say(false, "mimprof: http: %s; not serving /debug/pprof\n", why);
+        else
+            http_name();
     }
+    if (g.listen_fd < 0 && g.http_fd < 0)
+        return -1;
     int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (efd >= 0)
         g.wake_fd = mpt_rt_fd_high(efd);
@@ -279,11 +321,13 @@ static int serve(void)
     return 0;
 }
 
-int mpt_ctl_start(bool quiet)
+int mpt_ctl_start(bool quiet, bool ctl, const char *http, bool http_wildcard)
 {
     g.quiet = quiet;
-    return serve();
+    return serve(ctl, http, http_wildcard);
 }
+
+bool mpt_ctl_http_on(void) { return g.http_fd >= 0; }
 
 void mpt_ctl_after_fork(bool serve_child)
 {
@@ -292,13 +336,15 @@ void mpt_ctl_after_fork(bool serve_child)
     g.have_thread = false;
     if (g.listen_fd >= 0)
         close(g.listen_fd);
+    if (g.http_fd >= 0)
+        close(g.http_fd); /* the port is the parent's */
     if (g.wake_fd >= 0)
         close(g.wake_fd);
-    g.listen_fd = g.wake_fd = -1;
+    g.listen_fd = g.http_fd = g.wake_fd = -1;
     mpt_loop_after_fork();
     g.told_refused = false;
     if (serve_child)
-        serve();
+        serve(true, NULL, false);
 }
 
 void mpt_ctl_stop(void)

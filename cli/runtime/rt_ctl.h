@@ -50,9 +50,13 @@ enum { MPT_CTL_MAX_CONN = 8 };
 
 /* ---- the socket (rt_ctl.c) -------------------------------------------- */
 
-/* Binds this process's socket and starts its thread. 0, or -1 (a line on
- * stderr said why; the process runs on without control). */
-int mpt_ctl_start(bool quiet);
+/* Binds this process's socket (when `ctl`) and the HTTP endpoint (when
+ * `http` is not NULL: rt_http.h) and starts their thread. 0, or -1
+ * (neither: a line on stderr said why; the process runs on without). */
+int mpt_ctl_start(bool quiet, bool ctl, const char *http, bool http_wildcard);
+
+/* The HTTP endpoint is served (reports then feed rt_cumul.h). */
+bool mpt_ctl_http_on(void);
 
 /* In a forked child (single-threaded): closes the parent's descriptors,
  * and opens its own socket when `serve`. */
@@ -88,9 +92,14 @@ int mpt_rt_ctl_start(uint64_t interval, int64_t every_ms, char *why, size_t whyl
 int mpt_rt_ctl_stop(char *why, size_t whylen);
 
 /* A report now, as uncompressed pprof (free with mp_prof_buffer_free).
- * Its allocations since the previous report are handed to Pyroscope too
- * when uploading, so the uploaded windows stay contiguous. 0, or -1. */
-int mpt_rt_ctl_report(uint8_t **buf, size_t *len, char *why, size_t whylen);
+ * It is one of the process's series like any other: written to the
+ * output (when reports are written) and uploaded (when uploading), so
+ * that no window of allocations is lost anywhere, and merged into the
+ * HTTP endpoint's cumulative profile. `then` (if not NULL) runs with the
+ * runtime's report lock held, right after it was taken (the HTTP
+ * endpoint encodes rt_cumul.h there). 0, or -1 with a reason. */
+int mpt_rt_ctl_report(uint8_t **buf, size_t *len, void (*then)(void *), void *ctx, char *why,
+                      size_t whylen);
 
 /* A heap image now, written to `path`. 0, or -1 with a reason. */
 int mpt_rt_ctl_image(const char *path, char *why, size_t whylen);

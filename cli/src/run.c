@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +35,7 @@
 
 #include <mimprof/profiling.h>
 
+#include "ctl_proto.h"
 #include "fsutil.h"
 #include "pyro_api.h"
 #include "units.h"
@@ -65,7 +67,9 @@ typedef struct run_opts {
     int follow_fork; /* -1: default (yes) */
     int follow_exec; /* -1: default (no) */
     bool quiet;
-    bool dormant; /* --dormant: MIMPROF_DORMANT=1 */
+    bool dormant;       /* --dormant: MIMPROF_DORMANT=1 */
+    const char *http;   /* --http ADDR:PORT: MIMPROF_HTTP */
+    bool http_wildcard; /* --http-wildcard */
     bool every_given;
     bool out_given;
     /* Pyroscope */
@@ -363,6 +367,10 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
         rc |= setenv("MIMPROF_QUIET", "1", 1);
     if (o->dormant)
         rc |= setenv("MIMPROF_DORMANT", "1", 1);
+    if (o->http != NULL)
+        rc |= setenv("MIMPROF_HTTP", o->http, 1);
+    if (o->http_wildcard)
+        rc |= setenv("MIMPROF_HTTP_WILDCARD", "1", 1);
     return rc == 0 ? 0 : -1;
 }
 
@@ -511,7 +519,9 @@ int mpt_cmd_run(int argc, char **argv)
         O_IMG_EXIT,
         O_IMG_EVERY,
         O_IMG_DIR,
-        O_DORMANT
+        O_DORMANT,
+        O_HTTP,
+        O_HTTP_WILDCARD
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -537,6 +547,8 @@ int mpt_cmd_run(int argc, char **argv)
         {"image-every", required_argument, NULL, O_IMG_EVERY},
         {"image-dir", required_argument, NULL, O_IMG_DIR},
         {"dormant", no_argument, NULL, O_DORMANT},
+        {"http", required_argument, NULL, O_HTTP},
+        {"http-wildcard", no_argument, NULL, O_HTTP_WILDCARD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -689,6 +701,12 @@ int mpt_cmd_run(int argc, char **argv)
         case O_DORMANT:
             o.dormant = true;
             break;
+        case O_HTTP:
+            o.http = optarg;
+            break;
+        case O_HTTP_WILDCARD:
+            o.http_wildcard = true;
+            break;
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;
@@ -698,6 +716,15 @@ int mpt_cmd_run(int argc, char **argv)
         default:
             fprintf(stderr, "mimprof run: unknown option '%s' (see mimprof run --help)\n",
                     argv[optind - 1]);
+            return EXIT_OWN_ERROR;
+        }
+    }
+    if (o.http != NULL) {
+        struct sockaddr_storage ss;
+        unsigned sslen;
+        char why[512];
+        if (mpt_http_parse_addr(o.http, o.http_wildcard, &ss, &sslen, why, sizeof why) != 0) {
+            fprintf(stderr, "mimprof run: --http %s: %s\n", o.http, why);
             return EXIT_OWN_ERROR;
         }
     }

@@ -43,6 +43,8 @@ static const char USAGE_RUN[] =
     "  -q, --quiet               no summary line on stderr\n"
     "      --dormant             load the profiler but start no session until\n"
     "                            `mimprof ctl PID start` (MIMPROF_DORMANT=1)\n"
+    "      --http ADDR:PORT      serve Go's /debug/pprof/heap and /allocs there (PORT alone:\n"
+    "                            127.0.0.1); a wildcard address needs --http-wildcard\n"
     "      --image-on-exit       also save a heap image at exit (DIR/heap.<pid>.<seq>.mpimg)\n"
     "      --image-every DURATION  ... and one every DURATION (e.g. 1m)\n"
     "      --image-dir DIR       where heap images go (default: the output directory);\n"

@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """A process profiled while it runs: `mimprof run --dormant` (and
 MIMPROF_DORMANT), `mimprof ctl PID ...` over the runtime's control socket,
-on a service that leaks slowly (slow_leak.c).
+and `--http`'s /debug/pprof endpoint read by real clients (`go tool pprof`,
+curl), on a service that leaks slowly (slow_leak.c).
 
 Preload-based (same gate as tool-run). Needs MIMPROF, MIMPROF_PRELOAD and
 MIMPROF_SLOW_LEAK.
 """
 import os
+import gzip
 import random
 import re
+import shutil
 import socket
 import subprocess
 import time
 import unittest
 
-from tool_testlib import TempDirTest, decode, mimprof, pprof_wire, reports
+from tool_testlib import TempDirTest, decode, go_env, mimprof, pprof_wire, reports
+
+GO = shutil.which("go")
+CURL = shutil.which("curl")
 
 MIMPROF = os.environ.get("MIMPROF", "mimprof")
 PRELOAD = os.environ.get("MIMPROF_PRELOAD", "")
@@ -251,11 +257,13 @@ class Ctl(TempDirTest):
         self.assertTrue(out.startswith("leaked "))
 
     def test_forked_children_get_their_own_socket(self):
-        svc = self.start_service(mode=("fork",))
+        svc = self.start_service("--http", "0", mode=("fork",))
         child = svc.forked()
         r = ctl(child, "status", check=True)
         self.assertEqual((int(field(r.stdout, "pid")), field(r.stdout, "state")),
                          (child, "dormant"))
+        self.assertEqual(field(r.stdout, "http"), "off", "the port is the parent's")
+        self.assertNotEqual(field(ctl(svc.pid, "status", check=True).stdout, "http"), "off")
         ctl(child, "start", check=True)
         self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant",
                          "the parent stays dormant")
@@ -281,6 +289,180 @@ class Ctl(TempDirTest):
         self.assertIn("no process", r.stderr)
         r = ctl(os.getpid(), "status")
         self.assertIn("has no control socket", r.stderr)
+
+
+def http_get(addr, path, timeout=60):
+    """(status, headers dict lower-cased, body bytes) of GET path."""
+    host, port = addr.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=timeout)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, addr)).encode())
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.lower(), v.strip()) for k, v in
+                   (line.split(":", 1) for line in lines[1:]))
+    return int(lines[0].split()[1]), headers, body
+
+
+class Http(TempDirTest):
+    """--http on a dormant slow leak: Go's /debug/pprof endpoints."""
+
+    def start_service(self, *opts):
+        self.out = self.path("out")
+        svc = Service([MIMPROF, "run", "--dormant", "--http", "0", "-e", "0", "-o", self.out,
+                       *opts, "--", SLOW_LEAK])
+        self.addCleanup(lambda: svc.proc.poll() is None and svc.stop())
+        self.addr = field(ctl(svc.pid, "status", check=True).stdout, "http")
+        self.assertTrue(self.addr.startswith("127.0.0.1:"), self.addr)
+        return svc
+
+    def running(self, svc, blocks=600):
+        ctl(svc.pid, "start", "--interval", "16k", check=True)
+        before = svc.count()
+        while svc.count() - before < blocks:
+            time.sleep(0.1)
+
+    def test_dormant_answers_503_with_the_reason(self):
+        svc = self.start_service()
+        code, headers, body = http_get(self.addr, "/debug/pprof/heap")
+        self.assertEqual(code, 503)
+        self.assertEqual(headers["content-type"], "text/plain; charset=utf-8")
+        self.assertIn(b"is dormant", body)
+        self.assertIn(b"mimprof ctl %d start" % svc.pid, body)
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant",
+                         "a scrape never starts a session")
+
+    def test_heap_and_allocs_have_gos_semantics(self):
+        svc = self.start_service()
+        self.running(svc)
+        code, headers, body = http_get(self.addr, "/debug/pprof/heap")
+        self.assertEqual(code, 200, body)
+        self.assertEqual(headers["content-type"], "application/octet-stream")
+        self.assertEqual(headers["content-disposition"], 'attachment; filename="heap"')
+        self.assertEqual(headers["x-content-type-options"], "nosniff")
+        self.assertEqual(int(headers["content-length"]), len(body))
+        self.assertEqual(body[:2], b"\x1f\x8b", "gzip")
+        first = pprof_wire.decode_profile(body)
+        self.assertEqual([t for t, _ in first["types"]],
+                         ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
+        self.assertFalse([lb for _, _, lb, _ in first["samples"] if "__delta__" in lb],
+                         "no __delta__ label: scrapers compute deltas")
+        leak1 = pprof_wire.per_function(first, "alloc_space")["leak_slowly"][0]
+        inuse1 = pprof_wire.per_function(first, "inuse_space")["leak_slowly"][0]
+        before = svc.count()
+        while svc.count() - before < 300:
+            time.sleep(0.1)
+        code, headers, body = http_get(self.addr, "/debug/pprof/allocs")
+        self.assertEqual(headers["content-disposition"], 'attachment; filename="allocs"')
+        second = pprof_wire.decode_profile(body)
+        leak2 = pprof_wire.per_function(second, "alloc_space")["leak_slowly"][0]
+        inuse2 = pprof_wire.per_function(second, "inuse_space")["leak_slowly"][0]
+        self.assertGreater(leak2, leak1, "alloc_* is cumulative since the session started")
+        self.assertGreater(inuse2, inuse1, "the leak grows")
+        # every leaked block is still live: cumulative allocations = in use
+        self.assertAlmostEqual(leak2 / inuse2, 1.0, delta=0.01)
+        # each request took a report of the series: written as any other
+        (pid, paths), = reports(self.out).items()
+        self.assertEqual(len(paths), 2)
+
+    def test_seconds_gives_a_delta_profile(self):
+        svc = self.start_service()
+        self.running(svc)
+        code, headers, body = http_get(self.addr, "/debug/pprof/heap")
+        total = pprof_wire.per_function(pprof_wire.decode_profile(body), "alloc_space")
+        code, headers, body = http_get(self.addr, "/debug/pprof/heap?seconds=1")
+        self.assertEqual(code, 200, body)
+        self.assertEqual(headers["content-disposition"], 'attachment; filename="heap-delta"')
+        delta = pprof_wire.per_function(pprof_wire.decode_profile(body), "alloc_space")
+        self.assertGreater(delta["leak_slowly"][0], 0)
+        self.assertLess(delta["leak_slowly"][0], total["leak_slowly"][0] * 5)
+        code, _, body = http_get(self.addr, "/debug/pprof/heap?seconds=0")
+        self.assertEqual(code, 400, body)
+
+    def test_go_tool_pprof_reads_it(self):
+        if GO is None:
+            self.skipTest("go not found")
+        svc = self.start_service()
+        self.running(svc)
+        r = subprocess.run([GO, "tool", "pprof", "-top", "-sample_index=inuse_space",
+                            "http://%s/debug/pprof/heap" % self.addr],
+                           capture_output=True, env=go_env(self.tmp), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout.decode(), r"\d.*leak_slowly")
+        r = subprocess.run([GO, "tool", "pprof", "-top", "-sample_index=alloc_space",
+                            "http://%s/debug/pprof/allocs" % self.addr],
+                           capture_output=True, env=go_env(self.tmp), timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("churn", r.stdout.decode())
+
+    def test_curl_headers_index_and_errors(self):
+        if CURL is None:
+            self.skipTest("curl not found")
+        svc = self.start_service()
+        self.running(svc, blocks=100)
+
+        def curl(*args):
+            r = subprocess.run([CURL, "-s", "-S", "-D", "-", "-o", self.path("body"), *args],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(self.path("body"), "rb") as f:
+                return r.stdout, f.read()
+        head, body = curl("http://%s/debug/pprof/heap" % self.addr)
+        self.assertTrue(head.startswith("HTTP/1.1 200 OK"), head)
+        self.assertIn('Content-Disposition: attachment; filename="heap"', head)
+        self.assertIn("leak_slowly", str(pprof_wire.decode_profile(body)["samples"]))
+        head, body = curl("http://%s/debug/pprof/" % self.addr)
+        self.assertIn("Content-Type: text/html; charset=utf-8", head)
+        self.assertIn(b'href="heap"', body)
+        head, _ = curl("http://%s/nope" % self.addr)
+        self.assertTrue(head.startswith("HTTP/1.1 404"), head)
+        head, _ = curl("-X", "POST", "http://%s/debug/pprof/heap" % self.addr)
+        self.assertTrue(head.startswith("HTTP/1.1 405"), head)
+        self.assertIn("Allow: GET, HEAD", head)
+        head, _ = curl("-H", "X-Big: " + "a" * 20000, "http://%s/debug/pprof/heap" % self.addr)
+        self.assertTrue(head.startswith("HTTP/1.1 431"), head)
+
+    def test_garbage_slow_clients_leave_program_and_profiler_working(self):
+        svc = self.start_service()
+        self.running(svc, blocks=100)
+        host, port = self.addr.rsplit(":", 1)
+        rng = random.Random(11)
+        for _ in range(20):
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
+            s.shutdown(socket.SHUT_WR)
+            s.recv(65536)
+            s.close()
+        slow = []
+        for _ in range(4):  # slowloris: half a request line, held open
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(b"GET /debug/pp")
+            slow.append(s)
+        code, _, body = http_get(self.addr, "/debug/pprof/heap")
+        self.assertEqual(code, 200, "served while four slow clients wait")
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "running")
+        ctl(svc.pid, "report", "-o", self.path("r.pb"), check=True)
+        for s in slow:
+            s.close()
+        rc, err, out = svc.stop()
+        self.assertEqual(rc, 3, err)
+        self.assertTrue(out.startswith("leaked "))
+
+    def test_wildcard_is_refused_unless_asked(self):
+        r = mimprof("run", "--http", "0.0.0.0:0", "--", "/bin/true")
+        self.assertEqual(r.returncode, 125)
+        self.assertIn("every interface", r.stderr)
+        r = mimprof("run", "--http", "nonsense", "--", "/bin/true")
+        self.assertEqual(r.returncode, 125)
+        r = mimprof("run", "--http", "0.0.0.0:0", "--http-wildcard", "-o", self.path("o"), "--",
+                    "/bin/true")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 if __name__ == "__main__":
