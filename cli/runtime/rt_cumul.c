@@ -71,21 +71,29 @@ static bool grow(mpt_arena *a, void **arr, size_t *cap, size_t elem, size_t want
     return true;
 }
 
+/* The index of `key` in `t`, or -1. */
+static int64_t find(const tab *t, const void *key, size_t len, uint64_t h)
+{
+    if (t->cap == 0)
+        return -1;
+    for (size_t i = h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        uint32_t s = t->slots[i];
+        if (s == 0)
+            return -1;
+        const ent *e = &t->ents[s - 1];
+        if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)
+            return (int64_t)(s - 1);
+    }
+}
+
 /* The index of `key` in `t` (interned on first sight, copied into `a`);
  * -1 when out of memory. */
 static int64_t intern(tab *t, mpt_arena *a, const void *key, size_t len)
 {
     uint64_t h = fnv(key, len);
-    if (t->cap != 0) {
-        for (size_t i = h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-            uint32_t s = t->slots[i];
-            if (s == 0)
-                break;
-            const ent *e = &t->ents[s - 1];
-            if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)
-                return (int64_t)(s - 1);
-        }
-    }
+    int64_t found = find(t, key, len, h);
+    if (found >= 0)
+        return found;
     if ((t->n + 1) * 2 > t->cap) { /* rehash at half full */
         size_t ncap = t->cap ? t->cap * 2 : 1024;
         uint32_t *ns = mpt_arena_alloc(a, ncap * sizeof *ns);
@@ -152,13 +160,10 @@ static bool idmap_put(idmap *m, mpt_arena *a, uint64_t id, uint64_t to)
     return true;
 }
 
-static uint64_t idmap_get(idmap *m, mpt_arena *a, uint64_t id)
+static uint64_t idmap_get(const idmap *m, uint64_t id)
 {
-    size_t before = m->t.n;
-    int64_t i = intern(&m->t, a, &id, sizeof id);
-    if (i < 0 || (size_t)i >= before)
-        return 0; /* a dangling id: pprof's "none" */
-    return m->to[i];
+    int64_t i = find(&m->t, &id, sizeof id, fnv(&id, sizeof id));
+    return i < 0 ? 0 : m->to[i]; /* a dangling id: pprof's "none" */
 }
 
 /* The string of report index `i`, renumbered (0 when out of range). */
@@ -218,12 +223,12 @@ static int merge(Perftools__Profiles__Profile *p, mpt_arena *s)
         if (4 + 2 * l->n_line > MAX_WORDS)
             return -1;
         size_t n = 0;
-        w[n++] = idmap_get(&maps, s, l->mapping_id);
+        w[n++] = idmap_get(&maps, l->mapping_id);
         w[n++] = l->address;
         w[n++] = l->is_folded;
         w[n++] = l->n_line;
         for (size_t j = 0; j < l->n_line; j++) {
-            w[n++] = idmap_get(&fns, s, l->line[j]->function_id);
+            w[n++] = idmap_get(&fns, l->line[j]->function_id);
             w[n++] = (uint64_t)l->line[j]->line;
         }
         int64_t id = intern(&g.loc, &g.arena, w, n * sizeof *w);
@@ -243,7 +248,7 @@ static int merge(Perftools__Profiles__Profile *p, mpt_arena *s)
         size_t n = 0;
         w[n++] = sm->n_location_id;
         for (size_t j = 0; j < sm->n_location_id; j++)
-            w[n++] = idmap_get(&locs, s, sm->location_id[j]);
+            w[n++] = idmap_get(&locs, sm->location_id[j]);
         size_t nl = n++;
         w[nl] = 0;
         for (size_t j = 0; j < sm->n_label; j++) {
