@@ -83,11 +83,8 @@ def field(status, key):
     return m.group(1)
 
 
-def raw(pid, data, read=True):
-    """Sends bytes to the control socket of pid; returns its answer."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(30)
-    s.connect("\0mimprof-ctl.%d" % pid)
+def exchange(s, data, read=True):
+    """Sends bytes on the connected socket s; returns all it answers."""
     s.sendall(data)
     out = b""
     while read:
@@ -97,6 +94,14 @@ def raw(pid, data, read=True):
         out += b
     s.close()
     return out
+
+
+def raw(pid, data, read=True):
+    """Sends bytes to the control socket of pid; returns its answer."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect("\0mimprof-ctl.%d" % pid)
+    return exchange(s, data, read)
 
 
 class Dormant(TempDirTest):
@@ -295,14 +300,7 @@ def http_get(addr, path, timeout=60):
     """(status, headers dict lower-cased, body bytes) of GET path."""
     host, port = addr.rsplit(":", 1)
     s = socket.create_connection((host, int(port)), timeout=timeout)
-    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, addr)).encode())
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-    s.close()
+    data = exchange(s, ("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, addr)).encode())
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = dict((k.lower(), v.strip()) for k, v in
