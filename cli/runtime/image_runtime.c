@@ -98,6 +98,7 @@ static void *image_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    mp_prof_thread_exclude(); /* its allocations are the profiler's */
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     for (;;) {
@@ -120,13 +121,19 @@ static void *image_main(void *arg)
     return NULL;
 }
 
+void mp_image_rt_prepare(void)
+{
+    if (!im.on)
+        return;
+    im.pid = getpid();
+    im.seq = mpt_rt_first_free_seq(im.dir, im.pid, ".mpimg");
+}
+
 void mp_image_rt_start(mp_profiler *prof)
 {
     if (!im.on)
         return;
     im.prof = prof;
-    im.pid = getpid();
-    im.seq = mpt_rt_first_free_seq(im.dir, im.pid, ".mpimg");
     atomic_store(&im.stop, false);
     atomic_store(&im.req, false);
     sem_init(&im.wake, 0, 0);

@@ -32,6 +32,10 @@
  * -1: a malformed value (said on stderr unless quiet). */
 int mp_image_rt_configure(bool quiet);
 
+/* Before a session starts in this process (so that what it allocates is
+ * not sampled): numbers this process's images. */
+void mp_image_rt_prepare(void);
+
 /* A session started in this process: starts the image thread. */
 void mp_image_rt_start(mp_profiler *prof);
 

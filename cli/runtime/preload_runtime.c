@@ -40,6 +40,7 @@
 #include "rt_output.h"
 #include "rt_pyro.h"
 #include "rt_signals.h"
+#include "rt_stats.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -154,10 +155,13 @@ static void report_once(void)
 static void *reporter_main(void *arg)
 {
     (void)arg;
-    /* Signals are for the application's threads; this one only waits. */
+    /* Signals are for the application's threads; this one only waits.
+     * What it allocates (handing reports to the Pyroscope agent, which
+     * fits and gzips them here) is the profiler's, not the program's. */
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    mp_prof_thread_exclude();
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     if (mpt_rt_pyro_on() && rt.every_ms > 0) {
@@ -293,23 +297,29 @@ static int start_locked(void)
     mp_preload_set_sampling(true); /* the dormant object: malloc and free sample */
     void *volatile probe = malloc(1);
     free(probe);
+    /* The runtime's own work comes before the session starts: what it
+     * allocates (opendir's 32 KiB buffer) is not the program's and must
+     * not be sampled into the program's profile. An exec'd program keeps
+     * its pid: its files continue the series. */
+    pid_t pid = getpid();
+    unsigned seq =
+        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, pid, ".pb.gz") : 0;
+    mp_image_rt_prepare();
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
         mp_preload_set_sampling(false); /* nothing was tracked */
-        say("mimprof: profiling not started in pid %ld: %s\n", (long)getpid(),
-            mp_prof_strerror(st));
+        say("mimprof: profiling not started in pid %ld: %s\n", (long)pid, mp_prof_strerror(st));
         return -1;
     }
-    rt.pid = getpid();
+    mpt_rt_stats_attach(rt.prof);
+    rt.pid = pid;
+    rt.seq = seq;
     rt.session_interval = rt.cfg.sample_interval_bytes;
     if (rt.http) {
         pthread_mutex_lock(&rt.report_lock);
         mpt_cumul_reset(now_real_ns()); /* Go's alloc_*: since the session started */
         pthread_mutex_unlock(&rt.report_lock);
     }
-    /* An exec'd program keeps its pid: its files continue the series. */
-    rt.seq =
-        rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, rt.pid, ".pb.gz") : 0;
     rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);

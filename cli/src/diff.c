@@ -185,7 +185,7 @@ int mpt_cmd_diff(int argc, char **argv)
     bool cum = false;
     mpt_limits lim;
     mpt_limits_init(&lim);
-    int rc_opts = mpt_parse_table_opts("diff", argc, argv, &type, &n, &cum, &lim);
+    int rc_opts = mpt_parse_table_opts("diff", argc, argv, &type, &n, &cum, NULL, &lim);
     if (rc_opts >= 0)
         return rc_opts;
     if (argc - optind != 2) {

@@ -490,6 +490,8 @@ int mpt_cmd_flame(int argc, char **argv)
         {"title", required_argument, NULL, 'T'},
         {"width", required_argument, NULL, 'w'},
         {"min-width", required_argument, NULL, 'm'},
+        {"older-than", required_argument, NULL, MPT_OPT_OLDER},
+        {"younger-than", required_argument, NULL, MPT_OPT_YOUNGER},
         {"no-demangle", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -531,6 +533,13 @@ int mpt_cmd_flame(int argc, char **argv)
                 return MPT_EXIT_USAGE;
             }
             fo.min_width = v;
+            break;
+        }
+        case MPT_OPT_OLDER:
+        case MPT_OPT_YOUNGER: {
+            int rc = mpt_parse_age_opt("flame", c, optarg, &lim);
+            if (rc >= 0)
+                return rc;
             break;
         }
         case 'D':

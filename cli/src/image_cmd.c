@@ -45,6 +45,9 @@ static const char USAGE_IMAGE[] =
     "  -t, --type TYPE        (top, diff) sample type (default inuse_space)\n"
     "  -n N                   (top, diff) rows (default 20; 0 = all)\n"
     "      --cum              (top, diff) sort by cumulative value\n"
+    "      --older-than D     (top, diff) only memory at least D old at the snapshot (10m, 1h)\n"
+    "      --younger-than D   (top, diff) only memory less than D old at the snapshot\n"
+    "      --age              (top) a column with each function's median age at the snapshot\n"
     "      --no-demangle      (top, diff) linkage names as written (the pprof carries both)\n"
     "\n"
     "Symbols come from files with the build-id the mapping recorded; a file with another\n"
@@ -60,6 +63,8 @@ typedef struct img_opts {
     size_t n;
     bool cum;
     bool raw_names; /* --no-demangle (top, diff) */
+    bool ages;      /* --age (top) */
+    mpt_limits age; /* --older-than / --younger-than (top, diff): its age filters only */
 } img_opts;
 
 static void note(void *ctx, const char *line)
@@ -109,6 +114,8 @@ static mpt_profile *profile_of(const char *path, const img_opts *o)
         mpt_limits lim;
         mpt_limits_init(&lim);
         lim.raw_names = o->raw_names;
+        lim.older_than_ns = o->age.older_than_ns;
+        lim.younger_than_ns = o->age.younger_than_ns;
         if (mpt_profile_parse(buf, len, &lim, &p, err, sizeof err) != 0)
             fprintf(stderr, "mimprof image: %s: %s\n", path, err);
     }
@@ -187,7 +194,7 @@ static int cmd_top(const char *file, const img_opts *o)
     if (t < 0) {
         fprintf(stderr, "mimprof image top: %s\n", err);
         rc = MPT_EXIT_FAIL;
-    } else if (mpt_top_print(stdout, p, (size_t)t, o->n, o->cum) != 0) {
+    } else if (mpt_top_print(stdout, p, (size_t)t, o->n, o->cum, o->ages) != 0) {
         fprintf(stderr, "mimprof image top: out of memory or write error\n");
         rc = MPT_EXIT_FAIL;
     }
@@ -321,11 +328,15 @@ int mpt_cmd_image(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"type", required_argument, NULL, 't'},
         {"cum", no_argument, NULL, 'c'},
+        {"older-than", required_argument, NULL, MPT_OPT_OLDER},
+        {"younger-than", required_argument, NULL, MPT_OPT_YOUNGER},
+        {"age", no_argument, NULL, 'A'},
         {"no-demangle", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     img_opts o = {.symbolize = -1, .n = 20};
+    mpt_limits_init(&o.age);
     int c;
     optind = 1;
     opterr = 0;
@@ -369,6 +380,16 @@ int mpt_cmd_image(int argc, char **argv)
         }
         case 'c':
             o.cum = true;
+            break;
+        case MPT_OPT_OLDER:
+        case MPT_OPT_YOUNGER: {
+            int rc = mpt_parse_age_opt("image", c, optarg, &o.age);
+            if (rc >= 0)
+                return rc;
+            break;
+        }
+        case 'A':
+            o.ages = true;
             break;
         case 'D':
             o.raw_names = true;

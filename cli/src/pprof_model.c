@@ -28,6 +28,10 @@ void mpt_profile_free(mpt_profile *p)
     free(p->stack_off);
     free(p->frames);
     free(p->values);
+    free(p->age_ns);
+    for (size_t i = 0; i < p->ncomments; i++)
+        free(p->comments[i]);
+    free(p->comments);
     free(p->period_type);
     free(p->period_unit);
     free(p);

@@ -12,6 +12,7 @@
 
 #include <mimprof/profiling.h>
 
+#include "ages.h"
 #include "fail.h"
 #include "gunzip.h"
 #include "pprof_bound.h"
@@ -26,6 +27,8 @@ void mpt_limits_init(mpt_limits *lim)
     lim->max_frames = (size_t)1 << 26;
     lim->max_decoded = (size_t)1 << 30;
     lim->raw_names = false;
+    lim->older_than_ns = -1;
+    lim->younger_than_ns = -1;
 }
 
 typedef struct decoder {
@@ -64,7 +67,8 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
     mpt_idmap fmap = {0}, mmap_ = {0}, lmap = {0};
     size_t *loc_off = NULL; /* frames of each location: loc_frames[loc_off[i] .. loc_off[i+1]) */
     uint32_t *loc_frames = NULL;
-    int64_t *fname = NULL; /* interned name id per function, -1 = unnamed */
+    int64_t *fname = NULL;      /* interned name id per function, -1 = unnamed */
+    int64_t *sample_age = NULL; /* per pb sample: its age in ns, -1 = none */
 
     /* Sample types. */
     p->ntypes = pb->n_sample_type;
@@ -106,6 +110,17 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
         goto oom;
     p->time_nanos = pb->time_nanos;
     p->duration_nanos = pb->duration_nanos;
+    p->comments = calloc(pb->n_comment + 1, sizeof *p->comments);
+    if (p->comments == NULL)
+        goto oom;
+    for (size_t i = 0; i < pb->n_comment; i++) {
+        const char *c = str_at(d, pb->comment[i], "a comment");
+        if (c == NULL)
+            goto out;
+        if ((p->comments[i] = strdup(c)) == NULL)
+            goto oom;
+        p->ncomments = i + 1;
+    }
 
     /* Functions: id -> interned name. */
     if (mpt_idmap_init(&fmap, pb->n_function) != 0 || mpt_idmap_init(&mmap_, pb->n_mapping) != 0 ||
@@ -212,8 +227,17 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
     }
     loc_off[pb->n_location] = k;
 
-    /* Samples. */
-    size_t nframes = 0;
+    /* Samples: checked, their ages read, the age filters applied. */
+    size_t nframes = 0, kept = 0;
+    int64_t age_key = -1; /* string index of "age", if the table has it */
+    for (size_t i = 0; i < pb->n_string_table; i++)
+        if (pb->string_table[i] != NULL && strcmp(pb->string_table[i], "age") == 0) {
+            age_key = (int64_t)i;
+            break;
+        }
+    sample_age = malloc((pb->n_sample + 1) * sizeof *sample_age);
+    if (sample_age == NULL)
+        goto oom;
     for (size_t s = 0; s < pb->n_sample; s++) {
         const Perftools__Profiles__Sample *sm = pb->sample[s];
         if (sm->n_value != p->ntypes) {
@@ -234,24 +258,32 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
                 goto out;
             }
         }
+        sample_age[s] = -1;
         for (size_t j = 0; j < sm->n_label; j++) {
             const Perftools__Profiles__Label *lb = sm->label[j];
+            const char *unit = str_at(d, lb->num_unit, "a label unit");
             if (str_at(d, lb->key, "a label key") == NULL ||
-                str_at(d, lb->str, "a label") == NULL ||
-                str_at(d, lb->num_unit, "a label unit") == NULL)
+                str_at(d, lb->str, "a label") == NULL || unit == NULL)
                 goto out;
+            if (lb->key == age_key && lb->str == 0)
+                sample_age[s] = mpt_time_label_ns(lb->num, unit);
         }
+        kept += mpt_age_passes(lim, sample_age[s]);
     }
-    p->nsamples = pb->n_sample;
+    p->nsamples = kept;
     p->stack_off = malloc((p->nsamples + 1) * sizeof *p->stack_off);
     p->frames = malloc((nframes + 1) * sizeof *p->frames);
     p->values = malloc((p->nsamples * p->ntypes + 1) * sizeof *p->values);
-    if (p->stack_off == NULL || p->frames == NULL || p->values == NULL)
+    p->age_ns = malloc((p->nsamples + 1) * sizeof *p->age_ns);
+    if (p->stack_off == NULL || p->frames == NULL || p->values == NULL || p->age_ns == NULL)
         goto oom;
-    size_t f = 0;
+    size_t f = 0, o = 0;
     for (size_t s = 0; s < pb->n_sample; s++) {
         const Perftools__Profiles__Sample *sm = pb->sample[s];
-        p->stack_off[s] = f;
+        if (!mpt_age_passes(lim, sample_age[s]))
+            continue;
+        p->stack_off[o] = f;
+        p->age_ns[o] = sample_age[s];
         for (size_t j = 0; j < sm->n_location_id; j++) {
             uint32_t li;
             mpt_idmap_get(&lmap, sm->location_id[j], &li);
@@ -259,7 +291,8 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
                 p->frames[f++] = loc_frames[x];
         }
         if (p->ntypes > 0)
-            memcpy(p->values + s * p->ntypes, sm->value, p->ntypes * sizeof *p->values);
+            memcpy(p->values + o * p->ntypes, sm->value, p->ntypes * sizeof *p->values);
+        o++;
     }
     p->stack_off[p->nsamples] = f;
     p->names = in.names;
@@ -280,6 +313,7 @@ out:
     free(loc_off);
     free(loc_frames);
     free(fname);
+    free(sample_age);
     return rc;
 }
 

@@ -34,6 +34,12 @@ typedef struct mpt_limits {
                             strings...); default 1 GiB */
     bool raw_names;      /* linkage names as written, nothing demangled (--no-demangle);
                             default false */
+    /* Age filters (--older-than / --younger-than, ages.h): only samples
+     * whose `age` label is >= older_than_ns and < younger_than_ns are
+     * kept, for those >= 0; with either set, samples without an age (all
+     * allocation samples) are dropped. Default -1 (off). */
+    int64_t older_than_ns;
+    int64_t younger_than_ns;
 } mpt_limits;
 
 typedef struct mpt_profile {
@@ -49,12 +55,15 @@ typedef struct mpt_profile {
     size_t *stack_off; /* nsamples + 1 offsets into frames[] */
     uint32_t *frames;  /* frame name ids, leaf (innermost) first */
     int64_t *values;   /* nsamples * ntypes, row-major */
+    int64_t *age_ns;   /* per sample: its numeric label `age` in ns, -1 if none */
 
     int64_t period;
     char *period_type; /* may be "" */
     char *period_unit;
     int64_t time_nanos;
     int64_t duration_nanos;
+    size_t ncomments;
+    char **comments; /* the profile's comments, in order (mimprof's: the RSS reconciliation) */
 } mpt_profile;
 
 /* Default limits. */

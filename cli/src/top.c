@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ages.h"
 #include "units.h"
 #include "views.h"
 
@@ -38,13 +39,25 @@ static double pct(int64_t v, int64_t total)
     return total != 0 ? 100.0 * (double)v / (double)total : 0.0;
 }
 
-int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_order)
+/* The head of a mimprof report's memory reconciliation (its comments
+ * that start with "memory"), before the table. */
+static void print_memory_head(FILE *out, const mpt_profile *p)
+{
+    char line[4 * 400 + 3]; /* 400 characters of up to 4 bytes, "..", NUL */
+    for (size_t i = 0; i < p->ncomments; i++)
+        if (strncmp(p->comments[i], "memory ", 7) == 0)
+            fprintf(out, "%s\n", mpt_display_name(p->comments[i], line, sizeof line, 400));
+}
+
+int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_order, bool ages)
 {
     mpt_func_totals ft;
+    int64_t *age = NULL;
     if (mpt_func_totals_compute(p, t, &ft) != 0)
         return -1;
     row *rows = malloc((p->nnames + 1) * sizeof *rows);
-    if (rows == NULL) {
+    if (rows == NULL || (ages && mpt_func_median_age(p, t, &age) != 0)) {
+        free(rows);
         mpt_func_totals_free(&ft);
         return -1;
     }
@@ -60,31 +73,61 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
     size_t shown = n == 0 || n > nrows ? nrows : n;
     char tn[96], un[64], tot[64];
     mpt_format_value(tot, sizeof tot, (double)total, unit);
+    print_memory_head(out, p);
     fprintf(out, "Type: %s (%s)\n", mpt_display_name(p->type_name[t], tn, sizeof tn, 60),
             mpt_display_name(unit, un, sizeof un, 40));
     fprintf(out, "Total: %s in %zu samples; showing top %zu of %zu functions%s\n", tot, p->nsamples,
             shown, nrows, cum_order ? ", by cum" : "");
-    fprintf(out, "%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%", "function");
+    if (ages)
+        fprintf(out, "%10s %7s %7s %10s %7s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
+                "age", "function");
+    else
+        fprintf(out, "%10s %7s %7s %10s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
+                "function");
     int64_t sum = 0;
     for (size_t i = 0; i < shown; i++) {
         char fv[32], cv[32], name[1024];
         sum = mpt_sat_add(sum, rows[i].flat);
         mpt_format_value(fv, sizeof fv, (double)rows[i].flat, unit);
         mpt_format_value(cv, sizeof cv, (double)rows[i].cum, unit);
-        fprintf(out, "%10s %6.2f%% %6.2f%% %10s %6.2f%%  %s\n", fv, pct(rows[i].flat, total),
-                pct(sum, total), cv, pct(rows[i].cum, total),
-                mpt_display_name(p->names[rows[i].name], name, sizeof name, 200));
+        fprintf(out, "%10s %6.2f%% %6.2f%% %10s %6.2f%%", fv, pct(rows[i].flat, total),
+                pct(sum, total), cv, pct(rows[i].cum, total));
+        if (ages) {
+            char av[32];
+            mpt_format_age(av, sizeof av, age[rows[i].name]);
+            fprintf(out, " %7s", av);
+        }
+        fprintf(out, "  %s\n", mpt_display_name(p->names[rows[i].name], name, sizeof name, 200));
     }
     free(rows);
+    free(age);
     return ferror(out) ? -1 : 0;
 }
 
+int mpt_parse_age_opt(const char *cmd, int c, const char *arg, mpt_limits *lim)
+{
+    int64_t ns;
+    if (!mpt_parse_age(arg, &ns)) {
+        fprintf(stderr, "mimprof %s: --%s wants a duration (10s, 10m, 1h), not '%s'\n", cmd,
+                c == MPT_OPT_OLDER ? "older-than" : "younger-than", arg);
+        return MPT_EXIT_USAGE;
+    }
+    if (c == MPT_OPT_OLDER)
+        lim->older_than_ns = ns;
+    else
+        lim->younger_than_ns = ns;
+    return -1;
+}
+
 int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **type, size_t *n,
-                         bool *cum, mpt_limits *lim)
+                         bool *cum, bool *ages, mpt_limits *lim)
 {
     static const struct option longopts[] = {
         {"type", required_argument, NULL, 't'},
         {"cum", no_argument, NULL, 'c'},
+        {"older-than", required_argument, NULL, MPT_OPT_OLDER},
+        {"younger-than", required_argument, NULL, MPT_OPT_YOUNGER},
+        {"age", no_argument, NULL, 'A'},
         {"no-demangle", no_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -110,6 +153,21 @@ int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **ty
         case 'c':
             *cum = true;
             break;
+        case MPT_OPT_OLDER:
+        case MPT_OPT_YOUNGER: {
+            int rc = mpt_parse_age_opt(cmd, c, optarg, lim);
+            if (rc >= 0)
+                return rc;
+            break;
+        }
+        case 'A':
+            if (ages == NULL) {
+                fprintf(stderr, "mimprof %s: unknown option '--age' (see mimprof %s --help)\n", cmd,
+                        cmd);
+                return MPT_EXIT_USAGE;
+            }
+            *ages = true;
+            break;
         case 'D':
             lim->raw_names = true;
             break;
@@ -132,10 +190,10 @@ int mpt_cmd_top(int argc, char **argv)
 {
     const char *type = NULL;
     size_t n = 20;
-    bool cum = false;
+    bool cum = false, ages = false;
     mpt_limits lim;
     mpt_limits_init(&lim);
-    int rc_opts = mpt_parse_table_opts("top", argc, argv, &type, &n, &cum, &lim);
+    int rc_opts = mpt_parse_table_opts("top", argc, argv, &type, &n, &cum, &ages, &lim);
     if (rc_opts >= 0)
         return rc_opts;
     if (argc - optind != 1) {
@@ -153,7 +211,7 @@ int mpt_cmd_top(int argc, char **argv)
     if (t < 0) {
         fprintf(stderr, "mimprof top: %s\n", err);
         rc = MPT_EXIT_FAIL;
-    } else if (mpt_top_print(stdout, p, (size_t)t, n, cum) != 0) {
+    } else if (mpt_top_print(stdout, p, (size_t)t, n, cum, ages) != 0) {
         fprintf(stderr, "mimprof top: out of memory or write error\n");
         rc = MPT_EXIT_FAIL;
     }

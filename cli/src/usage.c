@@ -78,6 +78,11 @@ static const char USAGE_TOP[] =
     "                    (or any type in the file; default: the file's default, the last type)\n"
     "  -n N              rows (default 20; 0 = all)\n"
     "      --cum         sort by cumulative value\n"
+    "      --older-than D   only in-use memory at least D old (10s, 10m, 1h; mimprof's age\n"
+    "                    label: exact at its bucket bounds 0 1s 3s 10s 30s 1m 3m 10m 30m 1h\n"
+    "                    3h 6h 12h 1d 3d 7d); allocation samples have no age and are dropped\n"
+    "      --younger-than D only in-use memory less than D old\n"
+    "      --age         a column with the median age of each function's cum memory\n"
     "      --no-demangle linkage names as written (default: C++ and Rust names still\n"
     "                    mangled in the file are shown demangled, without parameters)\n";
 
@@ -93,6 +98,8 @@ static const char USAGE_FLAME[] =
     "      --title TEXT       title (default \"Flame graph: TYPE\")\n"
     "      --width PX         image width (default 1200)\n"
     "      --min-width PX     siblings narrower than this merge into one frame (default 1)\n"
+    "      --older-than D     only in-use memory at least D old (as for top)\n"
+    "      --younger-than D   only in-use memory less than D old (as for top)\n"
     "      --no-demangle      linkage names as written (as for top)\n";
 
 static const char USAGE_DIFF[] =
@@ -104,6 +111,8 @@ static const char USAGE_DIFF[] =
     "  -t, --type TYPE   sample type (default inuse_space when both have it)\n"
     "  -n N              rows per section (default 20; 0 = all)\n"
     "      --cum         sort by cumulative delta\n"
+    "      --older-than D, --younger-than D  only in-use memory of those ages, in both\n"
+    "                    profiles (as for top)\n"
     "      --no-demangle linkage names as written (as for top)\n";
 
 static const char USAGE_CTL[] =

@@ -27,16 +27,24 @@ void mpt_usage(FILE *out, const char *cmd);
 enum { MPT_EXIT_OK = 0, MPT_EXIT_FAIL = 1, MPT_EXIT_USAGE = 2 };
 
 /* The options of the table views `top` and `diff` (--type/-t, -n, --cum,
- * --no-demangle, --help) into *type, *n, *cum and lim->raw_names; `cmd`
- * names the subcommand in messages. Returns -1 to go on (optind at the
- * first operand), else the exit status (usage printed, or an error said
- * in one line). */
+ * --older-than, --younger-than, --age (top: ages != NULL), --no-demangle,
+ * --help) into *type, *n, *cum, *ages and lim; `cmd` names the subcommand
+ * in messages. Returns -1 to go on (optind at the first operand), else the
+ * exit status (usage printed, or an error said in one line). */
 int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **type, size_t *n,
-                         bool *cum, mpt_limits *lim);
+                         bool *cum, bool *ages, mpt_limits *lim);
+
+/* getopt codes of --older-than and --younger-than, and their parser:
+ * the value of option c into lim (ages.h); -1 to go on, else the exit
+ * status (the error said in one line). */
+enum { MPT_OPT_OLDER = 0x100, MPT_OPT_YOUNGER = 0x101 };
+int mpt_parse_age_opt(const char *cmd, int c, const char *arg, mpt_limits *lim);
 
 /* `top`: the n functions with the largest flat (or cum) value of type t.
- * n == 0 prints all. */
-int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool by_cum);
+ * n == 0 prints all. `ages`: a column with the median age of each
+ * function's cum memory (ages.h). A mimprof report's memory
+ * reconciliation (its "memory ..." comments) heads the table. */
+int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool by_cum, bool ages);
 
 /* `diff`: what grew and shrank per function between base and new for the
  * sample type `type` (NULL: inuse_space when both have it, else new's

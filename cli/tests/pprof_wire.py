@@ -193,7 +193,8 @@ def decode_profile(data):
     """Returns {'types': [(type, unit)], 'samples': [(frames, values, labels)],
     'mappings': [...], 'period': int, 'period_type': (type, unit)} where
     frames are function names (inlined frames expanded, leaf first) or
-    '0x<addr>' for locations without lines."""
+    '0x<addr>' for locations without lines; labels {key: str}, a numeric
+    label as "num unit" (mimprof's age: "600 seconds")."""
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     top = _msg(data)
@@ -228,7 +229,11 @@ def decode_profile(data):
         labels = {}
         for _, lv in m.get(3, []):
             lm = _msg(lv)
-            labels[strings[_one(lm, 1)]] = strings[_one(lm, 2)]
+            if _one(lm, 2) == 0 and (3 in lm or 4 in lm):  # numeric: "num unit"
+                labels[strings[_one(lm, 1)]] = "%d %s" % (_signed(_one(lm, 3)),
+                                                          strings[_one(lm, 4)])
+            else:
+                labels[strings[_one(lm, 1)]] = strings[_one(lm, 2)]
         frames, mapped = [], []
         for lid in ids:
             loc = locations[lid]

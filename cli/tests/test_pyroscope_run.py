@@ -31,7 +31,7 @@ import time
 import unittest
 import urllib.request
 
-from tool_testlib import EXAMPLE, MIMPROF, TempDirTest
+from tool_testlib import EXAMPLE, MIMPROF, TempDirTest, pprof_wire
 
 PYTHON = "/usr/bin/python3"
 PRELOAD = os.environ.get("MIMPROF_PRELOAD", "")
@@ -237,6 +237,26 @@ class RunUploads(PyroscopeTest):
         self.assertLess(abs(leaves[top] / held - 1), 4.5 * rel_sd(8192, 16384, self.ROUNDS),
                         (leaves[top], held))
         self.assertGreater(self.server.points("inuse_objects", sel)[-1][1], self.ROUNDS * 0.8)
+
+    def test_uploading_is_not_in_the_programs_profile(self):
+        # The agent fitted, gzipped and sent each report on threads the
+        # session sampled: at a 1 KiB interval every report showed
+        # mp_pyro_prepare, mp_pyro_gzip and libcurl's frames, uploaded to
+        # Pyroscope as the program's allocations.
+        out = os.path.join(self.tmp, "prof")
+        r = self.mimprof_run("--pyroscope", self.server.url, "--app", "clean", "--every", "100ms",
+                             "--interval", "1k", "-o", out, cmd=self.example(300, 2000))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(self.assert_uploaded_line(r.stderr, "clean"), 3)
+        files = sorted(glob.glob(os.path.join(out, "heap.*.pb.gz")))
+        self.assertGreaterEqual(len(files), 3, r.stderr)
+        for f in files:
+            with open(f, "rb") as fh:
+                funcs = pprof_wire.per_function(pprof_wire.decode_profile(fh.read()), "alloc_space")
+            self.assertIn("remember_session", funcs)
+            ours = [n for n in funcs if n.startswith(("mp_pyro_", "mpt_rt_pyro", "report_once"))
+                    or "libcurl" in n or n.startswith("curl_")]
+            self.assertEqual(ours, [], "the profiler's upload work in %s" % f)
 
     def test_files_too_with_output_and_push_protocol_with_tenant(self):
         self.server.control_post("/config", {"multitenancy": True})

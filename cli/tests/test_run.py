@@ -109,6 +109,27 @@ class Example(TempDirTest):
         self.assertFalse(glob.glob(os.path.join(out, ".*tmp")), "no temporary files left")
 
 
+class RuntimeAllocations(TempDirTest):
+    # The runtime's start-up work (opendir of the output and image
+    # directories, 32 KiB each) ran after the session had started, so a
+    # small interval sampled it into the program's profile as
+    # start_locked -> mpt_rt_first_free_seq -> opendir.
+    RUNTIME_FRAMES = ("mpt_rt_first_free_seq", "opendir", "__alloc_dir")
+
+    def test_start_up_work_is_not_in_the_programs_profile(self):
+        out = self.path("out")
+        r = mimprof("run", "--interval", "1k", "--every", "0", "--image-on-exit", "-o", out,
+                    "--", EXAMPLE, "--rounds", "50", "--sleep-us", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = reports(out, main_pid(r.stderr))
+        self.assertTrue(files, r.stderr)
+        for f in files:
+            funcs = pprof_wire.per_function(decode(f), "alloc_space")
+            self.assertIn("remember_session", funcs, "the program's own sites are sampled")
+            found = [n for n in funcs if n in self.RUNTIME_FRAMES]
+            self.assertEqual(found, [], "runtime frames in %s" % f)
+
+
 class ExitStatus(TempDirTest):
     def run_cmd(self, *cmd, **kw):
         return mimprof("run", "--every", "0", "-o", self.path("out"), "--", *cmd, **kw)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "ages.h"
 #include "pprof_reader.h"
 #include "profile.pb-c.h"
 #include "units.h"
@@ -199,7 +200,7 @@ Test(tool_reader, decodes_and_totals)
         FILE *devnull = fopen("/dev/null", "w");
         mpt_flame_opts fo;
         mpt_flame_opts_init(&fo);
-        cr_expect_eq(mpt_top_print(devnull, p, 1, 0, false), 0);
+        cr_expect_eq(mpt_top_print(devnull, p, 1, 0, false, true), 0);
         cr_expect_eq(mpt_flame_write(devnull, p, 1, &fo), 0);
         cr_expect_eq(mpt_diff_print(devnull, p, p, NULL, 0, true, err, sizeof err), 0);
         fclose(devnull);
@@ -275,4 +276,182 @@ Test(tool_reader, decompression_is_bounded)
     cr_expect_eq(mpt_profile_parse(gz, glen, &lim, &p, err, sizeof err), -1);
     cr_expect(strstr(err, "exceeds the limit") != NULL, "%s", err);
     free(gz);
+}
+
+/* ---- ages (ages.h): --older-than / --younger-than, top --age ---------- */
+
+Test(tool_ages, time_label_units)
+{
+    const int64_t s = 1000000000;
+    cr_expect_eq(mpt_time_label_ns(10, "seconds"), 10 * s);
+    cr_expect_eq(mpt_time_label_ns(10, "second"), 10 * s);
+    cr_expect_eq(mpt_time_label_ns(10, "s"), 10 * s);
+    cr_expect_eq(mpt_time_label_ns(3, "minutes"), 180 * s);
+    cr_expect_eq(mpt_time_label_ns(3, "m"), 180 * s);
+    cr_expect_eq(mpt_time_label_ns(2, "hours"), 7200 * s);
+    cr_expect_eq(mpt_time_label_ns(1, "days"), 86400 * s);
+    cr_expect_eq(mpt_time_label_ns(250, "ms"), s / 4);
+    cr_expect_eq(mpt_time_label_ns(250, "milliseconds"), s / 4);
+    cr_expect_eq(mpt_time_label_ns(7, "nanoseconds"), 7);
+    cr_expect_eq(mpt_time_label_ns(7, "bytes"), -1);
+    cr_expect_eq(mpt_time_label_ns(7, ""), -1);
+    cr_expect_eq(mpt_time_label_ns(7, "mss"), -1, "no plural of an abbreviation");
+    cr_expect_eq(mpt_time_label_ns(-1, "seconds"), -1);
+    cr_expect_eq(mpt_time_label_ns(INT64_MAX / 2, "days"), -1, "overflow");
+}
+
+Test(tool_ages, filters_and_parsing)
+{
+    mpt_limits lim;
+    mpt_limits_init(&lim);
+    cr_expect(mpt_age_passes(&lim, -1), "no filter: everything passes");
+    cr_expect(mpt_age_passes(&lim, 5));
+    int64_t ns;
+    cr_assert(mpt_parse_age("10m", &ns));
+    cr_expect_eq(ns, 600000000000);
+    cr_assert(mpt_parse_age("1.5s", &ns));
+    cr_expect_eq(ns, 1500000000);
+    cr_expect(!mpt_parse_age("ten minutes", &ns));
+    cr_expect(!mpt_parse_age("-1m", &ns));
+    lim.older_than_ns = 600000000000;
+    cr_expect(mpt_age_passes(&lim, 600000000000), "exactly D old is older than D");
+    cr_expect(!mpt_age_passes(&lim, 599999999999));
+    cr_expect(!mpt_age_passes(&lim, -1), "a filter drops samples without age");
+    lim.younger_than_ns = 3600000000000;
+    cr_expect(!mpt_age_passes(&lim, 3600000000000), "younger than D excludes D");
+    cr_expect(mpt_age_passes(&lim, 3599999999999));
+    lim.older_than_ns = -1;
+    cr_expect(mpt_age_passes(&lim, 0));
+    cr_expect(!mpt_age_passes(&lim, -1));
+}
+
+Test(tool_ages, formatting)
+{
+    char b[32];
+    const int64_t s = 1000000000;
+    mpt_format_age(b, sizeof b, -1);
+    cr_expect_str_eq(b, "-");
+    mpt_format_age(b, sizeof b, 0);
+    cr_expect_str_eq(b, "0s");
+    mpt_format_age(b, sizeof b, 3 * s + 5);
+    cr_expect_str_eq(b, "3s");
+    mpt_format_age(b, sizeof b, 600 * s);
+    cr_expect_str_eq(b, "10m");
+    mpt_format_age(b, sizeof b, 90 * s);
+    cr_expect_str_eq(b, "1m30s");
+    mpt_format_age(b, sizeof b, 5400 * s);
+    cr_expect_str_eq(b, "1h30m");
+    mpt_format_age(b, sizeof b, 3 * 86400 * s);
+    cr_expect_str_eq(b, "3d");
+}
+
+/* Sample 0 (leaf<-mid<-main, 1000) is 10 minutes old (label in seconds),
+ * sample 1 (mid<-mid<-main, 24) 2 minutes (label in minutes); a comment
+ * of mimprof's memory reconciliation and one that is not. */
+static void aged(PB *p)
+{
+    static char *strings[] = {"",
+                              "inuse_space",
+                              "bytes",
+                              "leaf",
+                              "mid",
+                              "main",
+                              "count",
+                              "age",
+                              "seconds",
+                              "minutes",
+                              "memory rss: 4096 bytes",
+                              "other comment"};
+    static Perftools__Profiles__Label l0, l1;
+    static Perftools__Profiles__Label *lp0 = &l0, *lp1 = &l1;
+    static int64_t comments[] = {10, 11};
+    perftools__profiles__label__init(&l0);
+    perftools__profiles__label__init(&l1);
+    l0.key = 7, l0.num = 600, l0.num_unit = 8;
+    l1.key = 7, l1.num = 2, l1.num_unit = 9;
+    p->sample[0]->n_label = 1, p->sample[0]->label = &lp0;
+    p->sample[1]->n_label = 1, p->sample[1]->label = &lp1;
+    p->n_string_table = 12, p->string_table = strings;
+    p->n_comment = 2, p->comment = comments;
+}
+
+static mpt_profile *parse_aged(int64_t older, int64_t younger)
+{
+    size_t len;
+    uint8_t *raw = build(&len, aged);
+    mpt_limits lim;
+    mpt_limits_init(&lim);
+    lim.older_than_ns = older;
+    lim.younger_than_ns = younger;
+    mpt_profile *p;
+    char err[256];
+    cr_assert_eq(mpt_profile_parse(raw, len, &lim, &p, err, sizeof err), 0, "%s", err);
+    free(raw);
+    return p;
+}
+
+Test(tool_ages, reader_reads_ages_and_filters_samples)
+{
+    const int64_t m = 60000000000;
+    mpt_profile *p = parse_aged(-1, -1);
+    cr_assert_eq(p->nsamples, 2);
+    cr_expect_eq(p->age_ns[0], 10 * m);
+    cr_expect_eq(p->age_ns[1], 2 * m, "a label in minutes");
+    cr_assert_eq(p->ncomments, 2);
+    cr_expect_str_eq(p->comments[0], "memory rss: 4096 bytes");
+    mpt_profile_free(p);
+
+    p = parse_aged(5 * m, -1); /* --older-than 5m */
+    cr_assert_eq(p->nsamples, 1);
+    cr_expect_eq(mpt_profile_total(p, 1), 1000);
+    mpt_profile_free(p);
+    p = parse_aged(-1, 5 * m); /* --younger-than 5m */
+    cr_assert_eq(p->nsamples, 1);
+    cr_expect_eq(mpt_profile_total(p, 1), 24);
+    mpt_profile_free(p);
+    p = parse_aged(2 * m, 10 * m); /* [2m, 10m) */
+    cr_expect_eq(mpt_profile_total(p, 1), 24);
+    mpt_profile_free(p);
+    p = parse_aged(60 * m, -1);
+    cr_expect_eq(p->nsamples, 0);
+    cr_expect_eq(mpt_profile_total(p, 1), 0);
+    mpt_profile_free(p);
+
+    /* An unlabelled profile has no ages; a filter then keeps nothing. */
+    size_t len;
+    uint8_t *raw = build(&len, NULL);
+    mpt_limits lim;
+    mpt_limits_init(&lim);
+    lim.younger_than_ns = 1000 * m;
+    char err[256];
+    cr_assert_eq(mpt_profile_parse(raw, len, &lim, &p, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(p->nsamples, 0);
+    mpt_profile_free(p);
+    free(raw);
+}
+
+Test(tool_ages, median_age_column_and_memory_head)
+{
+    const int64_t m = 60000000000;
+    mpt_profile *p = parse_aged(-1, -1);
+    int64_t *age;
+    cr_assert_eq(mpt_func_median_age(p, 1, &age), 0);
+    for (size_t i = 0; i < p->nnames; i++) {
+        if (strcmp(p->names[i], "leaf") == 0)
+            cr_expect_eq(age[i], 10 * m);
+        else /* mid and main hold 1000 B of 10m and 24 B of 2m: the median is 10m */
+            cr_expect_eq(age[i], 10 * m, "%s", p->names[i]);
+    }
+    free(age);
+    char *text = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&text, &n);
+    cr_assert_eq(mpt_top_print(out, p, 1, 0, false, true), 0);
+    fclose(out);
+    cr_expect(strncmp(text, "memory rss: 4096 bytes\n", 23) == 0, "%s", text);
+    cr_expect(strstr(text, "other comment") == NULL, "only the memory lines head the table");
+    cr_expect(strstr(text, "    age  function") != NULL, "%s", text);
+    cr_expect(strstr(text, "    10m  leaf") != NULL, "%s", text);
+    free(text);
+    mpt_profile_free(p);
 }

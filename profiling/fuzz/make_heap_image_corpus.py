@@ -49,7 +49,7 @@ def root(r, k):
     return bytes([ROOT, r, k])
 
 
-def valid(frames=(0x2000, 0x2010), weight=1.0, schema=1, nstacks=1, seg=(0x1000, 0x100000)):
+def valid(frames=(0x2000, 0x2010), weight=1.0, schema=2, nstacks=1, seg=(0x1000, 0x100000)):
     p = b""
     p += obj(STR, [small(5), small(1)])                                   # 0 version
     p += obj(WORDS, [small(schema), small(1), word(2000), word(1000), small(1), small(1),
@@ -63,7 +63,10 @@ def valid(frames=(0x2000, 0x2010), weight=1.0, schema=1, nstacks=1, seg=(0x1000,
     p += obj(MAPPING, [small(4), small(5), small(6), biased(0), small(3)])  # 7 mapping
     p += obj(REFS, [small(7)], n=1)                                       # 8 mappings
     p += obj(STACK, [zero(), zero()] + [biased(f) for f in frames], n=2 + len(frames))  # 9
-    p += obj(WORDS, [small(64), dbl(weight), small(1)], n=3)              # 10 one sample
+    sample = [small(64), dbl(weight), small(1)]        # size, weight, generation
+    if schema != 1:
+        sample.append(word(3 * 10 ** 9))               # schema 2: age at the snapshot (3 s)
+    p += obj(WORDS, sample, n=len(sample))                                # 10 one sample
     p += obj(LIVE, [small(9), small(10)])                                 # 11 its stack's samples
     p += obj(INTERVAL, [small(9), dbl(1.0), dbl(64.0), small(1)])         # 12 interval
     p += obj(REFS, [small(11)], n=1)                                      # 13 live
@@ -83,7 +86,8 @@ def main():
         "structured-deep": valid(frames=tuple(0x2000 + 16 * i for i in range(20))),
         "structured-outside": valid(frames=(0x2000, 0x200000)),
         "structured-bad-weight": valid(weight=-1.0),
-        "structured-schema-2": valid(schema=2),
+        "structured-schema-1": valid(schema=1),   # before ages: 3 words per sample
+        "structured-schema-3": valid(schema=3),   # a schema this reader does not know
         "structured-stacks-miscounted": valid(nstacks=3),
         "structured-empty-segment": valid(seg=(0x1000, 0x1000)),
     }

@@ -1,13 +1,13 @@
 /* Per-stack sums for one report. Keys are depot pointers (equal stacks are
- * one depot entry). Values are the estimator's unrounded sums: rounding
+ * one depot entry) and age buckets. Values are the estimator's unrounded sums: rounding
  * happens once, in the encoder. */
 #include <stdlib.h>
 
 #include "aggregate.h"
 
-static size_t slot_of(const mp_stack *s, size_t cap)
+static size_t slot_of(const mp_stack *s, unsigned bucket, size_t cap)
 {
-    uint64_t x = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ULL;
+    uint64_t x = ((uint64_t)(uintptr_t)s ^ bucket) * 0x9E3779B97F4A7C15ULL;
     return (size_t)(x >> 20) & (cap - 1);
 }
 
@@ -20,7 +20,7 @@ static bool grow(mp_agg *a)
     for (size_t i = 0; i < a->cap; i++) {
         if (a->e[i].stack == NULL)
             continue;
-        size_t k = slot_of(a->e[i].stack, ncap);
+        size_t k = slot_of(a->e[i].stack, a->e[i].bucket, ncap);
         while (n[k].stack != NULL)
             k = (k + 1) & (ncap - 1);
         n[k] = a->e[i];
@@ -31,18 +31,22 @@ static bool grow(mp_agg *a)
     return true;
 }
 
-bool mp_agg_add(mp_agg *a, const mp_stack *s, bool live, double objects, double bytes)
+bool mp_agg_add(mp_agg *a, const mp_stack *s, bool live, unsigned bucket, double objects,
+                double bytes)
 {
+    if (!live)
+        bucket = MP_AGE_NONE;
     if ((a->count + 1) * 2 > a->cap && !grow(a)) {
         a->oom = true;
         return false;
     }
-    size_t k = slot_of(s, a->cap);
-    while (a->e[k].stack != NULL && a->e[k].stack != s)
+    size_t k = slot_of(s, bucket, a->cap);
+    while (a->e[k].stack != NULL && (a->e[k].stack != s || a->e[k].bucket != bucket))
         k = (k + 1) & (a->cap - 1);
     mp_agg_entry *e = &a->e[k];
     if (e->stack == NULL) {
         e->stack = s;
+        e->bucket = bucket;
         a->count++;
     }
     if (live) {

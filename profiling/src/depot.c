@@ -32,6 +32,7 @@ typedef struct stripe {
 
 static stripe g_stripes[STRIPES];
 static _Atomic uint64_t g_count;
+static _Atomic uint64_t g_bytes; /* of the stacks held (the profiler's own memory, reconcile.c) */
 
 void mp_depot_init(void)
 {
@@ -106,6 +107,8 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
             s->buckets[k] = found;
             s->count++;
             atomic_fetch_add_explicit(&g_count, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&g_bytes, sizeof *found + depth * sizeof *pcs,
+                                      memory_order_relaxed);
         }
     }
     pthread_mutex_unlock(&s->lock);
@@ -145,6 +148,8 @@ void mp_depot_clear(void)
         pthread_mutex_unlock(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
+    atomic_store_explicit(&g_bytes, 0, memory_order_relaxed);
 }
 
 uint64_t mp_depot_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }
+uint64_t mp_depot_bytes(void) { return atomic_load_explicit(&g_bytes, memory_order_relaxed); }

@@ -136,6 +136,7 @@ typedef struct snap {
     size_t nlive;
     mp_prof_stats counters;
     uint64_t snapshot_wall, interval_start_wall;
+    uint64_t snapshot_mono; /* mp_now_nanos() of the instant: the ages' reference */
 } snap;
 
 static void on_peek(void *ctx, const mp_stack *stack, double objects, double bytes,
@@ -324,6 +325,7 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
         w[0] = l->size;
         w[1] = dbits(l->weight);
         w[2] = l->gen;
+        w[3] = sn->snapshot_mono > l->born ? sn->snapshot_mono - l->born : 0;
     }
     pmap_free(&group_of);
     free(count);
@@ -511,6 +513,7 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
     uint64_t q0 = mp_now_nanos();
     mp_rw_wrlock(&g_rec.rw);
     sn.snapshot_wall = mp_wall_nanos();
+    sn.snapshot_mono = mp_now_nanos();
     mp_prof_diagnostics(&sn.counters);
     mp_rec_peek(on_peek, &sn);
     bool marked = !sn.oom && mp_live_snap_begin(p->gen);

@@ -46,7 +46,10 @@ typedef struct mp_himg_sample {
     uint64_t size;
     double weight;
     uint64_t gen;
+    uint64_t age_ns; /* age at the snapshot; MP_HIMG_AGE_UNKNOWN in schema 1 images */
 } mp_himg_sample;
+
+#define MP_HIMG_AGE_UNKNOWN UINT64_MAX
 
 typedef struct mp_himg_interval {
     uint32_t stack;

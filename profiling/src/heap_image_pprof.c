@@ -20,9 +20,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "age.h"
 #include "heap_image.h"
 #include "report/maps.h"
 #include "report/report_internal.h"
+
+/* The age bucket of an image's sample; MP_AGE_BUCKETS when its age is
+ * unknown (schema 1 images). */
+static unsigned sample_bucket(const mp_himg_sample *l)
+{
+    return l->age_ns == MP_HIMG_AGE_UNKNOWN ? MP_AGE_BUCKETS : mp_age_bucket(l->age_ns);
+}
 
 /* ------------------------------------------------------------ locating */
 
@@ -189,10 +197,14 @@ mp_prof_status mp_himg_pprof(const mp_himg *img, const mp_himg_pprof_opts *opts,
     mp_himg_where *where = calloc(img->nmaps ? img->nmaps : 1, sizeof *where);
     char **why = calloc(img->nmaps ? img->nmaps : 1, sizeof *why);
     bool *used = calloc(img->nmaps ? img->nmaps : 1, sizeof *used);
-    double *acc = calloc(img->nstacks ? 2 * img->nstacks : 1, sizeof *acc);
-    size_t *nacc = calloc(img->nstacks ? img->nstacks : 1, sizeof *nacc);
+    /* Live sums per (stack, age bucket): mask[k] has bit b set when stack
+     * k has samples of bucket b (bit MP_AGE_BUCKETS: age unknown); the
+     * stack's sums start at acc[2 * first[k]], one pair per set bit. */
+    uint32_t *mask = calloc(img->nstacks ? img->nstacks : 1, sizeof *mask);
+    size_t *first = calloc(img->nstacks ? img->nstacks : 1, sizeof *first);
+    double *acc = NULL;
     mp_report_builder *b = NULL;
-    if (where == NULL || why == NULL || used == NULL || acc == NULL || nacc == NULL)
+    if (where == NULL || why == NULL || used == NULL || mask == NULL || first == NULL)
         goto done;
 
     for (size_t i = 0; i < img->nmaps; i++) {
@@ -256,20 +268,37 @@ mp_prof_status mp_himg_pprof(const mp_himg *img, const mp_himg_pprof_opts *opts,
         if ((st = mp_report_add(b, s->pcs, s->depth, s->truncated, v, true)) != MP_PROF_OK)
             goto done;
     }
-    /* Live values summed per stack in live-table order, as report() does. */
+    /* Live values summed per (stack, age bucket) in live-table order, as
+     * report() does; ages are the samples' at the snapshot. */
+    for (size_t i = 0; i < img->nlive; i++)
+        mask[img->live[i].stack] |= 1u << sample_bucket(&img->live[i]);
+    size_t pairs = 0;
+    for (size_t k = 0; k < img->nstacks; k++) {
+        first[k] = pairs;
+        pairs += (size_t)__builtin_popcount(mask[k]);
+    }
+    if ((acc = calloc(pairs ? 2 * pairs : 1, sizeof *acc)) == NULL)
+        goto done;
     for (size_t i = 0; i < img->nlive; i++) {
         const mp_himg_sample *l = &img->live[i];
-        acc[2 * l->stack] += l->weight;
-        acc[2 * l->stack + 1] += l->weight * (double)l->size;
-        nacc[l->stack]++;
+        unsigned bk = sample_bucket(l);
+        size_t at = first[l->stack] + (size_t)__builtin_popcount(mask[l->stack] & ((1u << bk) - 1));
+        acc[2 * at] += l->weight;
+        acc[2 * at + 1] += l->weight * (double)l->size;
     }
     for (size_t k = 0; k < img->nstacks; k++) {
-        if (nacc[k] == 0)
-            continue;
         const mp_himg_stack *s = &img->stacks[k];
-        double v[MP_VAL_COUNT] = {0, 0, acc[2 * k], acc[2 * k + 1]};
-        if ((st = mp_report_add(b, s->pcs, s->depth, s->truncated, v, false)) != MP_PROF_OK)
-            goto done;
+        size_t at = first[k];
+        for (unsigned bk = 0; bk <= MP_AGE_BUCKETS; bk++) {
+            if (!(mask[k] & 1u << bk))
+                continue;
+            double v[MP_VAL_COUNT] = {0, 0, acc[2 * at], acc[2 * at + 1]};
+            at++;
+            st = mp_report_add_aged(b, s->pcs, s->depth, s->truncated, v, false,
+                                    bk == MP_AGE_BUCKETS ? MP_AGE_NONE : bk);
+            if (st != MP_PROF_OK)
+                goto done;
+        }
     }
     st = mp_report_finish(b, out, len);
     b = NULL;
@@ -281,7 +310,8 @@ done:
     free(where);
     free(used);
     free(acc);
-    free(nacc);
+    free(mask);
+    free(first);
     mp_report_cache_free(c);
     return st;
 }

@@ -387,6 +387,8 @@ static bool read_samples(rd *r)
     if (!root_refs(r, MP_HIMG_ROOT_LIVE, &v, &n))
         return false;
     uint64_t want = img->meta[MP_HIMG_META_NLIVE];
+    size_t per = img->meta[MP_HIMG_META_SCHEMA] == MP_HIMG_SCHEMA_V1 ? MP_HIMG_SAMPLE_WORDS_V1
+                                                                     : MP_HIMG_SAMPLE_WORDS;
     size_t cap = 0;
     for (size_t i = 0; i < n; i++) {
         const mp_img_word *g = (const mp_img_word *)v[i];
@@ -397,19 +399,19 @@ static bool read_samples(rd *r)
             return false;
         size_t nw;
         const mp_img_word *w = words_of(r, (const void *)g[1], &nw);
-        if (w == NULL || nw == 0 || nw % MP_HIMG_SAMPLE_WORDS != 0)
+        if (w == NULL || nw == 0 || nw % per != 0)
             return fail(r->err, r->errlen,
                         "live entry %zu: samples are not size, weight, "
-                        "generation triples",
-                        i),
+                        "generation%s tuples",
+                        i, per == MP_HIMG_SAMPLE_WORDS ? ", age" : ""),
                    false;
-        if (nw / MP_HIMG_SAMPLE_WORDS > want - img->nlive)
+        if (nw / per > want - img->nlive)
             return fail(r->err, r->errlen, "more live samples than the %llu the image declares",
                         (unsigned long long)want),
                    false;
-        if (img->nlive + nw / MP_HIMG_SAMPLE_WORDS > cap) {
+        if (img->nlive + nw / per > cap) {
             size_t nc = cap ? cap : 1024;
-            while (nc < img->nlive + nw / MP_HIMG_SAMPLE_WORDS)
+            while (nc < img->nlive + nw / per)
                 nc *= 2;
             mp_himg_sample *l = realloc(img->live, nc * sizeof *l);
             if (l == NULL)
@@ -417,12 +419,15 @@ static bool read_samples(rd *r)
             img->live = l;
             cap = nc;
         }
-        for (size_t k = 0; k < nw; k += MP_HIMG_SAMPLE_WORDS) {
+        for (size_t k = 0; k < nw; k += per) {
             mp_himg_sample *o = &img->live[img->nlive];
             o->stack = stack;
             o->size = w[k];
             o->weight = dval(w[k + 1]);
             o->gen = w[k + 2];
+            o->age_ns = per == MP_HIMG_SAMPLE_WORDS ? w[k + 3] : MP_HIMG_AGE_UNKNOWN;
+            if (o->age_ns == MP_HIMG_AGE_UNKNOWN && per == MP_HIMG_SAMPLE_WORDS)
+                o->age_ns--; /* the largest age, not "unknown" */
             if (!isfinite(o->weight) || o->weight < 0)
                 return fail(r->err, r->errlen, "live entry %zu: weight %g", i, o->weight), false;
             img->nlive++;
@@ -469,9 +474,12 @@ static bool read_config(rd *r)
     if (!root_words(r, MP_HIMG_ROOT_META, MP_HIMG_META_COUNT, &m))
         return false;
     memcpy(img->meta, m, sizeof img->meta);
-    if (img->meta[MP_HIMG_META_SCHEMA] != MP_HIMG_SCHEMA)
-        return fail(r->err, r->errlen, "heap image schema %llu; this reader knows schema %u",
-                    (unsigned long long)img->meta[MP_HIMG_META_SCHEMA], MP_HIMG_SCHEMA),
+    if (img->meta[MP_HIMG_META_SCHEMA] != MP_HIMG_SCHEMA &&
+        img->meta[MP_HIMG_META_SCHEMA] != MP_HIMG_SCHEMA_V1)
+        return fail(r->err, r->errlen,
+                    "heap image schema %llu; this reader knows schemas %u and %u",
+                    (unsigned long long)img->meta[MP_HIMG_META_SCHEMA], MP_HIMG_SCHEMA_V1,
+                    MP_HIMG_SCHEMA),
                false;
     if (!root_words(r, MP_HIMG_ROOT_CONFIG, MP_HIMG_CFG_COUNT, &c) ||
         !root_words(r, MP_HIMG_ROOT_COUNTERS, MP_HIMG_CTR_COUNT, &k))

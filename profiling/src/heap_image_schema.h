@@ -13,7 +13,7 @@
  * | 2 | `mimprof.refs` | `*: word ref` | count, objects |
  * | 3 | `mimprof.mapping` | `ref ref ref word word` | path (str), build-id (str, lower-case hex, "" if none), segments (words: start, limit, file offset per segment), load bias, flags (MP_HIMG_MAP_*) |
  * | 4 | `mimprof.stack` | `*: word word ref foreign` | count, flags (MP_HIMG_STACK_*), raw (words or nil), then one `code` foreign unit per frame, innermost first |
- * | 5 | `mimprof.live` | `ref ref` | the live samples of one stack: stack, samples (words per sample, in live-table order: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation) |
+ * | 5 | `mimprof.live` | `ref ref` | the live samples of one stack: stack, samples (words per sample, in live-table order: requested size, weight as IEEE-754 double bits (the objects it stands for), session generation, age in nanoseconds at the snapshot (schema 2; schema 1 has the first three words only)) |
  * | 6 | `mimprof.interval` | `ref word word word` | allocations since the last report, per stack: stack, objects (double bits), bytes (double bits), records |
  *
  * Frames are return addresses named `code(build-id, path, offset)` by the
@@ -52,7 +52,10 @@
 #include <mimprof/image.h>
 #include <mimprof/profiling.h>
 
-#define MP_HIMG_SCHEMA 1u
+/* 2: live samples gained their age at the snapshot (a fourth word).
+ * Readers read schema 1 too (ages unknown: no age labels). */
+#define MP_HIMG_SCHEMA    2u
+#define MP_HIMG_SCHEMA_V1 1u
 
 enum mp_himg_type_index {
     MP_HIMG_T_STR = 0,
@@ -145,7 +148,8 @@ enum {
 enum {
     MP_HIMG_MAPPING_UNITS = 5,
     MP_HIMG_LIVE_UNITS = 2,
-    MP_HIMG_SAMPLE_WORDS = 3, /* words per live sample */
+    MP_HIMG_SAMPLE_WORDS = 4,    /* words per live sample */
+    MP_HIMG_SAMPLE_WORDS_V1 = 3, /* words per live sample of schema 1 */
     MP_HIMG_INTERVAL_UNITS = 4,
     MP_HIMG_STACK_HEAD = 3
 };

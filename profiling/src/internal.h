@@ -9,6 +9,9 @@
  *   session.c   the process recorder: start / report / stop, fork,
  *               diagnostics
  *   aggregate.c per-stack sums for one report
+ *   age.c       age buckets of live samples (the `age` label)
+ *   reconcile.c a report's memory reconciliation with RSS (its comments),
+ *               the allocator statistics hook
  *   unwind_nofd.c  libunwind's memory validation without a descriptor
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
@@ -67,18 +70,23 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
 /* Frees every stack. Caller holds g_rec.rw exclusive. */
 void mp_depot_clear(void);
 uint64_t mp_depot_count(void);
+/* Bytes of the stacks held (their allocations). */
+uint64_t mp_depot_bytes(void);
 
 /* ------------------------------------------------------------ live table */
 
 void mp_live_init(void);
-/* Inserts (or replaces) the entry of `p`. False when the table is full. */
-bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen);
+/* Inserts (or replaces) the entry of `p`, sampled at mp_now_nanos() `born`.
+ * False when the table is full. */
+bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen,
+                    uint64_t born);
 /* Removes the entry of `p` if any (and if `id` is 0 or equals its id). */
 void mp_live_remove(uintptr_t p, uint64_t id);
 /* The id of the entry of `p`, 0 if none. */
 uint64_t mp_live_id(uintptr_t p);
 /* Calls fn for every entry of generation `gen`, one stripe locked at a time. */
-typedef void (*mp_live_visit_fn)(void *ctx, const mp_stack *stack, uint64_t size, double weight);
+typedef void (*mp_live_visit_fn)(void *ctx, const mp_stack *stack, uint64_t size, double weight,
+                                 uint64_t born);
 void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx);
 /* Empties the table and the filter. Caller holds g_rec.rw exclusive. */
 void mp_live_clear(void);
@@ -89,6 +97,7 @@ typedef struct mp_live_sample {
     uint64_t size;
     double weight;
     uint64_t gen;
+    uint64_t born; /* mp_now_nanos() when sampled */
 } mp_live_sample;
 /* Snapshot of the entries of generation `gen` as they are now, without
  * holding the table still while it is copied (see live.c). Begin: the
@@ -101,6 +110,8 @@ bool mp_live_snap_begin(uint64_t gen);
 size_t mp_live_snap_collect(mp_live_sample **out, uint64_t *max_copy_ns);
 void mp_live_set_limit(size_t max_entries);
 uint64_t mp_live_count(void);
+/* Bytes the table holds (slots and filter counts), one stripe locked at a time. */
+uint64_t mp_live_bytes(void);
 
 /* ------------------------------------------------------------- recorder */
 

@@ -1,4 +1,5 @@
-/* The live table: sampled pointer -> (stack, size, weight, generation, id),
+/* The live table: sampled pointer -> (stack, size, weight, generation, id,
+ * allocation time),
  * and the free-path filter that keeps unsampled frees away from it.
  *
  * Layout. mp_prof_hook_filter_slot(p) (<mimprof/sampling.h>) is the
@@ -36,6 +37,7 @@ typedef struct entry {
     double weight;
     uint64_t gen;
     uint64_t id;
+    uint64_t born; /* mp_now_nanos() when sampled (the ages of a report, age.c) */
 } entry;
 
 typedef struct stripe {
@@ -79,6 +81,18 @@ void mp_live_set_limit(size_t max_entries)
 }
 
 uint64_t mp_live_count(void) { return atomic_load_explicit(&g_count, memory_order_relaxed); }
+
+uint64_t mp_live_bytes(void)
+{
+    uint64_t n = 0;
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        n += s->cap * sizeof *s->slots + (s->counts != NULL ? SLOTS_PER_STRIPE : 0);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return n;
+}
 
 static inline uint32_t filter_slot(uintptr_t p) { return mp_prof_hook_filter_slot((void *)p); }
 
@@ -180,7 +194,7 @@ static void snap_copy(stripe *s)
     for (size_t i = 0; i < s->cap && n < s->snap_room; i++) {
         const entry *e = &s->slots[i];
         if (e->ptr != 0 && e->gen == g_snap.gen)
-            out[n++] = (mp_live_sample){e->stack, e->size, e->weight, e->gen};
+            out[n++] = (mp_live_sample){e->stack, e->size, e->weight, e->gen, e->born};
     }
     s->snap_n = n;
     s->snap_pending = false;
@@ -191,7 +205,8 @@ static void snap_copy(stripe *s)
         ;
 }
 
-bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen)
+bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen,
+                    uint64_t born)
 {
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
@@ -202,7 +217,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         snap_copy(s);
     size_t i = find(s, p);
     if (i != s->cap) { /* a stale entry (a free we could not see): replace it */
-        s->slots[i] = (entry){p, stack, size, weight, gen, id};
+        s->slots[i] = (entry){p, stack, size, weight, gen, id, born};
         pthread_mutex_unlock(&s->lock);
         return true;
     }
@@ -222,7 +237,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     size_t k = home(p, s->cap);
     while (s->slots[k].ptr != 0)
         k = (k + 1) & (s->cap - 1);
-    s->slots[k] = (entry){p, stack, size, weight, gen, id};
+    s->slots[k] = (entry){p, stack, size, weight, gen, id, born};
     s->count++;
     uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
     if (*c < 255)
@@ -270,7 +285,7 @@ void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
         pthread_mutex_lock(&s->lock);
         for (size_t i = 0; i < s->cap; i++)
             if (s->slots[i].ptr != 0 && s->slots[i].gen == gen)
-                fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight);
+                fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight, s->slots[i].born);
         pthread_mutex_unlock(&s->lock);
     }
 }

@@ -55,10 +55,24 @@ mp_report_builder *mp_report_begin(mp_report_cache *cache, const mp_report_optio
  * says the stack was cut at max_stack_depth (the builder marks it).
  * `values` are unrounded estimator sums (MP_VAL_*). `interval` marks an
  * allocation (interval) sample: it carries the label __delta__="false";
- * a live sample carries no label. Samples with equal stacks and equal
- * `interval` may be added more than once; the builder sums them. */
+ * a live sample added here carries no label (mp_report_add_aged gives it
+ * its age). Samples with equal stacks and equal `interval` may be added
+ * more than once; the builder sums them. */
 mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
                              bool truncated, const double values[MP_VAL_COUNT], bool interval);
+
+/* Like mp_report_add, for a live sample (interval false) whose objects
+ * are of age bucket `age_bucket` (age.h): the sample carries the numeric
+ * label `age` (the bucket's lower bound, unit "seconds"). MP_AGE_NONE
+ * adds no label (mp_report_add). Samples are summed per (stack,
+ * interval, age bucket). */
+mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
+                                  bool truncated, const double values[MP_VAL_COUNT], bool interval,
+                                  unsigned age_bucket);
+
+/* Appends a comment (copied) to the profile's comments, in call order
+ * (go tool pprof -comments shows them). */
+mp_prof_status mp_report_comment(mp_report_builder *b, const char *text);
 
 /* Encodes the profile (values rounded once, here) into a malloc()ed buffer
  * the caller frees with free(); frees the builder in every case. */

@@ -112,6 +112,20 @@ HOOK void mp_guard_exit(void)
     ts.guard--;
 }
 
+/* Parks this thread's countdown for good: it never reaches zero again
+ * (2^63 bytes away), so no allocation of the thread is sampled or
+ * consumes an interval, in this session or a later one (a new session
+ * re-arms a thread only when its countdown expires). Frees are not
+ * guarded and take the free path as before. Inside a guard, the
+ * countdown the guard will restore is the one parked. */
+void mp_prof_thread_exclude(void)
+{
+    if (ts.guard != 0)
+        ts.saved_countdown = INT64_MAX;
+    else
+        mp_prof_hook_countdown = INT64_MAX;
+}
+
 /* -------------------------------------------------------------------- RNG */
 
 static HOOK uint64_t splitmix64(uint64_t *state)
@@ -316,7 +330,9 @@ static HOOK __attribute__((noinline)) void record(void *p, size_t size)
         MP_COUNT(dropped_registration, 1); /* no memory for the stack */
         goto out;
     }
-    if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen))
+    /* The one clock read of a sample (its age in reports); never on the
+     * unsampled path. */
+    if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen, mp_now_nanos()))
         MP_COUNT(dropped_live_table_full, 1);
     if (!t->registered && !mp_rec_register(t)) {
         MP_COUNT(dropped_registration, 1);

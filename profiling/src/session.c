@@ -20,8 +20,10 @@
 
 #include <mimprof/sampling.h>
 
+#include "age.h"
 #include "aggregate.h"
 #include "internal.h"
+#include "reconcile.h"
 #include "report_builder.h"
 #include "self_frames.h"
 #include "session.h"
@@ -218,6 +220,7 @@ void mp_profiler_free(mp_profiler *p)
 struct report_ctx {
     mp_agg agg;
     uint64_t records;
+    uint64_t now; /* mp_now_nanos() of the report: the instant ages are measured at */
 };
 
 static void on_record(void *ctx, const mp_stack *stack, double objects, double bytes,
@@ -225,13 +228,14 @@ static void on_record(void *ctx, const mp_stack *stack, double objects, double b
 {
     struct report_ctx *rc = ctx;
     rc->records += records;
-    mp_agg_add(&rc->agg, stack, false, objects, bytes);
+    mp_agg_add(&rc->agg, stack, false, MP_AGE_NONE, objects, bytes);
 }
 
-static void on_live(void *ctx, const mp_stack *s, uint64_t size, double weight)
+static void on_live(void *ctx, const mp_stack *s, uint64_t size, double weight, uint64_t born)
 {
     struct report_ctx *rc = ctx;
-    mp_agg_add(&rc->agg, s, true, weight, weight * (double)size);
+    uint64_t age = rc->now > born ? rc->now - born : 0;
+    mp_agg_add(&rc->agg, s, true, mp_age_bucket(age), weight, weight * (double)size);
 }
 
 static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now_wall,
@@ -248,6 +252,17 @@ static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now
     mp_report_builder *b = mp_report_begin(p->cache, &opt);
     if (b == NULL)
         return MP_PROF_E_NOMEM;
+    double live_bytes = 0;
+    for (size_t i = 0; i < rc->agg.cap; i++)
+        if (rc->agg.e[i].stack != NULL)
+            live_bytes += rc->agg.e[i].v[MP_VAL_INUSE_SPACE];
+    mp_reconcile memory;
+    mp_reconcile_gather(p, live_bytes, &memory);
+    mp_prof_status cst = mp_reconcile_comment(b, &memory, p->stats_name);
+    if (cst != MP_PROF_OK) {
+        mp_report_abort(b);
+        return cst;
+    }
     for (size_t i = 0; i < rc->agg.cap; i++) {
         const mp_agg_entry *e = &rc->agg.e[i];
         if (e->stack == NULL)
@@ -260,8 +275,8 @@ static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now
         }
         if (st == MP_PROF_OK && e->n_live != 0) {
             double v[MP_VAL_COUNT] = {0, 0, e->v[MP_VAL_INUSE_OBJECTS], e->v[MP_VAL_INUSE_SPACE]};
-            st = mp_report_add(b, e->stack->pcs, e->stack->depth, e->stack->truncated != 0, v,
-                               false);
+            st = mp_report_add_aged(b, e->stack->pcs, e->stack->depth, e->stack->truncated != 0, v,
+                                    false, e->bucket);
         }
         if (st != MP_PROF_OK) {
             mp_report_abort(b);
@@ -284,7 +299,7 @@ mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len)
     }
     uint64_t t0 = mp_now_nanos();
     uint64_t now_wall = mp_wall_nanos();
-    struct report_ctx rc = {{0}, 0};
+    struct report_ctx rc = {{0}, 0, t0};
     mp_rec_drain(p->cfg.report_max_records, on_record, &rc);
     mp_live_visit(p->gen, on_live, &rc);
     if (rc.agg.oom)

@@ -16,6 +16,11 @@ struct mp_profiler {
     mp_prof_config cfg;
     mp_report_cache *cache;       /* under g_rec.session; created by the first report or image */
     uint64_t interval_start_wall; /* start of the interval the next report covers */
+    /* The allocator statistics hook (mp_profiler_set_allocator_stats),
+     * under g_rec.session. */
+    mp_prof_allocator_stats_fn stats_fn;
+    void *stats_ctx;
+    char stats_name[32];
 };
 
 /* True when `p` owns the running session. Caller holds g_rec.session. */

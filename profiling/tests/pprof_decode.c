@@ -130,6 +130,8 @@ static bool label(rd s, tp_label *l)
             l->str = (int64_t)varint(&s);
         else if (f == 3 && wt == 0)
             l->num = (int64_t)varint(&s);
+        else if (f == 4 && wt == 0)
+            l->num_unit = (int64_t)varint(&s);
         else
             skip(&s, wt);
     }
@@ -261,6 +263,8 @@ bool tp_decode(const uint8_t *buf, size_t len, tp_profile *out)
                 ok = value_type(s, &out->period_type);
                 break;
             }
+        } else if (f == 13 && (wt == 0 || wt == 2)) { /* comment: repeated int64 */
+            ok = repeated_varint(&r, wt, &out->comments, &out->ncomments);
         } else if (wt == 0 && (f == 9 || f == 10 || f == 12)) {
             int64_t v = (int64_t)varint(&r);
             if (f == 9)
@@ -294,6 +298,7 @@ void tp_free(tp_profile *p)
     free(p->locations);
     free(p->mappings);
     free(p->strings);
+    free(p->comments);
     memset(p, 0, sizeof *p);
 }
 
@@ -344,4 +349,16 @@ uint64_t tp_leaf_address(const tp_profile *p, const tp_sample *s)
         return 0;
     const tp_location *l = tp_location_by_id(p, s->location_ids[0]);
     return l ? l->address : 0;
+}
+
+bool tp_label_num(const tp_profile *p, const tp_sample *s, const char *key, int64_t *num,
+                  const char **unit)
+{
+    for (size_t i = 0; i < s->nlabels; i++)
+        if (strcmp(tp_str(p, s->labels[i].key), key) == 0 && s->labels[i].str == 0) {
+            *num = s->labels[i].num;
+            *unit = tp_str(p, s->labels[i].num_unit);
+            return true;
+        }
+    return false;
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 typedef struct tp_label {
-    int64_t key, str, num;
+    int64_t key, str, num, num_unit;
 } tp_label;
 
 typedef struct tp_sample {
@@ -49,6 +49,8 @@ typedef struct tp_profile {
     size_t nstrings;
     tp_value_type period_type;
     int64_t period, time_nanos, duration_nanos;
+    uint64_t *comments; /* string indices */
+    size_t ncomments;
 } tp_profile;
 
 /* Decodes `len` bytes; false (and *out emptied) on malformed input. */
@@ -63,6 +65,9 @@ int tp_type_index(const tp_profile *p, const char *type);
 const tp_location *tp_location_by_id(const tp_profile *p, uint64_t id);
 /* The value of the string label `key` of sample s, NULL if it has none. */
 const char *tp_label_str(const tp_profile *p, const tp_sample *s, const char *key);
+/* The numeric label `key` of sample s: its value and unit; false if none. */
+bool tp_label_num(const tp_profile *p, const tp_sample *s, const char *key, int64_t *num,
+                  const char **unit);
 /* Sum of value `type` over every sample. */
 int64_t tp_total(const tp_profile *p, const char *type);
 /* Address of the innermost frame of s (0 if it has no location). */

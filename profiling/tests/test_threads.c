@@ -5,6 +5,7 @@
 
 #include <mimprof/sys.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -317,4 +318,50 @@ Test(threads, sessions_restart_under_running_threads, .timeout = 120)
     mp_prof_stats s = stats();
     cr_assert_eq(s.samples_taken, s.samples_reported + s.dropped_registration + s.dropped_teardown +
                                       s.dropped_overflow_full + s.records_discarded);
+}
+
+/* mp_prof_thread_exclude: an excluded thread's allocations are never
+ * sampled, in this session and the next (the thread outlives the first);
+ * a sampled block it frees still leaves the live set. Interval 1: every
+ * allocation of an ordinary thread is a hit. */
+static sem_t go_excluded, done_excluded;
+static void *volatile excluded_frees;
+
+static void *excluded(void *arg)
+{
+    (void)arg;
+    mp_prof_thread_exclude();
+    for (int round = 0; round < 2; round++) {
+        sem_wait(&go_excluded);
+        for (int i = 0; i < 1000; i++)
+            tmi_dealloc(tmi_alloc(256, 8), 256, 8);
+        tmi_dealloc(excluded_frees, 4096, 8); /* sampled on the main thread */
+        sem_post(&done_excluded);
+    }
+    return NULL;
+}
+
+Test(threads, excluded_thread_is_never_sampled_and_its_frees_count, .timeout = 60)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    sem_init(&go_excluded, 0, 0);
+    sem_init(&done_excluded, 0, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, excluded, NULL), 0);
+    for (int round = 0; round < 2; round++) {
+        mp_prof_config c = test_config(1, 3 + (uint64_t)round);
+        mp_profiler *p = test_start(&c);
+        excluded_frees = tmi_alloc(4096, 8);
+        cr_assert_not_null(excluded_frees);
+        mp_prof_stats s = stats();
+        uint64_t taken = s.samples_taken;
+        cr_assert_eq(s.live_samples, 1, "the main thread's block is sampled");
+        sem_post(&go_excluded);
+        sem_wait(&done_excluded);
+        s = stats();
+        cr_expect_eq(s.samples_taken, taken, "no hit on the excluded thread (session %d)", round);
+        cr_expect_eq(s.live_samples, 0, "its free of a sampled block is tracked");
+        mp_profiler_free(p);
+    }
+    pthread_join(t, NULL);
 }

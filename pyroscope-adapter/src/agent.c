@@ -1,10 +1,10 @@
-/* The agent's life cycle and public functions (see agent_int.h for its
+/* The agent's life cycle and public functions (see agent_internal.h for its
  * threads and invariants). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_int.h"
+#include "agent_internal.h"
 #include "request.h"
 
 static void agent_destroy(mp_pyro_agent *a)

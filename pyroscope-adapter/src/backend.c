@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend_int.h"
+#include "backend_internal.h"
 
 mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state,
                                    mp_pyro_backend **out)

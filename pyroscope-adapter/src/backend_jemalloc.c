@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend_int.h"
+#include "backend_internal.h"
 
 #ifdef MP_PYRO_NO_JEMALLOC_BACKEND
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_int.h"
+#include "backend_internal.h"
 
 #include <mimprof/profiling.h>
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 #include "labels.h"
 #include "url.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 #include "labels.h"
 
 static const char *env(const char *name)

@@ -1,4 +1,4 @@
-/* Shaping a pprof for Pyroscope: no `__delta__` sample label, samples
+/* Shaping a pprof for Pyroscope: no `__delta__` or `age` sample label, samples
  * merged by stack, parts within the server's limits (see fit.h). */
 #define _GNU_SOURCE
 #include "fit.h"
@@ -128,7 +128,7 @@ static size_t sample_cost(fitter *f, const Sample *s, size_t part, bool commit)
     return cost;
 }
 
-/* --- removing __delta__ and merging samples by stack ---------------------- */
+/* --- removing __delta__ and age, merging samples by stack ------------------ */
 
 static bool same_key(const Sample *a, const Sample *b)
 {
@@ -157,11 +157,18 @@ static uint64_t key_hash(const Sample *s)
     return h;
 }
 
-/* Removes the `__delta__` labels of every sample (freeing them). */
-static void strip_delta(Profile *p)
+/* The sample labels that never go up (fit.h says why): mimprof's
+ * `__delta__`, and its `age` (the age bucket of in-use samples). */
+static bool stripped_key(const char *key)
+{
+    return strcmp(key, "__delta__") == 0 || strcmp(key, "age") == 0;
+}
+
+/* Removes the stripped labels of every sample (freeing them). */
+static void strip_labels(Profile *p)
 {
     for (size_t si = 0; si < p->n_string_table; si++) {
-        if (strcmp(p->string_table[si], "__delta__") != 0)
+        if (!stripped_key(p->string_table[si]))
             continue;
         for (size_t i = 0; i < p->n_sample; i++) {
             Sample *s = p->sample[i];
@@ -333,7 +340,7 @@ mp_pyro_status mp_pyro_fit(const uint8_t *in, size_t len, size_t max_samples, si
     size_t nkeep = 0, nparts = 0;
     if (!keep || !part_of)
         goto out;
-    strip_delta(p);
+    strip_labels(p);
     if (merge_samples(p, keep, &nkeep) != 0 ||
         table_init(&f.locs, p->n_location, location_id, location_size, p->location) != 0 ||
         table_init(&f.funcs, p->n_function, function_id, function_size, p->function) != 0 ||

@@ -7,6 +7,13 @@
  *    sample label made 1.13/1.14 split the profile by labels and lose
  *    every labelled sample whose stack had no unlabelled twin (a stack
  *    whose objects were all freed by report time).
+ *  - mimprof's numeric `age` label (one in-use sample per stack and age
+ *    bucket) is removed too and the buckets merged back into one sample
+ *    per stack: Pyroscope keeps no numeric sample label that a query
+ *    could filter by, so the buckets would only multiply the samples
+ *    counted against the server's per-profile limits (up to 16 per
+ *    stack) for nothing; ages stay in the files, heap images and
+ *    `mimprof top` (README, "Ages and Pyroscope").
  *  - The result is cut into parts that each hold at most `max_samples`
  *    samples and at most `max_bytes` bytes encoded: every sample goes to
  *    exactly one part with the locations, functions and mappings it

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 #include "request.h"
 
 typedef struct mp_pyro_http mp_pyro_http;

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 
 #define MP_PYRO_MAX_NAME_LEN  1024 /* label name, and our bound on the application name */
 #define MP_PYRO_MAX_VALUE_LEN 2048 /* label value */

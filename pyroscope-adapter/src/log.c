@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 
 static const char *level_name(mp_pyro_log_level l)
 {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 
 #define MP_PYRO_SALT_LEN 16
 

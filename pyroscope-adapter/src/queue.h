@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 
 /* One profile on its way: gzipped pprof and its window. */
 typedef struct mp_pyro_item {

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_int.h"
+#include <mimprof/profiling.h>
+
+#include "agent_internal.h"
 #include "upload.h"
 
 /* Puts a gzipped profile in the queue (dropping or spooling the oldest
@@ -95,6 +97,7 @@ static void take_report(mp_pyro_agent *a, mp_pyro_window w)
 void *mp_pyro_reporter_main(void *arg)
 {
     mp_pyro_agent *a = arg;
+    mp_prof_thread_exclude(); /* taking and fitting reports is the profiler's work */
     const int64_t interval = (int64_t)a->cfg->interval_ms * 1000000;
     pthread_mutex_lock(&a->mu);
     int64_t next = (a->last_boundary_ns / interval + 1) * interval;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 #include "util.h"
 
 typedef struct mp_pyro_request {

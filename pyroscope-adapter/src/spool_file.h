@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config_int.h"
+#include "config_internal.h"
 #include "owner.h"
 #include "queue.h"
 #include "util.h"

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_int.h"
+#include <mimprof/profiling.h>
+
+#include "agent_internal.h"
 #include "retry.h"
 #include "upload.h"
 
@@ -231,6 +233,10 @@ static bool spool_pending(mp_pyro_agent *a)
 void *mp_pyro_uploader_main(void *arg)
 {
     mp_pyro_agent *a = arg;
+    /* Uploading (libcurl, TLS, the spool) is the profiler's work: in a
+     * process mimprof profiles, none of it is sampled into the profiles
+     * it uploads. A no-op effect where no session runs. */
+    mp_prof_thread_exclude();
     pthread_mutex_lock(&a->mu);
     for (;;) {
         int64_t now = mp_pyro_now_mono_ns();

@@ -8,6 +8,7 @@
 
 #include "fit.h"
 #include "harness.h"
+#include "profile.pb-c.h"
 
 #define WIDE_BITS 16 /* 65,536 stacks */
 
@@ -117,6 +118,59 @@ Test(fit, refusals)
     cr_expect(strstr(err, "one stack"), "%s", err);
     cr_expect_eq(mp_pyro_fit(in, len, 1, 0, &parts, err, sizeof err), MP_PYRO_OK);
     cr_expect_eq(parts.n, 2, "one sample per part");
+    mp_pyro_parts_free(&parts);
+    free(in);
+}
+
+/* mimprof's in-use samples come per (stack, age bucket) with a numeric
+ * `age` label: uploaded, they are one sample per stack, no label, the
+ * values summed (fit.h). */
+Test(fit, age_label_removed_and_buckets_merged)
+{
+    char *strings[] = {"", "inuse_space", "bytes", "age", "seconds", "f"};
+    Perftools__Profiles__ValueType vt = PERFTOOLS__PROFILES__VALUE_TYPE__INIT, *vtp = &vt;
+    vt.type = 1, vt.unit = 2;
+    Perftools__Profiles__Function fn = PERFTOOLS__PROFILES__FUNCTION__INIT, *fnp = &fn;
+    fn.id = 1, fn.name = 5;
+    Perftools__Profiles__Line ln = PERFTOOLS__PROFILES__LINE__INIT, *lnp = &ln;
+    ln.function_id = 1;
+    Perftools__Profiles__Location loc = PERFTOOLS__PROFILES__LOCATION__INIT, *locp = &loc;
+    loc.id = 1, loc.n_line = 1, loc.line = &lnp;
+    Perftools__Profiles__Label lab[3], *labp[3];
+    Perftools__Profiles__Sample smp[3], *smpp[3];
+    uint64_t locid = 1;
+    int64_t vals[3] = {100, 200, 400}, ages[3] = {0, 600, 600};
+    for (int i = 0; i < 3; i++) {
+        perftools__profiles__label__init(&lab[i]);
+        lab[i].key = 3, lab[i].num = ages[i], lab[i].num_unit = 4;
+        labp[i] = &lab[i];
+        perftools__profiles__sample__init(&smp[i]);
+        smp[i].n_location_id = 1, smp[i].location_id = &locid;
+        smp[i].n_value = 1, smp[i].value = &vals[i];
+        smp[i].n_label = 1, smp[i].label = &labp[i];
+        smpp[i] = &smp[i];
+    }
+    Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
+    prof.n_sample_type = 1, prof.sample_type = &vtp;
+    prof.n_sample = 3, prof.sample = smpp;
+    prof.n_location = 1, prof.location = &locp;
+    prof.n_function = 1, prof.function = &fnp;
+    prof.n_string_table = 6, prof.string_table = strings;
+    size_t len = perftools__profiles__profile__get_packed_size(&prof);
+    uint8_t *in = malloc(len);
+    perftools__profiles__profile__pack(&prof, in);
+    mp_pyro_parts parts;
+    char err[256] = "";
+    cr_assert_eq(mp_pyro_fit(in, len, 16000, 4 << 20, &parts, err, sizeof err), MP_PYRO_OK, "%s",
+                 err);
+    cr_assert_eq(parts.n, 1);
+    Perftools__Profiles__Profile *got =
+        perftools__profiles__profile__unpack(NULL, parts.v[0].len, parts.v[0].pprof);
+    cr_assert_not_null(got);
+    cr_expect_eq(got->n_sample, 1, "three age buckets of one stack: one sample");
+    cr_expect_eq(got->sample[0]->n_label, 0, "no age label goes up");
+    cr_expect_eq(got->sample[0]->value[0], 700);
+    perftools__profiles__profile__free_unpacked(got, NULL);
     mp_pyro_parts_free(&parts);
     free(in);
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend_int.h"
+#include "backend_internal.h"
 #include "harness.h"
 #include "jeprof_parse.h"
 

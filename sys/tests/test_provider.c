@@ -28,3 +28,32 @@ Test(provider, alloc_free_roundtrip)
     cr_assert_geq(P(usable_size)(p), 100);
     P(dealloc)(p, 100, 64);
 }
+
+/* The statistics hook sees memory the program holds: 64 MiB held (and
+ * written) raises the figure the provider gives, and what it does not
+ * give stays MP_SYS_STAT_NONE. */
+Test(provider, stats_hook_sees_held_memory)
+{
+    mp_sys_stats before, after;
+    cr_assert(P(stats)(&before));
+    enum { N = 64 };
+    char *blocks[N];
+    for (int i = 0; i < N; i++) {
+        blocks[i] = P(alloc)((size_t)1 << 20, 16);
+        cr_assert_not_null(blocks[i]);
+        memset(blocks[i], 1, (size_t)1 << 20);
+    }
+    cr_assert(P(stats)(&after));
+    /* mimalloc: committed; jemalloc: allocated, active, resident, mapped. */
+    unsigned long long b =
+        before.committed != MP_SYS_STAT_NONE ? before.committed : before.allocated;
+    unsigned long long a = after.committed != MP_SYS_STAT_NONE ? after.committed : after.allocated;
+    cr_assert_neq(a, MP_SYS_STAT_NONE);
+    cr_assert_geq(a, b + ((unsigned long long)N << 20) - ((unsigned long long)1 << 20),
+                  "before %llu after %llu", b, a);
+    if (after.resident != MP_SYS_STAT_NONE)
+        cr_assert_geq(after.resident, (unsigned long long)N << 20);
+    cr_assert_eq(after.reserved, MP_SYS_STAT_NONE);
+    for (int i = 0; i < N; i++)
+        P(dealloc)(blocks[i], (size_t)1 << 20, 16);
+}

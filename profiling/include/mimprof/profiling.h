@@ -18,7 +18,12 @@
  * recorder. mp_profiler_report() returns one uncompressed pprof holding
  * the allocations since the previous report (interval samples, label
  * `__delta__="false"`, values alloc_objects/alloc_space) and the live
- * snapshot (inuse_objects/inuse_space).
+ * snapshot (inuse_objects/inuse_space), one sample per stack and age
+ * bucket with the numeric label `age` (the bucket's lower bound, unit
+ * "seconds"; bounds 0, 1s, 3s, 10s, 30s, 1m, 3m, 10m, 30m, 1h, 3h, 6h,
+ * 12h, 1d, 3d, 7d). Its comments reconcile the estimated heap with the
+ * process's RSS (see mp_profiler_set_allocator_stats() and
+ * profiling/README.md, "Reconciling with RSS").
  *
  * Errors are a typed enum, independent of any uploader; see
  * mp_prof_strerror().
@@ -253,6 +258,61 @@ MP_PROF_API mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, s
 
 /** Frees a buffer returned by mp_profiler_report(). NULL is a no-op. */
 MP_PROF_API void mp_prof_buffer_free(uint8_t *pprof);
+
+/** A figure of mp_prof_allocator_stats the allocator does not give. */
+#define MP_PROF_STAT_NONE UINT64_MAX
+
+/**
+ * The allocator's own view of its memory, in bytes (what a provider's
+ * statistics hook gives: `P_stats()` of <mimprof/sys.h>, whose
+ * mp_sys_stats has the same fields). A figure not given is
+ * MP_PROF_STAT_NONE.
+ */
+typedef struct mp_prof_allocator_stats {
+    uint64_t allocated; /**< bytes in blocks the program holds (jemalloc stats.allocated) */
+    uint64_t active;    /**< bytes in pages holding such blocks (jemalloc stats.active) */
+    uint64_t resident;  /**< the allocator's resident bytes (jemalloc stats.resident) */
+    uint64_t mapped;    /**< bytes the allocator has mapped (jemalloc stats.mapped) */
+    uint64_t committed; /**< bytes the allocator has committed (mimalloc) */
+    uint64_t reserved;  /**< address space reserved */
+} mp_prof_allocator_stats;
+
+/**
+ * Fills `out` (every field preset to MP_PROF_STAT_NONE) with the
+ * allocator's figures; false when it has none. Called by
+ * mp_profiler_report() on the reporting thread, under the recursion guard
+ * (its allocations are not sampled), with the session lock held: it must
+ * not call into the profiler.
+ */
+typedef bool (*mp_prof_allocator_stats_fn)(void *ctx, mp_prof_allocator_stats *out);
+
+/**
+ * The optional statistics hook of the session: each report's memory
+ * reconciliation (its comments, see profiling/README.md, "Reconciling with
+ * RSS") then states the allocator's own figures under the name
+ * `allocator` (copied; e.g. "mimalloc"). `fn` NULL removes the hook.
+ * Without one, a report still states RSS, the estimated live heap, the
+ * profiler's own memory and the rest.
+ * @return MP_PROF_E_INACTIVE when `p` was stopped; MP_PROF_E_INVALID_CONFIG
+ *         when `p` is NULL, or `fn` is set and `allocator` is NULL or
+ *         longer than 31 bytes.
+ */
+MP_PROF_API mp_prof_status mp_profiler_set_allocator_stats(mp_profiler *p, const char *allocator,
+                                                           mp_prof_allocator_stats_fn fn,
+                                                           void *ctx);
+
+/**
+ * From now until it exits, the calling thread's allocations are never
+ * sampled and consume no sampling interval, in this session or any later
+ * one, as if they were the profiler's own (see "Profiler-internal
+ * memory"). For the threads of a profiler's own machinery: a runtime's
+ * reporter, an uploader and the libraries it calls (the preload runtime
+ * and the Pyroscope agent call it on their threads, so that uploading a
+ * report never appears in the next one). The thread's frees are still
+ * tracked: a sampled block it frees leaves the live set. Cannot be
+ * undone; costs nothing on the allocation path. Async-signal-safe.
+ */
+MP_PROF_API void mp_prof_thread_exclude(void);
 
 /**
  * Saves the session's state as a *heap image* at `path`: a mimprof-image

@@ -1,6 +1,7 @@
 /* The report builder: aggregated samples in, each stack interned as a
  * list of location indices (one location per distinct return address),
- * equal (stack, kind) pairs summed (report_builder.h). Encoding is
+ * equal (stack, kind, age bucket) triples summed (report_builder.h), and
+ * the profile's comments kept. Encoding is
  * encode.c's job.
  */
 #ifndef _GNU_SOURCE
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../age.h"
 #include "builder_state.h"
 #include "report_internal.h"
 
@@ -51,7 +53,24 @@ void mp_report_abort(mp_report_builder *b)
     free(b->stk);
     free(b->smp);
     free(b->smp_tab);
+    for (size_t i = 0; i < b->ncomments; i++)
+        free(b->comments[i]);
+    free(b->comments);
     free(b);
+}
+
+mp_prof_status mp_report_comment(mp_report_builder *b, const char *text)
+{
+    if (b == NULL || text == NULL)
+        return MP_PROF_E_INTERNAL;
+    char *c = strdup(text);
+    if (c == NULL || !mp_report_reserve((void **)&b->comments, &b->comments_cap, b->ncomments + 1,
+                                        sizeof *b->comments)) {
+        free(c);
+        return MP_PROF_E_NOMEM;
+    }
+    b->comments[b->ncomments++] = c;
+    return MP_PROF_OK;
 }
 
 static bool grow_loc_tab(mp_report_builder *b)
@@ -125,15 +144,24 @@ static bool grow_smp_tab(mp_report_builder *b)
 mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
                              bool truncated, const double values[MP_VAL_COUNT], bool interval)
 {
-    if (b == NULL || values == NULL || (pcs == NULL && depth > 0) || depth > UINT32_MAX - 1)
+    return mp_report_add_aged(b, pcs, depth, truncated, values, interval, MP_AGE_NONE);
+}
+
+mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
+                                  bool truncated, const double values[MP_VAL_COUNT], bool interval,
+                                  unsigned age_bucket)
+{
+    if (b == NULL || values == NULL || (pcs == NULL && depth > 0) || depth > UINT32_MAX - 1 ||
+        (age_bucket != MP_AGE_NONE && (interval || age_bucket >= MP_AGE_BUCKETS)))
         return MP_PROF_E_INTERNAL;
+    int8_t age = age_bucket == MP_AGE_NONE ? -1 : (int8_t)age_bucket;
     size_t n = depth + (truncated ? 1 : 0);
     if (b->nsmp >= UINT32_MAX - 1 ||
         !mp_report_reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk) ||
         ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
         return MP_PROF_E_NOMEM;
     uint32_t *s = b->stk + b->nstk;
-    uint64_t h = MP_HASH_SEED ^ (interval ? 0x9e37u : 0x7f4au);
+    uint64_t h = MP_HASH_SEED ^ (interval ? 0x9e37u : 0x7f4au) ^ ((uint64_t)(age + 1) << 20);
     for (size_t i = 0; i < depth; i++) {
         uint32_t l = loc_of(b, pcs[i]);
         if (l == MP_NO_LOC)
@@ -157,7 +185,8 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
         uint64_t e = b->smp_tab[j];
         mp_bsample *o = &b->smp[(uint32_t)e - 1];
         if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n &&
-            o->interval == interval && memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
+            o->interval == interval && o->age == age &&
+            memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
             for (int k = 0; k < MP_VAL_COUNT; k++)
                 o->v[k] += values[k];
             return MP_PROF_OK;
@@ -171,6 +200,7 @@ mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t 
     o->off = b->nstk;
     o->depth = (uint32_t)n;
     o->interval = interval;
+    o->age = age;
     memcpy(o->v, values, sizeof o->v);
     b->smp_tab[j] = tag | (uint32_t)++b->nsmp;
     b->nstk += n;

@@ -35,6 +35,7 @@ typedef struct mp_bsample {
     size_t off;
     uint32_t depth; /* locations, the marker included */
     bool interval;
+    int8_t age; /* age bucket (../age.h) of a live sample, -1 = no age label */
     double v[MP_VAL_COUNT];
 } mp_bsample;
 
@@ -56,6 +57,8 @@ struct mp_report_builder {
     size_t nsmp, smp_cap;
     uint64_t *smp_tab; /* (hash high 32 bits << 32) | (sample index + 1) */
     size_t smp_tab_cap;
+    char **comments; /* the profile's comments, in order (mp_report_comment) */
+    size_t ncomments, comments_cap;
 };
 
 /* Grows *p (elements of `elem` bytes, capacity *cap) to hold `need`,

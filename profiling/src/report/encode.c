@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../age.h"
 #include "builder_state.h"
 #include "pprof_tables.h"
 #include "quality.h"
@@ -47,6 +48,9 @@ typedef struct enc {
     Perftools__Profiles__Function **fnp;
     Perftools__Profiles__ValueType vt[MP_VAL_COUNT], *vtp[MP_VAL_COUNT], period_type;
     Perftools__Profiles__Label label, *labelp;
+    /* One `age` label per bucket, shared by the samples of that bucket. */
+    Perftools__Profiles__Label age_label[MP_AGE_BUCKETS], *age_labelp[MP_AGE_BUCKETS];
+    int64_t *comment_idx; /* string indices of the builder's comments */
 } enc;
 
 #define NONZERO(n) ((n) != 0 ? (n) : 1)
@@ -76,6 +80,7 @@ static void enc_free(enc *e)
     free(e->mf);
     free(e->locs);
     free(e->locp);
+    free(e->comment_idx);
     free(e->lines);
     free(e->linep);
     free(e->smp);
@@ -139,7 +144,7 @@ static bool resolve_locations(enc *e)
 }
 
 /* The header's strings first, so the table reads well: sample types,
- * period type, the interval samples' label. */
+ * period type, the interval samples' label, the age labels, comments. */
 static bool header_strings(enc *e)
 {
     static const char *const types[MP_VAL_COUNT][2] = {{"alloc_objects", "count"},
@@ -163,6 +168,20 @@ static bool header_strings(enc *e)
     e->labelp = &e->label;
     e->label.key = mp_strtab_idx(&e->strs, "__delta__");
     e->label.str = mp_strtab_idx(&e->strs, "false");
+    for (unsigned k = 0; k < MP_AGE_BUCKETS; k++) {
+        e->age_label[k] = linit;
+        e->age_label[k].key = mp_strtab_idx(&e->strs, "age");
+        e->age_label[k].num = mp_age_bucket_seconds(k);
+        e->age_label[k].num_unit = mp_strtab_idx(&e->strs, "seconds");
+        e->age_labelp[k] = &e->age_label[k];
+        ok = ok && e->age_label[k].key >= 0 && e->age_label[k].num_unit >= 0;
+    }
+    const mp_report_builder *b = e->b;
+    if (b->ncomments != 0 &&
+        (e->comment_idx = calloc(b->ncomments, sizeof *e->comment_idx)) == NULL)
+        return false;
+    for (size_t i = 0; i < b->ncomments; i++)
+        ok = ok && (e->comment_idx[i] = mp_strtab_idx(&e->strs, b->comments[i])) >= 0;
     return ok && e->period_type.type >= 0 && e->period_type.unit >= 0 && e->label.key >= 0 &&
            e->label.str >= 0;
 }
@@ -289,6 +308,9 @@ static void encode_samples(enc *e)
         if (s->interval) {
             o->n_label = 1;
             o->label = &e->labelp;
+        } else if (s->age >= 0) {
+            o->n_label = 1;
+            o->label = &e->age_labelp[s->age];
         }
         e->smpp[i] = o;
     }
@@ -314,6 +336,8 @@ static mp_prof_status pack(enc *e, uint8_t **out, size_t *len)
     prof.duration_nanos = b->opt.duration_nanos;
     prof.period_type = &e->period_type;
     prof.period = b->opt.period > INT64_MAX ? INT64_MAX : (int64_t)b->opt.period;
+    prof.n_comment = b->ncomments;
+    prof.comment = e->comment_idx;
 
     size_t n = perftools__profiles__profile__get_packed_size(&prof);
     uint8_t *buf = malloc(NONZERO(n));

@@ -56,6 +56,14 @@ static void rm_rf(char *dir)
     free(dir);
 }
 
+/* Sleeps (no CPU): lets live samples age. */
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 static mp_himg *load_ok(const char *path)
 {
     mp_himg *img = NULL;
@@ -191,6 +199,12 @@ static const tp_sample *find_sample(const tp_profile *p, const tp_sample *like,
         const char *e = tp_label_str(p, s, "__delta__");
         if ((d == NULL) != (e == NULL))
             continue;
+        int64_t age_a = -1, age_b = -1;
+        const char *unit;
+        tp_label_num(p, s, "age", &age_a, &unit);
+        tp_label_num(from, like, "age", &age_b, &unit);
+        if (age_a != age_b)
+            continue;
         bool same = true;
         for (size_t k = 0; k < s->nlocations && same; k++) {
             const tp_location *a = tp_location_by_id(p, s->location_ids[k]);
@@ -216,9 +230,19 @@ Test(image, pprof_of_the_image_equals_the_report, .timeout = 120)
         keep[i] = site_live((size_t)(1000 + 37 * i));
     for (int i = 0; i < 3000; i++)
         site_freed(700);
+    /* Ages of 1.2 s and a bit: mid-bucket (1s..3s) at the image and at
+     * the report right after it, so both label every live sample alike. */
+    sleep_ms(1200);
     cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
     tp_profile live;
     test_report(p, &live);
+    for (size_t i = 0; i < live.nsamples; i++) {
+        int64_t age;
+        const char *unit;
+        if (tp_label_str(&live, &live.samples[i], "__delta__") == NULL)
+            cr_assert(tp_label_num(&live, &live.samples[i], "age", &age, &unit) && age == 1,
+                      "live sample %zu", i);
+    }
 
     mp_himg *img = load_ok(file);
     uint8_t *buf = NULL;
@@ -793,6 +817,119 @@ Test(image, files_of_the_schema_that_are_not_heap_images_are_refused, .timeout =
     load_refused(file, "is not a stack's samples");
     write_heap(file, fill_too_many_samples);
     load_refused(file, "more live samples than");
+    free(file);
+    rm_rf(dir);
+}
+
+/* Ages survive the image: each sample's age at the snapshot is in the
+ * file (schema 2), and the image's pprof labels by it. */
+Test(image, ages_are_kept_in_the_image, .timeout = 60)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "age.mpimg");
+    mp_prof_config c = test_config(1, 21);
+    mp_profiler *p = test_start(&c);
+    void *keep[100];
+    for (int i = 0; i < 100; i++)
+        keep[i] = site_live(1000);
+    sleep_ms(3200);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    mp_himg *img = load_ok(file);
+    cr_assert_eq(img->meta[MP_HIMG_META_SCHEMA], MP_HIMG_SCHEMA);
+    size_t old = 0;
+    for (size_t i = 0; i < img->nlive; i++)
+        if (img->live[i].size == 1000) {
+            cr_assert_geq(img->live[i].age_ns, 3200000000ull);
+            cr_assert_neq(img->live[i].age_ns, MP_HIMG_AGE_UNKNOWN);
+            old++;
+        }
+    cr_assert_eq(old, 100);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_himg_pprof_opts o = {.symbolize = -1};
+    cr_assert_eq(mp_himg_pprof(img, &o, &buf, &len), MP_PROF_OK);
+    tp_profile pp;
+    cr_assert(tp_decode(buf, len, &pp));
+    free(buf);
+    int objs = tp_type_index(&pp, "inuse_objects");
+    int64_t labelled = 0;
+    for (size_t i = 0; i < pp.nsamples; i++) {
+        int64_t age;
+        const char *unit;
+        if (pp.samples[i].values[objs] == 0)
+            continue;
+        cr_assert(tp_label_num(&pp, &pp.samples[i], "age", &age, &unit));
+        cr_assert_str_eq(unit, "seconds");
+        if (age >= 3)
+            labelled += pp.samples[i].values[objs];
+    }
+    cr_assert_geq(labelled, 100);
+    tp_free(&pp);
+    mp_himg_free(img);
+    mp_profiler_free(p);
+    for (int i = 0; i < 100; i++)
+        tmi_dealloc(keep[i], 1000, 8);
+    free(file);
+    rm_rf(dir);
+}
+
+/* An image of schema 1 (before ages): three words per sample, read with
+ * ages unknown, its pprof without age labels. */
+static void fill_schema_1(mp_img_heap *h, const mp_himg_types *T)
+{
+    base_roots(h, T, 2, 1);
+    mp_img_word *meta = mp_img_root_get(h, MP_HIMG_ROOT_META);
+    cr_assert_not_null(meta);
+    meta[1 + MP_HIMG_META_SCHEMA] = MP_HIMG_SCHEMA_V1;
+    mp_img_word *stack = mp_img_alloc(h, T->t[MP_HIMG_T_STACK], MP_HIMG_STACK_HEAD);
+    mp_img_word *g = mp_img_alloc(h, T->t[MP_HIMG_T_LIVE], MP_HIMG_LIVE_UNITS);
+    mp_img_word *w = words_n(h, T, 2 * MP_HIMG_SAMPLE_WORDS_V1);
+    double weight = 2.0;
+    for (int k = 0; k < 2; k++) {
+        w[1 + 3 * k] = 64;
+        memcpy(&w[2 + 3 * k], &weight, sizeof weight);
+    }
+    g[0] = (mp_img_word)stack;
+    g[1] = (mp_img_word)w;
+    mp_img_word *live = refs_n(h, T, 1);
+    live[1] = (mp_img_word)g;
+    cr_assert_eq(mp_img_root_set(h, MP_HIMG_ROOT_LIVE, live, NULL), MP_IMG_OK);
+}
+
+static void fill_schema_3(mp_img_heap *h, const mp_himg_types *T)
+{
+    fill_schema_1(h, T);
+    mp_img_word *meta = mp_img_root_get(h, MP_HIMG_ROOT_META);
+    meta[1 + MP_HIMG_META_SCHEMA] = 3;
+}
+
+Test(image, schema_1_images_are_read_without_ages, .timeout = 60)
+{
+    char *dir = scratch();
+    char *file = path_in(dir, "v1.mpimg");
+    write_heap(file, fill_schema_1);
+    mp_himg *img = load_ok(file);
+    cr_assert_eq(img->nlive, 2);
+    cr_assert_eq(img->live[0].age_ns, MP_HIMG_AGE_UNKNOWN);
+    cr_assert_eq(img->live[1].size, 64);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_himg_pprof_opts o = {.symbolize = MP_PROF_SYMBOLIZE_NONE};
+    cr_assert_eq(mp_himg_pprof(img, &o, &buf, &len), MP_PROF_OK);
+    tp_profile pp;
+    cr_assert(tp_decode(buf, len, &pp));
+    free(buf);
+    cr_assert_eq(pp.nsamples, 1);
+    int64_t age;
+    const char *unit;
+    cr_assert(!tp_label_num(&pp, &pp.samples[0], "age", &age, &unit));
+    cr_assert_eq(pp.samples[0].values[tp_type_index(&pp, "inuse_space")], 256);
+    tp_free(&pp);
+    mp_himg_free(img);
+    /* A schema this reader does not know is refused by name. */
+    write_heap(file, fill_schema_3);
+    load_refused(file, "heap image schema 3; this reader knows schemas 1 and 2");
     free(file);
     rm_rf(dir);
 }

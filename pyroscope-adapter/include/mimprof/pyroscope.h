@@ -47,6 +47,14 @@
 extern "C" {
 #endif
 
+/** Marks what libmimprof-pyroscope exports: the library is built with
+ *  hidden visibility, so everything else in it is internal. */
+#if defined(__GNUC__)
+#define MP_PYRO_API __attribute__((visibility("default")))
+#else
+#define MP_PYRO_API
+#endif
+
 /* ------------------------------------------------------------------ */
 /** @name Status                                                      */
 /* ------------------------------------------------------------------ */
@@ -81,13 +89,13 @@ typedef enum mp_pyro_status {
 } mp_pyro_status;
 
 /** A human sentence for `s`; never NULL. */
-const char *mp_pyro_strerror(mp_pyro_status s);
+MP_PYRO_API const char *mp_pyro_strerror(mp_pyro_status s);
 
 /** True for the statuses an uploader retries (connect, timeout, 429, 5xx). */
-bool mp_pyro_status_is_retryable(mp_pyro_status s);
+MP_PYRO_API bool mp_pyro_status_is_retryable(mp_pyro_status s);
 
 /** The version of the mimprof-pyroscope package, e.g. "0.1.0". */
-const char *mp_pyro_version(void);
+MP_PYRO_API const char *mp_pyro_version(void);
 
 /**@}*/
 
@@ -133,20 +141,20 @@ typedef struct mp_pyro_config mp_pyro_config;
  * stderr. Server URL and application name have no default.
  * @return MP_PYRO_OK and `*out`, or MP_PYRO_E_NOMEM.
  */
-mp_pyro_status mp_pyro_config_new(mp_pyro_config **out);
+MP_PYRO_API mp_pyro_status mp_pyro_config_new(mp_pyro_config **out);
 
 /** Releases `cfg` (wiping secrets). NULL is a no-op. */
-void mp_pyro_config_free(mp_pyro_config *cfg);
+MP_PYRO_API void mp_pyro_config_free(mp_pyro_config *cfg);
 
 /** A deep copy of `cfg` in `*out`. @return MP_PYRO_OK or MP_PYRO_E_NOMEM. */
-mp_pyro_status mp_pyro_config_copy(const mp_pyro_config *cfg, mp_pyro_config **out);
+MP_PYRO_API mp_pyro_status mp_pyro_config_copy(const mp_pyro_config *cfg, mp_pyro_config **out);
 
 /**
  * The sentence explaining the last error a setter, mp_pyro_config_from_env()
  * or mp_pyro_config_validate() returned for `cfg` ("" when none). Valid
  * until the next call on `cfg`.
  */
-const char *mp_pyro_config_error(const mp_pyro_config *cfg);
+MP_PYRO_API const char *mp_pyro_config_error(const mp_pyro_config *cfg);
 
 /**
  * Server base URL, e.g. `http://localhost:4040` or
@@ -156,14 +164,14 @@ const char *mp_pyro_config_error(const mp_pyro_config *cfg);
  * explicitly) and is removed from the URL.
  * @return MP_PYRO_E_INVALID_URL with a sentence in mp_pyro_config_error().
  */
-mp_pyro_status mp_pyro_config_set_server(mp_pyro_config *cfg, const char *url);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_server(mp_pyro_config *cfg, const char *url);
 
 /**
  * Application (service) name: non-empty, at most 1024 bytes, characters
  * `[A-Za-z0-9_.-/]`. It becomes `service_name`.
  * @return MP_PYRO_E_INVALID_NAME otherwise.
  */
-mp_pyro_status mp_pyro_config_set_app_name(mp_pyro_config *cfg, const char *name);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_app_name(mp_pyro_config *cfg, const char *name);
 
 /**
  * Adds a static tag (series label) `name=value`. Name: `[A-Za-z_][A-Za-z0-9_]*`
@@ -176,14 +184,15 @@ mp_pyro_status mp_pyro_config_set_app_name(mp_pyro_config *cfg, const char *name
  * MP_PYRO_MAX_TAGS tags.
  * @return MP_PYRO_E_INVALID_LABEL or MP_PYRO_E_TOO_MANY_LABELS otherwise.
  */
-mp_pyro_status mp_pyro_config_add_tag(mp_pyro_config *cfg, const char *name, const char *value);
+MP_PYRO_API mp_pyro_status mp_pyro_config_add_tag(mp_pyro_config *cfg, const char *name,
+                                                  const char *value);
 
 /**
  * Adds tags written `k=v,k2=v2` (the PYROSCOPE_TAGS and `--tag` syntax;
  * blanks around items are ignored; an empty string adds nothing). All or
  * nothing: on error no tag of `list` is added.
  */
-mp_pyro_status mp_pyro_config_add_tags(mp_pyro_config *cfg, const char *list);
+MP_PYRO_API mp_pyro_status mp_pyro_config_add_tags(mp_pyro_config *cfg, const char *list);
 
 /**
  * Tags per series at most: Pyroscope accepts 30 label names per series and
@@ -197,28 +206,30 @@ mp_pyro_status mp_pyro_config_add_tags(mp_pyro_config *cfg, const char *list);
  * NULL `user` clears it. Conflicts with a bearer token (checked at
  * validation).
  */
-mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user,
-                                             const char *password);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_basic_auth(mp_pyro_config *cfg, const char *user,
+                                                         const char *password);
 
 /** Bearer token (`Authorization: Bearer <token>`); NULL clears it. */
-mp_pyro_status mp_pyro_config_set_bearer_token(mp_pyro_config *cfg, const char *token);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_bearer_token(mp_pyro_config *cfg, const char *token);
 
 /**
  * Tenant id sent as `X-Scope-OrgID` (multi-tenant servers); NULL clears
  * it. 1..150 characters of `[A-Za-z0-9!-_.*'()]`, not `.` or `..` (the
  * tenant ID rules of Pyroscope's multi-tenancy).
  */
-mp_pyro_status mp_pyro_config_set_tenant(mp_pyro_config *cfg, const char *tenant);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_tenant(mp_pyro_config *cfg, const char *tenant);
 
 /**
  * Adds an extra request header. `name` is an HTTP token; `value` has no
  * CR, LF or NUL. `Authorization`, `X-Scope-OrgID`, `Content-Type`,
  * `Content-Length` and `Host` are refused (use the dedicated setters).
  */
-mp_pyro_status mp_pyro_config_add_header(mp_pyro_config *cfg, const char *name, const char *value);
+MP_PYRO_API mp_pyro_status mp_pyro_config_add_header(mp_pyro_config *cfg, const char *name,
+                                                     const char *value);
 
 /** Selects the ingestion endpoint (default MP_PYRO_PROTOCOL_INGEST). */
-mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg, mp_pyro_protocol protocol);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg,
+                                                       mp_pyro_protocol protocol);
 
 /**
  * Report period in milliseconds, 10 .. 1,800,000 (default 10,000).
@@ -227,17 +238,18 @@ mp_pyro_status mp_pyro_config_set_protocol(mp_pyro_config *cfg, mp_pyro_protocol
  * 1 h old (`validation.reject-older-than`), so a window may last at most
  * half of that: the other half is left for retries and the spool.
  */
-mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config *cfg, uint32_t ms);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_upload_interval_ms(mp_pyro_config *cfg, uint32_t ms);
 
 /** Connect and whole-request timeouts in ms (defaults 5,000 and 10,000; each 1..600,000). */
-mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms,
-                                              uint32_t request_ms);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_timeouts_ms(mp_pyro_config *cfg, uint32_t connect_ms,
+                                                          uint32_t request_ms);
 
 /** CA bundle (PEM file) used to verify the server; NULL = the system's. */
-mp_pyro_status mp_pyro_config_set_ca_path(mp_pyro_config *cfg, const char *path);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_ca_path(mp_pyro_config *cfg, const char *path);
 
 /** Profiles held in memory waiting for upload, 1..4096 (default 16). */
-mp_pyro_status mp_pyro_config_set_queue_capacity(mp_pyro_config *cfg, uint32_t profiles);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_queue_capacity(mp_pyro_config *cfg,
+                                                             uint32_t profiles);
 
 /** Retry policy of one profile. */
 typedef struct mp_pyro_retry_policy {
@@ -249,7 +261,8 @@ typedef struct mp_pyro_retry_policy {
 } mp_pyro_retry_policy;
 
 /** Sets the retry policy; each delay is drawn uniformly in [d/2, d] (jitter). */
-mp_pyro_status mp_pyro_config_set_retry(mp_pyro_config *cfg, const mp_pyro_retry_policy *policy);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_retry(mp_pyro_config *cfg,
+                                                    const mp_pyro_retry_policy *policy);
 
 /**
  * The server's per-tenant limits, which every request must fit; the
@@ -267,11 +280,11 @@ typedef struct mp_pyro_server_limits {
 } mp_pyro_server_limits;
 
 /** Sets the limits of the server (see mp_pyro_server_limits). */
-mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg,
-                                                const mp_pyro_server_limits *limits);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_server_limits(mp_pyro_config *cfg,
+                                                            const mp_pyro_server_limits *limits);
 
 /** How long mp_pyro_agent_stop() keeps trying to deliver, in ms (0..600,000; default 5,000). */
-mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_t ms);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_t ms);
 
 /**
  * Spool directory (created if missing, mode 0700) for profiles that could
@@ -291,12 +304,12 @@ mp_pyro_status mp_pyro_config_set_flush_deadline_ms(mp_pyro_config *cfg, uint32_
  * @param max_bytes 0 = default 64 MiB.
  * @param max_age_s 0 = default 3300 s (55 min); at most 3300.
  */
-mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir, uint64_t max_bytes,
-                                        uint32_t max_age_s);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_spool(mp_pyro_config *cfg, const char *dir,
+                                                    uint64_t max_bytes, uint32_t max_age_s);
 
 /** Log sink and threshold; `fn` NULL restores stderr. */
-mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level level,
-                                         mp_pyro_log_fn fn, void *user);
+MP_PYRO_API mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level level,
+                                                     mp_pyro_log_fn fn, void *user);
 
 /**
  * Reads the environment variables the Pyroscope clients use, each
@@ -320,7 +333,7 @@ mp_pyro_status mp_pyro_config_set_logger(mp_pyro_config *cfg, mp_pyro_log_level 
  * @return the first error met (its variable named in
  *         mp_pyro_config_error()); the variables before it are applied.
  */
-mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg);
+MP_PYRO_API mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg);
 
 /**
  * Writes `cfg` back as the environment variables read by
@@ -328,14 +341,14 @@ mp_pyro_status mp_pyro_config_from_env(mp_pyro_config *cfg);
  * launcher (`mimprof run --pyroscope ...`) can validate its flags here and
  * hand them to the child process. Not thread-safe (setenv).
  */
-mp_pyro_status mp_pyro_config_export_env(const mp_pyro_config *cfg);
+MP_PYRO_API mp_pyro_status mp_pyro_config_export_env(const mp_pyro_config *cfg);
 
 /**
  * Checks the whole configuration: server and application name present,
  * not both Basic auth and a bearer token, label count, numeric ranges.
  * mp_pyro_agent_start() and mp_pyro_upload() call it.
  */
-mp_pyro_status mp_pyro_config_validate(mp_pyro_config *cfg);
+MP_PYRO_API mp_pyro_status mp_pyro_config_validate(mp_pyro_config *cfg);
 
 /**@}*/
 
@@ -390,17 +403,17 @@ typedef struct mp_pyro_backend mp_pyro_backend;
  * Wraps a caller-supplied vtable. `ops` must stay valid for the backend's
  * life; `state` is passed to every operation.
  */
-mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state,
-                                   mp_pyro_backend **out);
+MP_PYRO_API mp_pyro_status mp_pyro_backend_new(const mp_pyro_backend_ops *ops, void *state,
+                                               mp_pyro_backend **out);
 
 /** Destroys `b` (calls destroy()). It must not be in use by an agent. NULL is a no-op. */
-void mp_pyro_backend_free(mp_pyro_backend *b);
+MP_PYRO_API void mp_pyro_backend_free(mp_pyro_backend *b);
 
 /** The backend's name(). */
-const char *mp_pyro_backend_name(const mp_pyro_backend *b);
+MP_PYRO_API const char *mp_pyro_backend_name(const mp_pyro_backend *b);
 
 /** A sentence on the backend's last failure ("" when none). */
-const char *mp_pyro_backend_error(const mp_pyro_backend *b);
+MP_PYRO_API const char *mp_pyro_backend_error(const mp_pyro_backend *b);
 
 /** mimprof-profiling's session configuration (<mimprof/profiling.h>). */
 struct mp_prof_config;
@@ -417,7 +430,8 @@ struct mp_profiler;
  * (or NOMEM/STATE/UNSUPPORTED) with mp_prof_strerror()'s sentence in
  * mp_pyro_backend_error().
  */
-mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg, mp_pyro_backend **out);
+MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg,
+                                                       mp_pyro_backend **out);
 
 /**
  * The mimprof profiler as a backend over a session the caller already
@@ -425,7 +439,8 @@ mp_pyro_status mp_pyro_backend_mimprof_new(const struct mp_prof_config *cfg, mp_
  * start() and stop() do not touch the session, which must outlive the
  * backend.
  */
-mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p, mp_pyro_backend **out);
+MP_PYRO_API mp_pyro_status mp_pyro_backend_mimprof_attach(struct mp_profiler *p,
+                                                          mp_pyro_backend **out);
 
 /** Signature of jemalloc's mallctl(). */
 typedef int (*mp_pyro_mallctl_fn)(const char *name, void *oldp, size_t *oldlenp, void *newp,
@@ -442,7 +457,7 @@ typedef struct mp_pyro_jemalloc_options {
 } mp_pyro_jemalloc_options;
 
 /** Fills `opt` with the defaults. */
-void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt);
+MP_PYRO_API void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt);
 
 /**
  * jemalloc's own heap profiler as a backend, for programs running jemalloc
@@ -456,8 +471,8 @@ void mp_pyro_jemalloc_options_init(mp_pyro_jemalloc_options *opt);
  * @param opt NULL = defaults.
  * @param out receives the backend (free with mp_pyro_backend_free()).
  */
-mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
-                                            mp_pyro_backend **out);
+MP_PYRO_API mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
+                                                        mp_pyro_backend **out);
 
 /**@}*/
 
@@ -536,8 +551,8 @@ typedef struct mp_pyro_agent mp_pyro_agent;
  *         when `backend` is in use; MP_PYRO_E_SPOOL_LOCKED / MP_PYRO_E_IO;
  *         the backend's start() status.
  */
-mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *backend,
-                                   mp_pyro_agent **out);
+MP_PYRO_API mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *backend,
+                                               mp_pyro_agent **out);
 
 /**
  * Everything a launcher or LD_PRELOAD object needs in one call: a config
@@ -546,7 +561,8 @@ mp_pyro_status mp_pyro_agent_start(const mp_pyro_config *cfg, mp_pyro_backend *b
  * @return MP_PYRO_E_NOT_CONFIGURED when PYROSCOPE_SERVER_ADDRESS or
  *         PYROSCOPE_APPLICATION_NAME is unset (nothing is started).
  */
-mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend, mp_pyro_agent **out);
+MP_PYRO_API mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend,
+                                                        mp_pyro_agent **out);
 
 /**
  * Takes the final report (from the last boundary to now), stops the
@@ -556,7 +572,7 @@ mp_pyro_status mp_pyro_agent_start_from_env(mp_pyro_backend *backend, mp_pyro_ag
  * @return MP_PYRO_OK when the queue was emptied; MP_PYRO_E_DEADLINE when
  *         profiles were spooled or dropped at the deadline.
  */
-mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
+MP_PYRO_API mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
 
 /**
  * Queues one uncompressed pprof produced by the caller (a sink agent, or
@@ -570,21 +586,21 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
  *         MP_PYRO_E_INVALID_ARGUMENT (also when `pprof` is not a pprof
  *         Profile; counted in `reports_failed`); MP_PYRO_E_NOMEM.
  */
-mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
-                                    int64_t from_nanos, int64_t until_nanos);
+MP_PYRO_API mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                                int64_t from_nanos, int64_t until_nanos);
 
 /** Stops `a` if running and frees it. NULL is a no-op. */
-void mp_pyro_agent_free(mp_pyro_agent *a);
+MP_PYRO_API void mp_pyro_agent_free(mp_pyro_agent *a);
 
 /** Copies the counters into `out`. */
-void mp_pyro_agent_stats(const mp_pyro_agent *a, mp_pyro_stats *out);
+MP_PYRO_API void mp_pyro_agent_stats(const mp_pyro_agent *a, mp_pyro_stats *out);
 
 /**
  * Copies the last upload or report error sentence (with the server's
  * message for HTTP errors) into `buf` (NUL-terminated, truncated to
  * `len`). @return its status, MP_PYRO_OK when there was none.
  */
-mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_t len);
+MP_PYRO_API mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_t len);
 
 /**@}*/
 
@@ -610,9 +626,9 @@ mp_pyro_status mp_pyro_agent_last_error(const mp_pyro_agent *a, char *buf, size_
  * @return MP_PYRO_OK on 2xx, else the classified failure;
  *         MP_PYRO_E_INVALID_ARGUMENT when `pprof` is not a pprof Profile.
  */
-mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t len,
-                              int64_t from_nanos, int64_t until_nanos, const char *spy_name,
-                              char *err, size_t err_len);
+MP_PYRO_API mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t len,
+                                          int64_t from_nanos, int64_t until_nanos,
+                                          const char *spy_name, char *err, size_t err_len);
 
 /**@}*/
 

@@ -27,6 +27,8 @@
 #include <errno.h>
 #include <jemalloc/jemalloc.h>
 #include <mimprof/sys.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 /** "jemalloc". */
@@ -149,6 +151,34 @@ static inline void *mp_sys_jemalloc_alloc_zeroed(size_t size, size_t align)
 static inline size_t mp_sys_jemalloc_usable_size(const void *p)
 {
     return p ? sallocx((void *)p, 0) : 0;
+}
+
+/**
+ * The statistics hook (mp_sys_stats): jemalloc's `stats.allocated`,
+ * `stats.active`, `stats.resident` and `stats.mapped` through mallctl,
+ * after advancing `epoch` (jemalloc caches its statistics until then).
+ * False, every figure MP_SYS_STAT_NONE, when jemalloc was built without
+ * statistics (--disable-stats) or the epoch cannot be advanced.
+ */
+static inline bool mp_sys_jemalloc_stats(mp_sys_stats *out)
+{
+    static const char *const names[4] = {"stats.allocated", "stats.active", "stats.resident",
+                                         "stats.mapped"};
+    unsigned long long *dst[4] = {&out->allocated, &out->active, &out->resident, &out->mapped};
+    uint64_t epoch = 1;
+    size_t elen = sizeof epoch;
+    mp_sys_stats_init(out);
+    if (mallctl("epoch", (void *)&epoch, &elen, (void *)&epoch, sizeof epoch) != 0)
+        return false;
+    bool any = false;
+    for (int i = 0; i < 4; i++) {
+        size_t v, len = sizeof v;
+        if (mallctl(names[i], (void *)&v, &len, NULL, 0) == 0) {
+            *dst[i] = v;
+            any = true;
+        }
+    }
+    return any;
 }
 
 #endif /* MIMPROF_SYS_JEMALLOC_H */

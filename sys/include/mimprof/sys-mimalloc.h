@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <mimalloc.h>
 #include <mimprof/sys.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 /** "mimalloc". */
@@ -76,5 +77,21 @@ static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
 
 /** Usable bytes at `p`. */
 static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usable_size(p); }
+
+/**
+ * The statistics hook (mp_sys_stats): mimalloc's committed bytes, from
+ * mi_process_info() (its process-wide statistics, kept with atomic updates
+ * by the operating-system layer, so exact at any moment; no lock). The
+ * other figures are MP_SYS_STAT_NONE: mimalloc 2.0 has no public call for
+ * them (mi_stats_print_out only prints rounded text). Always true.
+ */
+static inline bool mp_sys_mimalloc_stats(mp_sys_stats *out)
+{
+    size_t elapsed, user, sys, rss, peak_rss, commit, peak_commit, faults;
+    mp_sys_stats_init(out);
+    mi_process_info(&elapsed, &user, &sys, &rss, &peak_rss, &commit, &peak_commit, &faults);
+    out->committed = commit;
+    return true;
+}
 
 #endif /* MIMPROF_SYS_MIMALLOC_H */

@@ -15,7 +15,10 @@
  * | `size_t P_usable_size(const void *p)` | bytes usable at `p` (>= the requested size); 0 for NULL. |
  *
  * plus `const char *P_name(void)` and `const char *P_version(char buf[MP_SYS_VERSION_LEN])`
- * (the linked allocator's own version, e.g. "2.0.9"). Because every operation is a static inline
+ * (the linked allocator's own version, e.g. "2.0.9"), and, optionally, the statistics hook
+ * `bool P_stats(mp_sys_stats *out)` (the allocator's own view of its memory, see
+ * mp_sys_stats; both providers here define it; a consumer that uses it names it, so a
+ * provider without it still meets the contract). Because every operation is a static inline
  * function named by the prefix, a wrapper instantiated over a provider (the
  * profiling package's sampling allocator) calls the provider directly, never
  * through a function pointer.
@@ -72,6 +75,34 @@ void __tsan_release(void *addr);
 #define MP_SYS_TSAN_ACQUIRE_(p) ((void)0)
 #define MP_SYS_TSAN_RELEASE_(p) ((void)0)
 #endif
+
+/** A figure of mp_sys_stats the allocator does not give. */
+#define MP_SYS_STAT_NONE ((unsigned long long)-1)
+
+/**
+ * The allocator's own view of its memory, in bytes, as `P_stats()` fills it
+ * (the optional statistics hook of the provider contract); a figure the
+ * allocator does not give is MP_SYS_STAT_NONE. Names follow jemalloc's
+ * `stats.*` (see its manual); mimalloc gives `committed` (and, from its
+ * process information, nothing else exact: its reserved and resident
+ * figures are not in the public API of mimalloc 2.0).
+ */
+typedef struct mp_sys_stats {
+    unsigned long long allocated; /**< bytes in blocks the program holds (jemalloc) */
+    unsigned long long active;    /**< bytes in pages that hold such blocks (jemalloc) */
+    unsigned long long
+        resident;              /**< bytes of the allocator's memory that are resident (jemalloc) */
+    unsigned long long mapped; /**< bytes the allocator has mapped (jemalloc) */
+    unsigned long long committed; /**< bytes the allocator has committed (mimalloc) */
+    unsigned long long reserved;  /**< bytes of address space reserved (none of ours gives it) */
+} mp_sys_stats;
+
+/** Sets every figure of `s` to MP_SYS_STAT_NONE. */
+static inline void mp_sys_stats_init(mp_sys_stats *s)
+{
+    s->allocated = s->active = s->resident = s->mapped = s->committed = s->reserved =
+        MP_SYS_STAT_NONE;
+}
 
 /** True when `a` is a power of two (the only alignments a provider takes). */
 #define MP_SYS_IS_POW2(a) ((a) != 0 && ((a) & ((a)-1)) == 0)

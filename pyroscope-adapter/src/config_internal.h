@@ -1,6 +1,6 @@
 /* The configuration object behind the opaque mp_pyro_config. Not installed. */
-#ifndef MP_PYRO_CONFIG_INT_H
-#define MP_PYRO_CONFIG_INT_H
+#ifndef MP_PYRO_CONFIG_INTERNAL_H
+#define MP_PYRO_CONFIG_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

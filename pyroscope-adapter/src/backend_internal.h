@@ -1,6 +1,6 @@
 /* The backend handle behind the opaque mp_pyro_backend. Not installed. */
-#ifndef MP_PYRO_BACKEND_INT_H
-#define MP_PYRO_BACKEND_INT_H
+#ifndef MP_PYRO_BACKEND_INTERNAL_H
+#define MP_PYRO_BACKEND_INTERNAL_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

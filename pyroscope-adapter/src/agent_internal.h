@@ -15,16 +15,16 @@
  *    or skipped even when boundaries are missed;
  *  - the queue is strictly FIFO: a profile waiting for its retry blocks the
  *    younger ones (the server is failing for them too). */
-#ifndef MP_PYRO_AGENT_INT_H
-#define MP_PYRO_AGENT_INT_H
+#ifndef MP_PYRO_AGENT_INTERNAL_H
+#define MP_PYRO_AGENT_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 
-#include "backend_int.h"
-#include "config_int.h"
+#include "backend_internal.h"
+#include "config_internal.h"
 #include "http.h"
 #include "queue.h"
 
