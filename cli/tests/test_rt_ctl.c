@@ -39,10 +39,19 @@ Test(ctl_proto, parses_every_command)
 
 Test(ctl_proto, refuses_with_a_reason)
 {
-    static const char *const bad[] = {
-        "",          "frob",          "status now", "start  interval=1k", "start interval=",
-        "set",       "set every=1s",  "stop ",      "start interval=0",   "start bogus=1",
-        "report\t1", "start every=x", "set interval=99999999999999999999"};
+    static const char *const bad[] = {"",
+                                      "frob",
+                                      "status now",
+                                      "start  interval=1k",
+                                      "start interval=",
+                                      "set",
+                                      "set every=1s",
+                                      "stop ",
+                                      "start interval=0",
+                                      "start bogus=1",
+                                      "report\t1",
+                                      "start every=x",
+                                      "set interval=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mpt_ctl_req r;
         char why[512] = "";
@@ -84,9 +93,9 @@ Test(http_addr, loopback_by_default_wildcard_only_when_asked)
  * does), sample 1 at `churn` (alloc only). */
 static uint8_t *report(int64_t leak_alloc, int64_t leak_inuse, int64_t churn_alloc, size_t *len)
 {
-    static char *strings[] = {"",       "alloc_objects", "count", "alloc_space", "bytes",
-                              "inuse_objects", "inuse_space", "leak", "churn", "__delta__",
-                              "false",  "space"};
+    static char *strings[] = {"",      "alloc_objects", "count",       "alloc_space",
+                              "bytes", "inuse_objects", "inuse_space", "leak",
+                              "churn", "__delta__",     "false",       "space"};
     Perftools__Profiles__Profile p;
     perftools__profiles__profile__init(&p);
     p.n_string_table = sizeof strings / sizeof strings[0];
