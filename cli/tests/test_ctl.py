@@ -286,6 +286,38 @@ class Ctl(TempDirTest):
             ctl(svc.pid, "status", check=True)
             svc.stop()
 
+    def test_pid_and_network_namespaces(self):
+        unshare, nsenter = shutil.which("unshare"), shutil.which("nsenter")
+        if os.getuid() != 0 or unshare is None or nsenter is None:
+            self.skipTest("needs root, unshare and nsenter")
+        # A PID namespace: the service is pid 2 there; `ctl` takes the
+        # host's pid (of the service, or of its mimprof run).
+        svc = Service([unshare, "--pid", "--fork", "--mount-proc", MIMPROF, "run", "--dormant",
+                       "-o", self.path("o1"), "--", SLOW_LEAK])
+        self.addCleanup(lambda: svc.proc.poll() is None and svc.stop())
+        self.assertEqual(svc.pid, 2, "the pid as the service sees it")
+        def kids(p):
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                return [int(c) for c in f.read().split()]
+        (run,) = kids(svc.proc.pid)
+        (host,) = kids(run)
+        for target in (host, run):
+            r = ctl(target, "status", check=True)
+            self.assertEqual((field(r.stdout, "pid"), field(r.stdout, "state")), ("2", "dormant"))
+        svc.stop()
+        # Another network namespace: not reachable, and ctl says how.
+        svc = Service([unshare, "--net", MIMPROF, "run", "--dormant", "-o", self.path("o2"), "--",
+                       SLOW_LEAK])
+        self.addCleanup(lambda: svc.proc.poll() is None and svc.stop())
+        r = ctl(svc.pid, "status")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("another network namespace", r.stderr)
+        r = subprocess.run([nsenter, "-t", str(svc.pid), "-n", MIMPROF, "ctl", str(svc.pid),
+                            "status"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(field(r.stdout, "state"), "dormant")
+        svc.stop()
+
     def test_bad_requests_from_the_command_line(self):
         r = ctl("1", "frobnicate")
         self.assertEqual(r.returncode, 2)
