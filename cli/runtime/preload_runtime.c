@@ -38,9 +38,11 @@
 #include "rt_cumul.h"
 #include "rt_env.h"
 #include "rt_output.h"
+#include "rt_peak.h"
 #include "rt_pyro.h"
 #include "rt_signals.h"
 #include "rt_stats.h"
+#include "rt_watch.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -96,23 +98,44 @@ static int64_t now_real_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Takes one report, hands it to the Pyroscope agent and writes it (see
- * expand_path). Called by the reporter thread, or by the exit path after
- * the reporter is gone. */
-/* A report of the process's series, whoever asked for it: handed to
- * the Pyroscope agent when uploading and merged into the HTTP endpoint's
- * cumulative profile when it is served; *seq is its file number.
- * report_lock held. */
-static mp_prof_status take_report_locked(uint8_t **buf, size_t *len, unsigned *seq)
+/* Writes the window's peak profile next to the report at `path` (in
+ * directory mode; rt_peak.h). */
+static void write_peak(const char *path, const uint8_t *pk, size_t pklen)
 {
+    char peak_path[4300], why[600];
+    if (rt.out.dir[0] == '\0' || mpt_peak_name(path, peak_path, sizeof peak_path) != 0)
+        return;
+    if (mpt_out_write(peak_path, pk, pklen, rt.out.gzip, why, sizeof why) != 0)
+        say_error("mimprof: %s; peak profile not written\n", why);
+}
+
+/* A report of the process's series, whoever asked for it (with the
+ * comment `note`, when not NULL: why it is written), and the window's
+ * peak (*pk NULL when there is none): both handed to the Pyroscope agent
+ * when uploading; the report merged into the HTTP endpoint's cumulative
+ * profile when it is served; *seq is its file number. report_lock held. */
+static mp_prof_status take_report_locked(const char *note, uint8_t **buf, size_t *len, uint8_t **pk,
+                                         size_t *pklen, unsigned *seq)
+{
+    *pk = NULL;
+    *pklen = 0;
+    if (note != NULL)
+        (void)mp_profiler_annotate(rt.prof, note);
     mp_prof_status st = mp_profiler_report(rt.prof, buf, len);
     if (st != MP_PROF_OK)
         return st;
+    if (mp_profiler_report_peak(rt.prof, pk, pklen, NULL) != MP_PROF_OK) {
+        *pk = NULL;
+        *pklen = 0;
+    }
     /* Windows are contiguous: each report's interval values (alloc_*)
      * cover exactly [previous report, now). */
     int64_t now = now_real_ns();
-    if (mpt_rt_pyro_on())
-        mpt_rt_pyro_submit(*buf, *len, rt.window_from_ns, now);
+    if (mpt_rt_pyro_on()) {
+        mpt_rt_pyro_submit(*buf, *len, rt.window_from_ns, now, false);
+        if (*pk != NULL)
+            mpt_rt_pyro_submit(*pk, *pklen, rt.window_from_ns, now, true);
+    }
     if (rt.http)
         mpt_cumul_add(*buf, *len);
     rt.window_from_ns = now;
@@ -122,8 +145,10 @@ static mp_prof_status take_report_locked(uint8_t **buf, size_t *len, unsigned *s
     return MP_PROF_OK;
 }
 
-/* Writes report `seq` to the output, when reports are written. */
-static void write_report(const uint8_t *buf, size_t len, unsigned seq)
+/* Writes report `seq` (and its peak, when there is one) to the output,
+ * when reports are written (see expand_path). */
+static void write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         unsigned seq)
 {
     if (!rt.files)
         return;
@@ -132,22 +157,27 @@ static void write_report(const uint8_t *buf, size_t len, unsigned seq)
         say_error("mimprof: report path too long\n");
     else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
         say_error("mimprof: %s; report not written\n", why);
+    else if (pk != NULL)
+        write_peak(path, pk, pklen);
 }
 
-static void report_once(void)
+/* Takes one report and writes it. Called by the reporter thread, or by
+ * the exit path after the reporter is gone. */
+static void report_once(const char *note)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
+    uint8_t *buf = NULL, *pk = NULL;
+    size_t len = 0, pklen = 0;
     unsigned seq = 0;
     pthread_mutex_lock(&rt.report_lock);
-    mp_prof_status st = take_report_locked(&buf, &len, &seq);
+    mp_prof_status st = take_report_locked(note, &buf, &len, &pk, &pklen, &seq);
     pthread_mutex_unlock(&rt.report_lock);
     if (st != MP_PROF_OK) {
         say("mimprof: report failed: %s\n", mp_prof_strerror(st));
         return;
     }
-    write_report(buf, len, seq);
+    write_report(buf, len, pk, pklen, seq);
     mp_prof_buffer_free(buf);
+    mp_prof_buffer_free(pk);
 }
 
 /* ---- the reporter thread --------------------------------------------- */
@@ -175,17 +205,39 @@ static void *reporter_main(void *arg)
         mpt_rt_timespec_add_ms(&next, rt.every_ms);
     }
     for (;;) {
-        int r = mpt_rt_wait(&rt.wake, rt.every_ms > 0 ? &next : NULL);
+        /* With --report-above the wait also ends every MPT_WATCH_POLL_MS
+         * to look at the memory (rt_watch.h). */
+        struct timespec until = next;
+        bool watching = mpt_watch_on();
+        if (watching) {
+            struct timespec poll;
+            clock_gettime(CLOCK_REALTIME, &poll);
+            mpt_rt_timespec_add_ms(&poll, MPT_WATCH_POLL_MS);
+            if (rt.every_ms == 0 || poll.tv_sec < next.tv_sec ||
+                (poll.tv_sec == next.tv_sec && poll.tv_nsec < next.tv_nsec))
+                until = poll;
+        }
+        int r = mpt_rt_wait(&rt.wake, rt.every_ms > 0 || watching ? &until : NULL);
         if (atomic_load(&rt.stop_req)) {
             /* A report asked for (SIGUSR2) and not taken yet is taken
              * now: the exit that follows a request never drops it. */
             if (atomic_exchange(&rt.report_req, false)) {
-                report_once();
+                report_once(NULL);
                 atomic_fetch_add(&rt.reports_done, 1);
             }
             break;
         }
-        bool timed_out = r != 0;
+        bool timed_out = false;
+        if (r != 0 && rt.every_ms > 0) { /* the period's deadline, or only a look? */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            timed_out = now.tv_sec > next.tv_sec ||
+                        (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec);
+        }
+        char above[400];
+        bool crossed = watching && mpt_watch_check(above, sizeof above);
+        if (crossed)
+            mp_image_rt_request(); /* with the image options: an image too */
         if (timed_out) {
             /* The next period starts from the deadline; after a stall
              * (suspended process) from now, without catching up. */
@@ -199,9 +251,9 @@ static void *reporter_main(void *arg)
         }
         bool asked = atomic_exchange(&rt.report_req, false);
         int fatal = atomic_load(&rt.fatal_sig);
-        if (!timed_out && !asked && fatal == 0)
-            continue; /* a stale post */
-        report_once();
+        if (!timed_out && !asked && fatal == 0 && !crossed)
+            continue; /* a stale post, or a look at the memory */
+        report_once(crossed ? above : NULL);
         if (fatal != 0)
             mpt_rt_pyro_finish(); /* the waiting handler gives up after 2 s */
         atomic_fetch_add(&rt.reports_done, 1);
@@ -326,6 +378,7 @@ static int start_locked(void)
     atomic_store(&rt.fatal_sig, 0);
     rt.started = true;
     mp_image_rt_start(rt.prof);
+    mpt_watch_start();
     if (rt.bare)
         return 0; /* one report, at exit */
     install_handlers();
@@ -426,6 +479,8 @@ static int configure(mpt_env_var bad, const char *why)
                                            : 10000;
     rt.follow_fork = mpt_env_flag(MPT_ENV_FOLLOW_FORK, true);
     if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
+        return -1;
+    if (mpt_watch_configure(rt.quiet, !rt.bare) != 0) /* MIMPROF_REPORT_ABOVE (rt_watch.h) */
         return -1;
     /* Files: MIMPROF_OUTPUT; when uploading, only when it asks for them. */
     const char *output = mpt_env(MPT_ENV_OUTPUT)->text;
@@ -534,7 +589,7 @@ static void end_session_locked(bool at_exit)
         rt.have_reporter = false;
     }
     mp_image_rt_stop(at_exit); /* the exit image first: it still holds the interval */
-    report_once();
+    report_once(NULL);
     rt.started = false;
     mp_profiler_free(rt.prof);
     rt.prof = NULL;
@@ -616,13 +671,16 @@ int mpt_rt_ctl_report(uint8_t **buf, size_t *len, void (*then)(void *), void *ct
     mp_prof_status st = MP_PROF_E_INACTIVE;
     unsigned seq = 0;
     if (rt.started) {
+        uint8_t *pk = NULL;
+        size_t pklen = 0;
         pthread_mutex_lock(&rt.report_lock);
-        st = take_report_locked(buf, len, &seq);
+        st = take_report_locked(NULL, buf, len, &pk, &pklen, &seq);
         if (st == MP_PROF_OK && then != NULL)
             then(ctx);
         pthread_mutex_unlock(&rt.report_lock);
         if (st == MP_PROF_OK)
-            write_report(*buf, *len, seq);
+            write_report(*buf, *len, pk, pklen, seq);
+        mp_prof_buffer_free(pk);
     }
     pthread_mutex_unlock(&rt.lock);
     if (st == MP_PROF_OK)

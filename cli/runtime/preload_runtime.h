@@ -38,7 +38,8 @@
  *    signal takes its default action);
  *  - each report goes to MIMPROF_OUTPUT (when uploading to Pyroscope, only
  *    if MIMPROF_OUTPUT is set), named and written by rt_output.h: a
- *    directory receives heap.<pid>.<seq>.pb.gz, seq = 0, 1, 2, ... per
+ *    directory receives heap.<pid>.<seq>.pb.gz (and the window's peak
+ *    next to it, heap.<pid>.<seq>.peak.pb.gz: rt_peak.h), seq = 0, 1, 2, ... per
  *    process (an exec'd program keeps its pid and continues the series);
  *    any other value is a file name pattern with %p, %n, %t and %%.
  *    Written atomically, never over anything but a regular file;
@@ -99,6 +100,8 @@
  *   MIMPROF_FOLLOW_FORK  1 | 0 (default 1)
  *   MIMPROF_FOLLOW_EXEC  1 | 0 (default 0 under MIMPROF_EVERY, else 1)
  *   MIMPROF_QUIET        1: no message on stderr
+ *   MIMPROF_REPORT_ABOVE a report (and an image) at once when the memory
+ *                        crosses SIZE or N% of the cgroup's limit (rt_watch.h)
  *   MIMPROF_IMAGE, MIMPROF_IMAGE_EVERY, MIMPROF_IMAGE_ON_EXIT
  *                        heap images: SIGUSR2, periodic and at exit
  *                        (image_runtime.h)

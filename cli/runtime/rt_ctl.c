@@ -233,6 +233,9 @@ static const mpt_conn_proto CTL_PROTO = {
 static void *ctl_main(void *arg)
 {
     (void)arg;
+    /* What this thread allocates (the image writer's, protobuf-c's in the
+     * profiler) is the profiler's, never sampled as the program's. */
+    mp_prof_thread_exclude();
     mpt_loop_listener ls[2];
     int n = 0;
     if (g.listen_fd >= 0)

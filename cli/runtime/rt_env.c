@@ -77,6 +77,11 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                           "the service name (required to upload)"},
     [MPT_ENV_PYRO_UPLOAD_INTERVAL] = {"PYROSCOPE_UPLOAD_INTERVAL", MPT_ENVK_DURATION, "10s",
                                       "the report period of a bare preload that uploads"},
+    [MPT_ENV_REPORT_ABOVE] = {"MIMPROF_REPORT_ABOVE", MPT_ENVK_THRESHOLD, NULL,
+                              "a report (and a heap image with `MIMPROF_IMAGE`) at once when the "
+                              "RSS crosses SIZE (`100m`), or the cgroup's memory N% of its "
+                              "`memory.max`/`memory.high` (`90%`), and at each further tenth of "
+                              "it (needs `MIMPROF_EVERY`)"},
 };
 
 /* Room for every value the runtime keeps (paths are the long ones). */
@@ -98,6 +103,8 @@ static const char *expected(mpt_env_kind k)
         return "none|functions|lines";
     case MPT_ENVK_PID:
         return "a process id";
+    case MPT_ENVK_THRESHOLD:
+        return "a size (e.g. 100m) or a percentage (e.g. 90%)";
     default:
         return "usable";
     }
@@ -131,6 +138,10 @@ static bool parse(mpt_env_kind k, const char *s, uint64_t *out)
         return parse_u64(s, 10, out) && *out >= 1 && *out <= MP_PROF_MAX_STACK_DEPTH;
     case MPT_ENVK_PID:
         return parse_u64(s, 10, out) && *out > 0 && *out <= INT32_MAX;
+    case MPT_ENVK_THRESHOLD: {
+        unsigned pct;
+        return mpt_parse_threshold(s, out, &pct);
+    }
     case MPT_ENVK_FLAG:
         *out = !(strcmp(s, "0") == 0 || strcmp(s, "no") == 0 || strcmp(s, "false") == 0);
         return true;

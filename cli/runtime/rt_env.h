@@ -42,6 +42,7 @@ typedef enum {
     MPT_ENV_PYRO_SERVER,
     MPT_ENV_PYRO_APP,
     MPT_ENV_PYRO_UPLOAD_INTERVAL,
+    MPT_ENV_REPORT_ABOVE,
     MPT_ENV_COUNT
 } mpt_env_var;
 
@@ -54,7 +55,8 @@ typedef enum {
     MPT_ENVK_DEPTH,     /* 1..MP_PROF_MAX_STACK_DEPTH */
     MPT_ENVK_FLAG,      /* 0, no, false: off; anything else: on */
     MPT_ENVK_SYMBOLIZE, /* none | functions | lines */
-    MPT_ENVK_PID        /* a process id > 0 */
+    MPT_ENVK_PID,       /* a process id > 0 */
+    MPT_ENVK_THRESHOLD  /* a size or "N%": mpt_parse_threshold (num: the bytes, 0 for N%) */
 } mpt_env_kind;
 
 typedef struct {

@@ -141,13 +141,16 @@ static void start_agent(void)
 
 /* Hands one report to the agent (copied and gzipped there; the upload runs
  * on the agent's thread and never blocks this one). */
-void mpt_rt_pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns)
+void mpt_rt_pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns,
+                        bool peak)
 {
 #if MPT_HAVE_PYROSCOPE
     if (pyro.agent == NULL && !pyro.failed)
         start_agent();
     if (pyro.agent != NULL &&
-        pyro.api.agent_submit(pyro.agent, buf, len, from_ns, until_ns) == MP_PYRO_OK)
+        (peak ? pyro.api.agent_submit_as(pyro.agent, buf, len, from_ns, until_ns,
+                                         MP_PYRO_PEAK_PREFIX)
+              : pyro.api.agent_submit(pyro.agent, buf, len, from_ns, until_ns)) == MP_PYRO_OK)
         return;
     if (len > 0)
         pyro.unsent++;
@@ -156,6 +159,7 @@ void mpt_rt_pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
     (void)len;
     (void)from_ns;
     (void)until_ns;
+    (void)peak;
 #endif
 }
 

@@ -21,8 +21,10 @@ void mpt_rt_pyro_set_status_dir(const char *dir);
 
 /* Hands one report covering [from_ns, until_ns) (wall clock) to this
  * process's agent, started on first use; copied and gzipped there, never
- * blocks on the network. */
-void mpt_rt_pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns);
+ * blocks on the network. `peak`: the window's peak profile instead,
+ * uploaded as its own profile types (peak_inuse_*, MP_PYRO_PEAK_PREFIX). */
+void mpt_rt_pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t until_ns,
+                        bool peak);
 
 /* After the last report: stops the agent within its flush deadline and
  * says what was lost, spooled or failed. No more uploads. */

@@ -49,6 +49,9 @@ static const char USAGE_IMAGE[] =
     "      --younger-than D   (top, diff) only memory less than D old at the snapshot\n"
     "      --age              (top) a column with each function's median age at the snapshot\n"
     "      --no-demangle      (top, diff) linkage names as written (the pprof carries both)\n"
+    "      --peak             (pprof, top, diff) the window's peak the image holds instead of\n"
+    "                         the snapshot: what was live at the highest estimated heap since\n"
+    "                         the last report (in-use sample types)\n"
     "\n"
     "Symbols come from files with the build-id the mapping recorded; a file with another\n"
     "build-id is never used (a line on stderr says which), and that mapping's locations keep\n"
@@ -63,6 +66,7 @@ typedef struct img_opts {
     size_t n;
     bool cum;
     bool raw_names; /* --no-demangle (top, diff) */
+    bool peak;      /* --peak: the window's peak instead of the snapshot */
     bool ages;      /* --age (top) */
     mpt_limits age; /* --older-than / --younger-than (top, diff): its age filters only */
 } img_opts;
@@ -91,8 +95,14 @@ static int to_pprof(const char *path, const mp_prof_image *img, const img_opts *
         .symbolize = o->symbolize,
         .note = note,
         .note_ctx = (void *)path,
+        .peak = o->peak,
     };
     mp_prof_status st = mp_prof_image_pprof(img, &po, buf, len);
+    if (st == MP_PROF_E_BAD_IMAGE && o->peak) {
+        fprintf(stderr, "mimprof image: %s: holds no peak (written by a mimprof without it)\n",
+                path);
+        return -1;
+    }
     if (st != MP_PROF_OK) {
         fprintf(stderr, "mimprof image: %s: %s\n", path, mp_prof_strerror(st));
         return -1;
@@ -265,6 +275,12 @@ static int cmd_info(const char *file, const img_opts *o)
     mpt_format_value(v2, sizeof v2, in.interval_bytes, "bytes");
     printf("%-12s %llu samples on %zu stacks: ~%.0f objects, ~%s\n", "allocated",
            (unsigned long long)in.interval_records, in.interval_stacks, in.interval_objects, v2);
+    if (in.has_peak) {
+        char t3[64];
+        mpt_format_value(v2, sizeof v2, (double)in.peak_bytes, "bytes");
+        printf("%-12s ~%s at %s (the window's peak so far: --peak)\n", "peak", v2,
+               when((uint64_t)in.peak_time_ns, t3, sizeof t3));
+    }
     printf("%-12s %zu distinct, %llu frames (%llu as code(build-id, path, offset), %llu raw)\n",
            "stacks", in.stacks, (unsigned long long)in.frames, (unsigned long long)in.named_frames,
            (unsigned long long)(in.frames - in.named_frames));
@@ -332,6 +348,7 @@ int mpt_cmd_image(int argc, char **argv)
         {"younger-than", required_argument, NULL, MPT_OPT_YOUNGER},
         {"age", no_argument, NULL, 'A'},
         {"no-demangle", no_argument, NULL, 'D'},
+        {"peak", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -380,6 +397,9 @@ int mpt_cmd_image(int argc, char **argv)
         }
         case 'c':
             o.cum = true;
+            break;
+        case 'P':
+            o.peak = true;
             break;
         case MPT_OPT_OLDER:
         case MPT_OPT_YOUNGER: {

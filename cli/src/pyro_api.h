@@ -50,6 +50,7 @@ typedef struct mpt_pyro_api {
     __typeof__(mp_pyro_config_set_logger) *config_set_logger;
     __typeof__(mp_pyro_agent_start) *agent_start;
     __typeof__(mp_pyro_agent_submit) *agent_submit;
+    __typeof__(mp_pyro_agent_submit_as) *agent_submit_as;
     __typeof__(mp_pyro_agent_stop) *agent_stop;
     __typeof__(mp_pyro_agent_free) *agent_free;
     __typeof__(mp_pyro_agent_stats) *agent_stats;

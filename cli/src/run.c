@@ -86,8 +86,9 @@ typedef struct run_opts {
     bool pyro; /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
     /* Heap images (MIMPROF_IMAGE*, runtime/image_runtime.h) */
     bool image_on_exit;
-    const char *image_every; /* as given, validated */
-    const char *image_dir;   /* NULL: the output directory */
+    const char *image_every;  /* as given, validated */
+    const char *image_dir;    /* NULL: the output directory */
+    const char *report_above; /* --report-above SIZE|N%, validated (MIMPROF_REPORT_ABOVE) */
 } run_opts;
 
 static volatile sig_atomic_t g_child = 0;
@@ -371,6 +372,8 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
         rc |= setenv("MIMPROF_HTTP", o->http, 1);
     if (o->http_wildcard)
         rc |= setenv("MIMPROF_HTTP_WILDCARD", "1", 1);
+    if (o->report_above != NULL)
+        rc |= setenv("MIMPROF_REPORT_ABOVE", o->report_above, 1);
     return rc == 0 ? 0 : -1;
 }
 
@@ -459,8 +462,9 @@ static void summarize(const char *dir, time_t since, pid_t pid, bool quiet)
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
         if (strncmp(e->d_name, "heap.", 5) != 0 || len < 11 ||
-            strcmp(e->d_name + len - 6, ".pb.gz") != 0)
-            continue;
+            strcmp(e->d_name + len - 6, ".pb.gz") != 0 ||
+            (len > 11 && strcmp(e->d_name + len - 11, ".peak.pb.gz") == 0))
+            continue; /* reports only: a peak profile goes with its report */
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, 0) != 0 || st.st_mtime < since)
             continue;
@@ -518,6 +522,7 @@ int mpt_cmd_run(int argc, char **argv)
         O_PROTO,
         O_IMG_EXIT,
         O_IMG_EVERY,
+        O_ABOVE,
         O_IMG_DIR,
         O_DORMANT,
         O_HTTP,
@@ -545,6 +550,7 @@ int mpt_cmd_run(int argc, char **argv)
         {"pyroscope-protocol", required_argument, NULL, O_PROTO},
         {"image-on-exit", no_argument, NULL, O_IMG_EXIT},
         {"image-every", required_argument, NULL, O_IMG_EVERY},
+        {"report-above", required_argument, NULL, O_ABOVE},
         {"image-dir", required_argument, NULL, O_IMG_DIR},
         {"dormant", no_argument, NULL, O_DORMANT},
         {"http", required_argument, NULL, O_HTTP},
@@ -707,6 +713,19 @@ int mpt_cmd_run(int argc, char **argv)
         case O_HTTP_WILDCARD:
             o.http_wildcard = true;
             break;
+        case O_ABOVE: {
+            uint64_t bytes;
+            unsigned pct;
+            if (!mpt_parse_threshold(optarg, &bytes, &pct)) {
+                fprintf(stderr,
+                        "mimprof run: --report-above wants a size like 100m or a percentage of "
+                        "the cgroup's memory limit like 90%%, not '%s'\n",
+                        optarg);
+                return EXIT_OWN_ERROR;
+            }
+            o.report_above = optarg;
+            break;
+        }
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;

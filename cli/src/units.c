@@ -31,6 +31,30 @@ static bool lower_eq(const char *a, const char *b)
     return *a == *b;
 }
 
+bool mpt_parse_threshold(const char *s, uint64_t *bytes, unsigned *pct)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n >= 2 && n <= 4 && s[n - 1] == '%') {
+        unsigned v = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            if (s[i] < '0' || s[i] > '9')
+                return false;
+            v = v * 10 + (unsigned)(s[i] - '0');
+        }
+        if (v < 1 || v > 100)
+            return false;
+        *bytes = 0;
+        *pct = v;
+        return true;
+    }
+    uint64_t b;
+    if (!mpt_parse_size(s, &b) || b == 0)
+        return false;
+    *bytes = b;
+    *pct = 0;
+    return true;
+}
+
 bool mpt_parse_size(const char *s, uint64_t *out)
 {
     uint64_t v;

@@ -14,6 +14,10 @@
  * string. */
 bool mpt_parse_size(const char *s, uint64_t *out);
 
+/* A memory threshold: a size as mpt_parse_size (> 0; *pct = 0), or a
+ * whole percentage "1%".."100%" (*bytes = 0). False otherwise. */
+bool mpt_parse_threshold(const char *s, uint64_t *bytes, unsigned *pct);
+
 /* "0", "10s", "500ms", "2m", "1h", "1.5s"; a bare number means seconds.
  * Result in milliseconds. False on junk, negatives or overflow. */
 bool mpt_parse_duration_ms(const char *s, uint64_t *out);

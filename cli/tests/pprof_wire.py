@@ -246,8 +246,10 @@ def decode_profile(data):
     pt = _msg(top[11][-1][1]) if 11 in top else {}
     return {"types": types, "samples": samples, "mappings": mappings,
             "period": _signed(_one(top, 12)),
+            "time_nanos": _signed(_one(top, 9)), "duration_nanos": _signed(_one(top, 10)),
             "period_type": (strings[_one(pt, 1)], strings[_one(pt, 2)]) if pt else ("", ""),
-            "locations": locations, "functions": functions}
+            "locations": locations, "functions": functions,
+            "comments": [strings[x] for w, val in top.get(13, []) for x in _ints(w, val)]}
 
 
 def totals(profile, type_name):

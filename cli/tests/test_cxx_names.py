@@ -70,7 +70,7 @@ class CxxNames(TempDirTest):
                             "--", exe, ROUNDS], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "300 items, 1500 kept\n")
-        files = sorted(glob.glob(os.path.join(out, "*.pb.gz")))
+        files = sorted(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz")))
         self.assertTrue(files, "a report was written")
         with open(files[-1], "rb") as f:
             return files[-1], pprof_wire.decode_profile(f.read())
@@ -151,7 +151,7 @@ class CxxNames(TempDirTest):
                             EXAMPLE, "--rounds", "200"], capture_output=True, text=True,
                            timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(sorted(glob.glob(os.path.join(out, "*.pb.gz")))[-1], "rb") as f:
+        with open(sorted(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz")))[-1], "rb") as f:
             prof = pprof_wire.decode_profile(f.read())
         fns = list(prof["functions"].values())
         self.assertIn("remember_session", {f["name"] for f in fns})

@@ -39,7 +39,8 @@ PYRO_LIB = os.environ.get("MIMPROF_PYROSCOPE_LIB", "")
 STANDIN = os.environ.get("PYROSCOPE_STANDIN", "")
 TYPES = {t: "memory:%s:%s:space:bytes" % (t, u) for t, u in (
     ("alloc_objects", "count"), ("alloc_space", "bytes"),
-    ("inuse_objects", "count"), ("inuse_space", "bytes"))}
+    ("inuse_objects", "count"), ("inuse_space", "bytes"),
+    ("peak_inuse_objects", "count"), ("peak_inuse_space", "bytes"))}
 PER_REQUEST = 2048 + 16384 + 8192 + 8192  # plus 16 small tokens
 
 
@@ -212,7 +213,7 @@ class RunUploads(PyroscopeTest):
         # (v1 storage would delta them again without __delta__="false"):
         # their sum is the run's
         alloc = self.server.points("alloc_space", sel)
-        self.assertEqual(len(alloc), uploaded)
+        self.assertEqual(2 * len(alloc), uploaded, "every report and its peak")
         self.assertTrue(all(t0 - 1000 <= ts <= t1 + 1000 for ts, _ in alloc), (t0, t1, alloc))
         total = sum(v for _, v in alloc)
         self.assertGreater(total, self.ROUNDS * PER_REQUEST * 0.93, total)
@@ -227,7 +228,7 @@ class RunUploads(PyroscopeTest):
 
         # live values: snapshots; the leak grows, the last one holds it all
         inuse = self.server.points("inuse_space", sel)
-        self.assertEqual(len(inuse), uploaded)
+        self.assertEqual(2 * len(inuse), uploaded)
         self.assertLess(inuse[0][1], inuse[-1][1])
         last_ts = inuse[-1][0]
         leaves = self.server.merged("inuse_space", sel, last_ts, last_ts)
@@ -237,6 +238,16 @@ class RunUploads(PyroscopeTest):
         self.assertLess(abs(leaves[top] / held - 1), 4.5 * rel_sd(8192, 16384, self.ROUNDS),
                         (leaves[top], held))
         self.assertGreater(self.server.points("inuse_objects", sel)[-1][1], self.ROUNDS * 0.8)
+
+        # the window's peak: its own profile type, one per report, at the
+        # report's timestamp; never below the live heap at the window's end
+        # by more than the mark's step (1/64 of the mark)
+        peak = self.server.points("peak_inuse_space", sel)
+        self.assertEqual([ts for ts, _ in peak], [ts for ts, _ in inuse])
+        for (_, pv), (_, iv) in zip(peak, inuse):
+            self.assertGreaterEqual(pv, iv * 64 / 65 - 4096, (peak, inuse))
+        leaves = self.server.merged("peak_inuse_space", sel, last_ts, last_ts)
+        self.assertEqual(max(leaves, key=leaves.get), "remember_session", leaves)
 
     def test_uploading_is_not_in_the_programs_profile(self):
         # The agent fitted, gzipped and sent each report on threads the
@@ -248,7 +259,7 @@ class RunUploads(PyroscopeTest):
                              "--interval", "1k", "-o", out, cmd=self.example(300, 2000))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreaterEqual(self.assert_uploaded_line(r.stderr, "clean"), 3)
-        files = sorted(glob.glob(os.path.join(out, "heap.*.pb.gz")))
+        files = sorted(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz")))  # not the peaks
         self.assertGreaterEqual(len(files), 3, r.stderr)
         for f in files:
             with open(f, "rb") as fh:
@@ -265,11 +276,11 @@ class RunUploads(PyroscopeTest):
                              "--pyroscope-protocol", "push", "--tag", "a=1,b=2", "--every", "0",
                              "-o", out, cmd=self.example(300, 0))
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(len(glob.glob(os.path.join(out, "heap.*.pb.gz"))), 1)
+        self.assertEqual(len(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz"))), 1)
         self.assertRegex(r.stderr, r"mimprof: 1 profile in ")
-        self.assertEqual(self.assert_uploaded_line(r.stderr, "pushed"), 1)
+        self.assertEqual(self.assert_uploaded_line(r.stderr, "pushed"), 2, "a report, its peak")
         reqs = self.server.requests()
-        self.assertEqual([q["path"] for q in reqs], ["/push.v1.PusherService/Push"])
+        self.assertEqual([q["path"] for q in reqs], ["/push.v1.PusherService/Push"] * 2)
         headers = {k.lower(): v for k, v in reqs[0]["headers"]}
         self.assertEqual(headers.get("x-scope-orgid"), "team-a")
         sel = '{service_name="pushed", a="1", b="2"}'
@@ -295,20 +306,20 @@ class RunUploads(PyroscopeTest):
             if p.poll() is None:
                 p.kill()
         self.assertEqual(p.returncode, 0, err)
-        self.assertEqual(self.assert_uploaded_line(err, "auth"), 1)
+        self.assertEqual(self.assert_uploaded_line(err, "auth"), 2)  # a report and its peak
         # USER on the command line, the password in the environment
         r = self.mimprof_run("--pyroscope", self.server.url, "--app", "auth", "--basic-auth",
                              "stack1", "--every", "0", cmd=[PYTHON, "-c", "pass"],
                              env={"PYROSCOPE_BASIC_AUTH_PASSWORD": "s3cret"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.assert_uploaded_line(r.stderr, "auth"), 1)
+        self.assertEqual(self.assert_uploaded_line(r.stderr, "auth"), 2)
         # a wrong password: rejected, not retried, reported; the status is the program's
         r = self.mimprof_run("--pyroscope", self.server.url, "--app", "auth", "--basic-auth",
                              "stack1:wrong", "--every", "0",
                              cmd=[PYTHON, "-c", "raise SystemExit(4)"])
         self.assertEqual(r.returncode, 4, r.stderr)
-        self.assertRegex(r.stderr, r"0 of 1 profiles uploaded, 1 lost \(.*rejected 1,")
-        self.assertEqual(self.server.summary()["profiles"], 2)
+        self.assertRegex(r.stderr, r"0 of 2 profiles uploaded, 2 lost \(.*rejected 2,")
+        self.assertEqual(self.server.summary()["profiles"], 4)
 
     def test_the_agents_descriptors_sit_at_the_top_of_the_range(self):
         # The agent's connection, libcurl's own wake-up socketpair and the
@@ -353,7 +364,7 @@ class RunUploads(PyroscopeTest):
         r = self.mimprof_run("--pyroscope", self.server.url, "--app", "forks", "--every", "0",
                              "--interval", "64k", cmd=[PYTHON, "-c", code])
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.assert_uploaded_line(r.stderr, "forks"), 1, "the parent's line only")
+        self.assertEqual(self.assert_uploaded_line(r.stderr, "forks"), 2, "the parent's line only")
         alloc = self.server.points("alloc_space", '{service_name="forks"}')
         self.assertEqual(len(alloc), 2, "the child's final report and the parent's")
         self.assertGreaterEqual(max(v for _, v in alloc), 8 << 20)
@@ -375,7 +386,7 @@ class RunUploads(PyroscopeTest):
                                   "PYROSCOPE_APPLICATION_NAME": "ambient",
                                   "PYROSCOPE_TAGS": "kept=yes"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(self.assert_uploaded_line(r.stderr, "flagged"), 1, "the flag wins")
+        self.assertEqual(self.assert_uploaded_line(r.stderr, "flagged"), 2, "the flag wins")
         self.assertEqual(self.server.label_values("kept", '{service_name="flagged"}'), ["yes"])
 
     def test_killed_program_uploads_its_last_report(self):
@@ -459,8 +470,9 @@ class RunRefuses(PyroscopeTest):
                              env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), os.path.realpath(os.path.join(lib, "libmimprof-pyroscope.so.0")))
-        self.assertEqual(self.assert_uploaded_line(r.stderr, "found"), 1)
-        self.assertEqual(self.server.summary().get("status_200"), 1)  # (sh's profile has no sample)
+        self.assertEqual(self.assert_uploaded_line(r.stderr, "found"), 2)
+        # its report and the report's peak (sh's profile has no sample)
+        self.assertEqual(self.server.summary().get("status_200"), 2)
 
 
 class Unreachable(PyroscopeTest):
@@ -506,8 +518,8 @@ class Unreachable(PyroscopeTest):
                             env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s", "TMPDIR": self.tmp})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
-        self.assertRegex(r.stderr, r"mimprof: pyroscope: pid \d+: 0 of 1 profiles uploaded, 1 lost "
-                         r"\(.*stop deadline 1,")
+        self.assertRegex(r.stderr, r"mimprof: pyroscope: pid \d+: 0 of 2 profiles uploaded, 2 lost "
+                         r"\(.*stop deadline 2,")
         self.assertEqual(glob.glob(os.path.join(self.tmp, "mimprof-run-*")), [], "removed")
 
 

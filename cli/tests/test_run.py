@@ -235,7 +235,7 @@ class Signals(TempDirTest):
             for i in range(2):
                 p.send_signal(signal.SIGUSR2)
                 deadline = time.monotonic() + 10
-                while len(glob.glob(os.path.join(out, "heap.*.pb.gz"))) < i + 1:
+                while len(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz"))) < i + 1:
                     self.assertLess(time.monotonic(), deadline, "no report after SIGUSR2")
                     time.sleep(0.02)
             self.assertIsNone(p.poll(), "SIGUSR2 did not kill the program")

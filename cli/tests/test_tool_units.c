@@ -32,6 +32,20 @@ Test(tool_units, sizes)
     cr_expect(!mpt_parse_size(NULL, &v));
 }
 
+Test(tool_units, thresholds)
+{
+    uint64_t b;
+    unsigned pct;
+    cr_expect(mpt_parse_threshold("100m", &b, &pct) && b == 100u << 20 && pct == 0);
+    cr_expect(mpt_parse_threshold("90%", &b, &pct) && b == 0 && pct == 90);
+    cr_expect(mpt_parse_threshold("100%", &b, &pct) && pct == 100);
+    cr_expect(mpt_parse_threshold("1%", &b, &pct) && pct == 1);
+    const char *bad[] = {"", "%", "0%", "101%", "1000%", "9.5%", "-5%", "0", "x", "10%%", NULL};
+    for (int i = 0; bad[i] != NULL; i++)
+        cr_expect(!mpt_parse_threshold(bad[i], &b, &pct), "accepted '%s'", bad[i]);
+    cr_expect(!mpt_parse_threshold(NULL, &b, &pct));
+}
+
 Test(tool_units, durations)
 {
     uint64_t v;

@@ -106,13 +106,16 @@ def svg_frames(path):
     return root, frames
 
 
-def reports(d, pid=None):
+def reports(d, pid=None, peak=False):
     """{pid: [paths by seq]} of the heap.<pid>.<seq>.pb.gz files `mimprof run`
-    wrote in d (of one pid when given)."""
+    wrote in d (of one pid when given); peak=True: the heap.<pid>.<seq>.peak.pb.gz
+    next to them instead."""
     out = {}
     for p in glob.glob(os.path.join(d, "heap.*.pb.gz")):
-        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.pb\.gz", os.path.basename(p))
-        out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
+        m = re.fullmatch(r"heap\.(\d+)\.(\d+)\.%spb\.gz" % (r"peak\." if peak else ""),
+                         os.path.basename(p))
+        if m:
+            out.setdefault(int(m.group(1)), []).append((int(m.group(2)), p))
     out = {k: [p for _, p in sorted(v)] for k, v in out.items()}
     return out if pid is None else out.get(pid, [])
 

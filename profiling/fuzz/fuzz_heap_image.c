@@ -27,7 +27,7 @@
  *              value is 0 or the pool is empty); a bytes unit a string of
  *              a fixed pool (value % size), whose length word is free; a
  *              foreign unit the code address bias + value (tag 3), else NULL.
- *   7 R P      root name R % 7 = pool[P % pool size].
+ *   7 R P      root name R % 9 = pool[P % pool size].
  * String pool: "", "0.1.0", this module's path, its build-id in hex, "ab",
  * "[vdso]", "/nonexistent/x".
  *
@@ -125,9 +125,10 @@ static uint64_t value(prog *g, int *tag)
 }
 
 enum { POOL = 256 };
-static const char *const ROOTS[7] = {
-    MP_HIMG_ROOT_META,     MP_HIMG_ROOT_VERSION, MP_HIMG_ROOT_CONFIG,  MP_HIMG_ROOT_COUNTERS,
-    MP_HIMG_ROOT_MAPPINGS, MP_HIMG_ROOT_LIVE,    MP_HIMG_ROOT_INTERVAL};
+static const char *const ROOTS[9] = {
+    MP_HIMG_ROOT_META,     MP_HIMG_ROOT_VERSION,  MP_HIMG_ROOT_CONFIG,
+    MP_HIMG_ROOT_COUNTERS, MP_HIMG_ROOT_MAPPINGS, MP_HIMG_ROOT_LIVE,
+    MP_HIMG_ROOT_INTERVAL, MP_HIMG_ROOT_PEAK,     MP_HIMG_ROOT_PEAK_META};
 
 static void structured(const uint8_t *data, size_t size)
 {
@@ -145,7 +146,7 @@ static void structured(const uint8_t *data, size_t size)
             if (r < 0 || k < 0)
                 break;
             void *o = npool ? pool[(size_t)k % npool] : NULL;
-            mp_img_root_set(h, ROOTS[r % 7], o, NULL);
+            mp_img_root_set(h, ROOTS[r % 9], o, NULL);
             continue;
         }
         const mp_img_type *t = g_T.t[op];

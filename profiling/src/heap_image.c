@@ -39,6 +39,7 @@
 #include "heap_image_schema.h"
 #include "heap_image_write.h"
 #include "internal.h"
+#include "peak.h"
 #include "platform/platform.h"
 #include "report/maps.h"
 #include "report/report_internal.h"
@@ -136,6 +137,8 @@ typedef struct snap {
     size_t nlive;
     mp_prof_stats counters;
     uint64_t snapshot_wall, interval_start_wall;
+    mp_agg peak; /* the window's peak so far, per stack (peak.c) */
+    mp_peak_result peak_res;
     uint64_t snapshot_mono; /* mp_now_nanos() of the instant: the ages' reference */
 } snap;
 
@@ -172,6 +175,7 @@ static void on_peek(void *ctx, const mp_stack *stack, double objects, double byt
 
 static void snap_free(snap *sn)
 {
+    mp_agg_free(&sn->peak);
     pmap_free(&sn->ivl_of);
     free(sn->ivl);
     free(sn->live);
@@ -334,6 +338,29 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
     return ok ? list : NULL;
 }
 
+/* The peak's per-stack sums as a refs list of `mimprof.interval` objects
+ * (count in slot 0); NULL on out-of-memory. */
+static mp_img_word *peak_sums(builder *b, const snap *sn)
+{
+    mp_img_word *list = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + sn->peak.count);
+    if (list == NULL)
+        return NULL;
+    size_t n = 0; /* every entry has live sums: peak.c adds nothing else */
+    for (size_t i = 0; i < sn->peak.cap; i++) {
+        const mp_agg_entry *e = &sn->peak.e[i];
+        if (e->stack == NULL)
+            continue;
+        mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_INTERVAL_UNITS);
+        if (o == NULL || (o[0] = (mp_img_word)stack_object(b, e->stack)) == 0)
+            return NULL;
+        o[1] = dbits(e->v[MP_VAL_INUSE_OBJECTS]);
+        o[2] = dbits(e->v[MP_VAL_INUSE_SPACE]);
+        o[3] = e->n_live;
+        list[1 + n++] = (mp_img_word)o;
+    }
+    return list;
+}
+
 /* Builds the image heap of a snapshot; false on out-of-memory. */
 static bool build(builder *b, const mp_profiler *p, const snap *sn)
 {
@@ -351,6 +378,15 @@ static bool build(builder *b, const mp_profiler *p, const snap *sn)
         o[3] = e->records;
         ivls[1 + i] = (mp_img_word)o;
     }
+    mp_img_word *peak = peak_sums(b, sn), *pmeta = words(b, MP_HIMG_PEAK_COUNT);
+    if (peak == NULL || pmeta == NULL)
+        return false;
+    const mp_peak_result *pr = &sn->peak_res;
+    pmeta[1 + MP_HIMG_PEAK_BYTES] = pr->bytes < 0.5 ? 0 : (mp_img_word)(pr->bytes + 0.5);
+    pmeta[1 + MP_HIMG_PEAK_TIME_NS] = pr->wall_ns;
+    pmeta[1 + MP_HIMG_PEAK_NSTACKS] = sn->peak.count;
+    pmeta[1 + MP_HIMG_PEAK_SAMPLES] = pr->samples;
+    pmeta[1 + MP_HIMG_PEAK_INCOMPLETE] = pr->incomplete || sn->peak.oom;
 
     mp_img_word *maps = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + b->maps->nobjs);
     if (maps == NULL)
@@ -418,6 +454,7 @@ static bool build(builder *b, const mp_profiler *p, const snap *sn)
     return root(b, MP_HIMG_ROOT_META, meta) && root(b, MP_HIMG_ROOT_CONFIG, cfg) &&
            root(b, MP_HIMG_ROOT_COUNTERS, ctr) && root(b, MP_HIMG_ROOT_MAPPINGS, maps) &&
            root(b, MP_HIMG_ROOT_LIVE, live) && root(b, MP_HIMG_ROOT_INTERVAL, ivls) &&
+           root(b, MP_HIMG_ROOT_PEAK, peak) && root(b, MP_HIMG_ROOT_PEAK_META, pmeta) &&
            root(b, MP_HIMG_ROOT_VERSION, str(b, MP_PROF_PACKAGE_VERSION));
 }
 
@@ -528,6 +565,10 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
         st = MP_PROF_E_NOMEM;
         goto unlock;
     }
+
+    /* The window's peak so far (the window goes on: the next report
+     * still closes it). */
+    (void)mp_peak_peek(p->gen, &sn.peak, &sn.peak_res);
 
     /* 3. mappings, after the quiet point (dl_iterate_phdr takes the
      * loader lock: never under rw), so that every module a snapshot frame

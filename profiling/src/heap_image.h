@@ -71,6 +71,10 @@ typedef struct mp_himg {
     size_t nlive;
     mp_himg_interval *interval;
     size_t ninterval;
+    bool has_peak; /* the optional peak roots: the window's peak so far */
+    uint64_t peak[MP_HIMG_PEAK_COUNT];
+    mp_himg_interval *peak_sums; /* per stack: objects, bytes, blocks (records) */
+    size_t npeak;
 } mp_himg;
 
 /* Loads and checks the image at `path`. On failure returns nonzero and
@@ -117,6 +121,7 @@ typedef struct mp_himg_pprof_opts {
      * from a checked file (build-id mismatch, missing file, no build-id). */
     void (*note)(void *ctx, const char *line);
     void *note_ctx;
+    bool peak; /* the window's peak the image holds, in-use values only */
 } mp_himg_pprof_opts;
 
 /* The image as one uncompressed pprof, as mp_profiler_report() would have

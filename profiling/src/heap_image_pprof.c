@@ -22,6 +22,7 @@
 
 #include "age.h"
 #include "heap_image.h"
+#include "peak.h"
 #include "report/maps.h"
 #include "report/report_internal.h"
 
@@ -179,12 +180,39 @@ static mp_obj *obj_of(const mp_himg_mapping *m)
     return o;
 }
 
+/* The image's peak: its comments and its per-stack in-use sums. */
+static mp_prof_status peak_samples(const mp_himg *img, mp_report_builder *b)
+{
+    double objects = 0;
+    for (size_t i = 0; i < img->npeak; i++)
+        objects += img->peak_sums[i].objects;
+    mp_prof_peak_info pi = {
+        .bytes = img->peak[MP_HIMG_PEAK_BYTES],
+        .objects = (uint64_t)(objects + 0.5),
+        .time_nanos = (int64_t)img->peak[MP_HIMG_PEAK_TIME_NS],
+        .window_start_nanos = (int64_t)img->meta[MP_HIMG_META_INTERVAL_NS],
+        .window_end_nanos = (int64_t)img->meta[MP_HIMG_META_SNAPSHOT_NS],
+        .samples = img->peak[MP_HIMG_PEAK_SAMPLES],
+        .incomplete = img->peak[MP_HIMG_PEAK_INCOMPLETE] != 0,
+    };
+    mp_prof_status st = mp_peak_comments(b, &pi);
+    for (size_t i = 0; st == MP_PROF_OK && i < img->npeak; i++) {
+        const mp_himg_interval *e = &img->peak_sums[i];
+        const mp_himg_stack *s = &img->stacks[e->stack];
+        double v[MP_VAL_COUNT] = {0, 0, e->objects, e->bytes};
+        st = mp_report_add(b, s->pcs, s->depth, s->truncated, v, false);
+    }
+    return st;
+}
+
 mp_prof_status mp_himg_pprof(const mp_himg *img, const mp_himg_pprof_opts *opts, uint8_t **out,
                              size_t *len)
 {
     mp_himg_pprof_opts none = {.symbolize = -1};
     if (opts == NULL)
         opts = &none;
+    if (opts->peak && !img->has_peak)
+        return MP_PROF_E_BAD_IMAGE; /* written before the peak existed */
     mp_prof_symbolize mode =
         opts->symbolize >= 0 ? (mp_prof_symbolize)opts->symbolize : img->cfg.symbolize;
     mp_report_cache *c = mp_report_cache_new();
@@ -258,9 +286,18 @@ mp_prof_status mp_himg_pprof(const mp_himg *img, const mp_himg_pprof_opts *opts,
         .time_nanos = (int64_t)t0,
         .duration_nanos = t1 > t0 ? (int64_t)(t1 - t0) : 0,
         .symbolize = mode,
+        .inuse_only = opts->peak,
     };
     if ((b = mp_report_begin(c, &ro)) == NULL)
         goto done;
+    if (opts->peak) { /* the window's peak so far, as mp_profiler_report_peak() gives it */
+        st = peak_samples(img, b);
+        if (st != MP_PROF_OK)
+            goto done;
+        st = mp_report_finish(b, out, len);
+        b = NULL;
+        goto done;
+    }
     for (size_t i = 0; i < img->ninterval; i++) {
         const mp_himg_interval *e = &img->interval[i];
         const mp_himg_stack *s = &img->stacks[e->stack];

@@ -379,6 +379,38 @@ static bool stack_index(rd *r, const void *o, uint32_t *index)
     return true;
 }
 
+/* A list of per-stack sums (`mimprof.interval` objects) under root
+ * `name`, of `want` entries. */
+static bool read_sums(rd *r, const char *name, uint64_t want, mp_himg_interval **out, size_t *nout)
+{
+    const mp_img_word *v;
+    size_t n;
+    if (!root_refs(r, name, &v, &n))
+        return false;
+    if (n != want)
+        return fail(r->err, r->errlen, "%zu entries in '%s', the image declares %llu", n, name,
+                    (unsigned long long)want),
+               false;
+    *out = malloc((n ? n : 1) * sizeof **out);
+    if (*out == NULL)
+        return fail(r->err, r->errlen, "out of memory"), false;
+    for (size_t i = 0; i < n; i++) {
+        const mp_img_word *s = (const mp_img_word *)v[i];
+        if (!is_a(r, s, MP_HIMG_T_INTERVAL) || mp_img_units(s) != MP_HIMG_INTERVAL_UNITS)
+            return fail(r->err, r->errlen, "entry %zu of '%s' is not one", i, name), false;
+        mp_himg_interval *o = &(*out)[i];
+        if (!stack_index(r, (const void *)s[0], &o->stack))
+            return false;
+        o->objects = dval(s[1]);
+        o->bytes = dval(s[2]);
+        o->records = s[3];
+        if (!isfinite(o->objects) || o->objects < 0 || !isfinite(o->bytes) || o->bytes < 0)
+            return fail(r->err, r->errlen, "entry %zu of '%s': bad values", i, name), false;
+        *nout = i + 1;
+    }
+    return true;
+}
+
 static bool read_samples(rd *r)
 {
     mp_himg *img = r->img;
@@ -437,28 +469,19 @@ static bool read_samples(rd *r)
         return fail(r->err, r->errlen, "%zu live samples, the image declares %llu", img->nlive,
                     (unsigned long long)want),
                false;
-    if (!root_refs(r, MP_HIMG_ROOT_INTERVAL, &v, &n))
+    if (!read_sums(r, MP_HIMG_ROOT_INTERVAL, img->meta[MP_HIMG_META_NINTERVAL], &img->interval,
+                   &img->ninterval))
         return false;
-    if (n != img->meta[MP_HIMG_META_NINTERVAL])
-        return fail(r->err, r->errlen, "%zu interval entries, the image declares %llu", n,
-                    (unsigned long long)img->meta[MP_HIMG_META_NINTERVAL]),
-               false;
-    img->interval = malloc((n ? n : 1) * sizeof *img->interval);
-    if (img->interval == NULL)
-        return fail(r->err, r->errlen, "out of memory"), false;
-    for (size_t i = 0; i < n; i++) {
-        const mp_img_word *s = (const mp_img_word *)v[i];
-        if (!is_a(r, s, MP_HIMG_T_INTERVAL) || mp_img_units(s) != MP_HIMG_INTERVAL_UNITS)
-            return fail(r->err, r->errlen, "interval entry %zu is not one", i), false;
-        mp_himg_interval *o = &img->interval[i];
-        if (!stack_index(r, (const void *)s[0], &o->stack))
+    void *peak_root;
+    if (mp_img_root_find(r->h, MP_HIMG_ROOT_PEAK_META, &peak_root)) { /* optional: the peak */
+        const mp_img_word *pm;
+        if (!root_words(r, MP_HIMG_ROOT_PEAK_META, MP_HIMG_PEAK_COUNT, &pm))
             return false;
-        o->objects = dval(s[1]);
-        o->bytes = dval(s[2]);
-        o->records = s[3];
-        if (!isfinite(o->objects) || o->objects < 0 || !isfinite(o->bytes) || o->bytes < 0)
-            return fail(r->err, r->errlen, "interval entry %zu: bad values", i), false;
-        img->ninterval = i + 1;
+        memcpy(img->peak, pm, sizeof img->peak);
+        if (!read_sums(r, MP_HIMG_ROOT_PEAK, img->peak[MP_HIMG_PEAK_NSTACKS], &img->peak_sums,
+                       &img->npeak))
+            return false;
+        img->has_peak = true;
     }
     if (img->nstacks != img->meta[MP_HIMG_META_NSTACKS])
         return fail(r->err, r->errlen, "%zu stacks, the image declares %llu", img->nstacks,
@@ -575,6 +598,7 @@ void mp_himg_free(mp_himg *img)
     free(img->stacks);
     free(img->live);
     free(img->interval);
+    free(img->peak_sums);
     free(img);
 }
 

@@ -42,8 +42,14 @@
  * | `mimprof.mappings` | refs | mappings, in the order of the report side's cache (pprof mapping ids follow it) |
  * | `mimprof.live` | refs | live samples, one `mimprof.live` per stack (in the order the live table first meets the stacks) |
  * | `mimprof.interval` | refs | intervals |
+ * | `mimprof.peak` | refs | the current window's peak so far (peak.c), per stack, as `mimprof.interval` objects: stack, inuse objects, inuse bytes, sampled blocks (optional, see below) |
+ * | `mimprof.peak_meta` | words | MP_HIMG_PEAK_* (optional, see below) |
  *
- * A change to any of this changes MP_HIMG_SCHEMA (and, for the types, the
+ * The two peak roots are optional, together: images written before the
+ * window's peak existed have neither (their reader reports no peak), and
+ * a reader that does not know them ignores them, so they change neither
+ * the types nor the schema number.
+ * A change to anything else here changes MP_HIMG_SCHEMA (and, for the types, the
  * image's type digest, which makes older readers refuse it by name).
  */
 #ifndef MIMPROF_PROFILING_HEAP_IMAGE_SCHEMA_H
@@ -73,13 +79,25 @@ typedef struct mp_himg_types {
     const mp_img_type *t[MP_HIMG_T_COUNT];
 } mp_himg_types;
 
-#define MP_HIMG_ROOT_META     "mimprof.meta"
-#define MP_HIMG_ROOT_VERSION  "mimprof.version"
-#define MP_HIMG_ROOT_CONFIG   "mimprof.config"
-#define MP_HIMG_ROOT_COUNTERS "mimprof.counters"
-#define MP_HIMG_ROOT_MAPPINGS "mimprof.mappings"
-#define MP_HIMG_ROOT_LIVE     "mimprof.live"
-#define MP_HIMG_ROOT_INTERVAL "mimprof.interval"
+#define MP_HIMG_ROOT_META      "mimprof.meta"
+#define MP_HIMG_ROOT_VERSION   "mimprof.version"
+#define MP_HIMG_ROOT_CONFIG    "mimprof.config"
+#define MP_HIMG_ROOT_COUNTERS  "mimprof.counters"
+#define MP_HIMG_ROOT_MAPPINGS  "mimprof.mappings"
+#define MP_HIMG_ROOT_LIVE      "mimprof.live"
+#define MP_HIMG_ROOT_INTERVAL  "mimprof.interval"
+#define MP_HIMG_ROOT_PEAK      "mimprof.peak"
+#define MP_HIMG_ROOT_PEAK_META "mimprof.peak_meta"
+
+/* mimprof.peak_meta words (mp_prof_peak_info of the window so far). */
+enum {
+    MP_HIMG_PEAK_BYTES = 0,  /* the live estimate at the mark, rounded */
+    MP_HIMG_PEAK_TIME_NS,    /* wall clock of the mark */
+    MP_HIMG_PEAK_NSTACKS,    /* entries in mimprof.peak */
+    MP_HIMG_PEAK_SAMPLES,    /* sampled blocks in the peak set */
+    MP_HIMG_PEAK_INCOMPLETE, /* 1: memory ran out keeping the set */
+    MP_HIMG_PEAK_COUNT
+};
 
 /* mimprof.meta words. */
 enum {

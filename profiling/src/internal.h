@@ -9,6 +9,9 @@
  *   session.c   the process recorder: start / report / stop, fork,
  *               diagnostics
  *   aggregate.c per-stack sums for one report
+ *   peak.c      the live estimate and each window's peak set (peak.h);
+ *               peak_report.c encodes it (mp_profiler_report_peak),
+ *               peak_comments.c says its size and time
  *   age.c       age buckets of live samples (the `age` label)
  *   reconcile.c a report's memory reconciliation with RSS (its comments),
  *               the allocator statistics hook
@@ -24,6 +27,7 @@
  *                    start, stop, a heap image's quiet point, fork prepare)
  *   registry lock -> one ring lock -> one shard lock
  *   one depot stripe | one live stripe (never nested with each other)
+ *   one live stripe -> the peak lock (peak.c; also taken alone)
  * Frees of sampled blocks (mp_prof_hook_forget*) hold g_rec.rw shared
  * too, so the fork prepare handler's exclusive hold excludes every other
  * holder of an inner lock.

@@ -1,6 +1,8 @@
 /* The live table: sampled pointer -> (stack, size, weight, generation, id,
  * allocation time),
  * and the free-path filter that keeps unsampled frees away from it.
+ * Every insertion and removal is also an event of the live estimate and
+ * the window's peak (peak.c), told under the stripe lock.
  *
  * Layout. mp_prof_hook_filter_slot(p) (<mimprof/sampling.h>) is the
  * filter slot of p. The top 6 bits of the slot choose one of 64 stripes,
@@ -22,6 +24,7 @@
 #include <mimprof/sampling.h>
 
 #include "internal.h"
+#include "peak.h"
 
 #define STRIPE_BITS      6u
 #define STRIPES          (1u << STRIPE_BITS)
@@ -38,6 +41,7 @@ typedef struct entry {
     uint64_t gen;
     uint64_t id;
     uint64_t born; /* mp_now_nanos() when sampled (the ages of a report, age.c) */
+    uint64_t seq;  /* the event of its insertion (peak.c) */
 } entry;
 
 typedef struct stripe {
@@ -57,6 +61,8 @@ typedef struct stripe {
     size_t snap_room; /* slots reserved for it (its count at the instant) */
     size_t snap_n;    /* slots it filled */
 } stripe;
+
+_Static_assert(STRIPES == MP_LIVE_STRIPES, "peak.h's stripe count");
 
 static stripe g_stripes[STRIPES];
 static _Atomic uint64_t g_count;
@@ -129,11 +135,13 @@ static void filter_clear(uint32_t slot)
         __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
 }
 
-/* Index of p in s, or s->cap if absent. */
+/* Index of p in s, or s->cap if absent. NULL is never in the table, but
+ * 0 also marks an empty slot: without the check a free(NULL) whose filter
+ * slot a sampled block shares would "find" the first empty slot. */
 static size_t find(const stripe *s, uintptr_t p)
 {
-    if (s->cap == 0)
-        return 0;
+    if (s->cap == 0 || p == 0)
+        return s->cap;
     for (size_t i = home(p, s->cap);; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i].ptr == p)
             return i;
@@ -217,7 +225,10 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         snap_copy(s);
     size_t i = find(s, p);
     if (i != s->cap) { /* a stale entry (a free we could not see): replace it */
-        s->slots[i] = (entry){p, stack, size, weight, gen, id, born};
+        entry *old = &s->slots[i];
+        mp_peak_remove(p, old->stack, old->size, old->weight, old->seq);
+        s->slots[i] =
+            (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
         pthread_mutex_unlock(&s->lock);
         return true;
     }
@@ -237,7 +248,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     size_t k = home(p, s->cap);
     while (s->slots[k].ptr != 0)
         k = (k + 1) & (s->cap - 1);
-    s->slots[k] = (entry){p, stack, size, weight, gen, id, born};
+    s->slots[k] =
+        (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
     s->count++;
     uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
     if (*c < 255)
@@ -256,6 +268,8 @@ void mp_live_remove(uintptr_t p, uint64_t id)
     if (i != s->cap && (id == 0 || s->slots[i].id == id)) {
         if (__builtin_expect(s->snap_pending, 0))
             snap_copy(s); /* before the entry goes (the copy keeps no index) */
+        const entry *e = &s->slots[i];
+        mp_peak_remove(p, e->stack, e->size, e->weight, e->seq);
         erase(s, i);
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
@@ -290,6 +304,24 @@ void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
     }
 }
 
+unsigned mp_live_stripe(uintptr_t p) { return filter_slot(p) >> SLOT_BITS; }
+
+void mp_live_visit_upto(uint64_t gen, uint64_t upto, mp_live_peak_fn fn, void *ctx,
+                        uint64_t visited[MP_LIVE_STRIPES])
+{
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        pthread_mutex_lock(&s->lock);
+        visited[k] = mp_peak_seq();
+        for (size_t i = 0; i < s->cap; i++) {
+            const entry *e = &s->slots[i];
+            if (e->ptr != 0 && e->gen == gen && e->seq <= upto)
+                fn(ctx, e->stack, e->size, e->weight);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 void mp_live_clear(void)
 {
     for (unsigned k = 0; k < STRIPES; k++) {
@@ -309,6 +341,7 @@ void mp_live_clear(void)
         pthread_mutex_unlock(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
+    mp_peak_reset();
 }
 
 /* ---------------------------------------------------------------- snapshot

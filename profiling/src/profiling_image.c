@@ -80,6 +80,9 @@ void mp_prof_image_info_get(const mp_prof_image *img, mp_prof_image_info *out)
         out->named_frames += h->stacks[i].named;
     }
     out->mappings = h->nmaps;
+    out->has_peak = h->has_peak;
+    out->peak_bytes = h->peak[MP_HIMG_PEAK_BYTES];
+    out->peak_time_ns = (int64_t)h->peak[MP_HIMG_PEAK_TIME_NS];
 }
 
 mp_prof_status mp_prof_image_mapping_get(const mp_prof_image *img, size_t i,
@@ -131,7 +134,8 @@ mp_prof_status mp_prof_image_pprof(const mp_prof_image *img, const mp_prof_image
         po = (mp_himg_pprof_opts){.binary_path = opts->binary_path,
                                   .symbolize = opts->symbolize,
                                   .note = opts->note,
-                                  .note_ctx = opts->note_ctx};
+                                  .note_ctx = opts->note_ctx,
+                                  .peak = opts->peak != 0};
     }
     return mp_himg_pprof(img->h, &po, out, len);
 }

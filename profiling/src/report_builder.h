@@ -29,6 +29,7 @@ typedef struct mp_report_options {
     int64_t time_nanos;          /* wall-clock start of the reported interval */
     int64_t duration_nanos;      /* length of the reported interval */
     mp_prof_symbolize symbolize; /* none | functions | lines */
+    bool inuse_only;             /* sample types inuse_objects/inuse_space only (a peak profile) */
 } mp_report_options;
 
 /* Process-lifetime caches of the report side (mappings, symbols), owned by

@@ -23,6 +23,7 @@
 #include "age.h"
 #include "aggregate.h"
 #include "internal.h"
+#include "peak.h"
 #include "reconcile.h"
 #include "report_builder.h"
 #include "self_frames.h"
@@ -184,6 +185,33 @@ bool mp_session_owns_locked(const mp_profiler *p)
            atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) == p->gen;
 }
 
+static void drop_notes(mp_profiler *p)
+{
+    for (unsigned i = 0; i < p->nnotes; i++)
+        free(p->notes[i]);
+    p->nnotes = 0;
+}
+
+mp_prof_status mp_profiler_annotate(mp_profiler *p, const char *comment)
+{
+    if (p == NULL || comment == NULL || strlen(comment) > 1024)
+        return MP_PROF_E_INVALID_CONFIG;
+    mp_prof_status st = MP_PROF_OK;
+    mp_guard_enter();
+    pthread_mutex_lock(&g_rec.session);
+    if (!mp_session_owns_locked(p))
+        st = MP_PROF_E_INACTIVE;
+    else if (p->nnotes == MP_PROF_MAX_NOTES)
+        st = MP_PROF_E_INVALID_CONFIG;
+    else if ((p->notes[p->nnotes] = strdup(comment)) == NULL)
+        st = MP_PROF_E_NOMEM;
+    else
+        p->nnotes++;
+    pthread_mutex_unlock(&g_rec.session);
+    mp_guard_exit();
+    return st;
+}
+
 mp_prof_status mp_profiler_stop(mp_profiler *p)
 {
     if (p == NULL)
@@ -196,6 +224,8 @@ mp_prof_status mp_profiler_stop(mp_profiler *p)
         mp_rw_wrunlock(&g_rec.rw);
     }
     p->stopped = true;
+    mp_agg_free(&p->peak); /* its stacks were the session's */
+    drop_notes(p);
     if (p->cache != NULL) {
         mp_report_cache_free(p->cache);
         p->cache = NULL;
@@ -252,6 +282,13 @@ static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now
     mp_report_builder *b = mp_report_begin(p->cache, &opt);
     if (b == NULL)
         return MP_PROF_E_NOMEM;
+    for (unsigned i = 0; i < p->nnotes; i++) {
+        mp_prof_status st = mp_report_comment(b, p->notes[i]);
+        if (st != MP_PROF_OK) {
+            mp_report_abort(b);
+            return st;
+        }
+    }
     double live_bytes = 0;
     for (size_t i = 0; i < rc->agg.cap; i++)
         if (rc->agg.e[i].stack != NULL)
@@ -302,12 +339,28 @@ mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len)
     struct report_ctx rc = {{0}, 0, t0};
     mp_rec_drain(p->cfg.report_max_records, on_record, &rc);
     mp_live_visit(p->gen, on_live, &rc);
+    /* The same instant ends the window of the peak (peak.c). */
+    mp_agg peak = {0};
+    mp_peak_result pr;
+    bool peak_whole = mp_peak_close(p->gen, &peak, &pr);
+    mp_agg_free(&p->peak);
+    p->peak = peak;
+    p->peak_info = (mp_prof_peak_info){
+        .bytes = pr.bytes < 0.5 ? 0 : (uint64_t)(pr.bytes + 0.5),
+        .objects = pr.objects < 0.5 ? 0 : (uint64_t)(pr.objects + 0.5),
+        .time_nanos = (int64_t)pr.wall_ns,
+        .window_start_nanos = (int64_t)p->interval_start_wall,
+        .window_end_nanos = (int64_t)now_wall,
+        .samples = pr.samples,
+        .incomplete = pr.incomplete || !peak_whole,
+    };
     if (rc.agg.oom)
         st = MP_PROF_E_NOMEM;
     else
         st = encode(p, &rc, now_wall, pprof, len);
     mp_agg_free(&rc.agg);
     if (st == MP_PROF_OK) {
+        drop_notes(p);
         MP_COUNT(reported, rc.records);
         p->interval_start_wall = now_wall;
         atomic_store_explicit(&g_rec.c.last_symbol_quality, mp_report_cache_last_quality(p->cache),

@@ -6,6 +6,7 @@
 
 #include "agent_internal.h"
 #include "request.h"
+#include "retype.h"
 
 static void agent_destroy(mp_pyro_agent *a)
 {
@@ -197,6 +198,34 @@ mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size
     if (len == 0)
         return MP_PYRO_OK;
     return mp_pyro_agent_queue_report(a, pprof, len, from_nanos, until_nanos);
+}
+
+mp_pyro_status mp_pyro_agent_submit_as(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                       int64_t from_nanos, int64_t until_nanos,
+                                       const char *type_prefix)
+{
+    if (!a || !mp_pyro_retype_prefix_ok(type_prefix) || (!pprof && len) || until_nanos < from_nanos)
+        return MP_PYRO_E_INVALID_ARGUMENT;
+    if (len == 0)
+        return mp_pyro_agent_submit(a, pprof, len, from_nanos, until_nanos);
+    uint8_t *typed = NULL;
+    size_t typed_len = 0;
+    mp_pyro_status s = mp_pyro_retype(pprof, len, type_prefix, &typed, &typed_len);
+    if (s == MP_PYRO_OK) {
+        s = mp_pyro_agent_submit(a, typed, typed_len, from_nanos, until_nanos);
+    } else { /* counted as mp_pyro_agent_submit counts a profile it cannot read */
+        pthread_mutex_lock(&a->mu);
+        bool closed = a->stopping;
+        if (!closed) {
+            a->st.reports++;
+            a->st.reports_failed++;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (closed)
+            s = MP_PYRO_E_STATE;
+    }
+    free(typed);
+    return s;
 }
 
 void mp_pyro_agent_free(mp_pyro_agent *a)

@@ -13,6 +13,11 @@ struct mp_pyro_backend {
     const mp_pyro_backend_ops *ops;
     void *state;
     atomic_bool in_use; /* claimed by an agent */
+    /* Set by the mimprof backend only (not part of the public vtable):
+     * the peak of the window the last report() closed, taken right after
+     * it and uploaded as its own profile types (MP_PYRO_PEAK_PREFIX);
+     * released with ops->release. */
+    mp_pyro_status (*peak)(void *state, mp_pyro_profile *out);
     char error[MP_PYRO_ERRLEN];
 };
 

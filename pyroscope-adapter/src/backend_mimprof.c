@@ -70,6 +70,24 @@ static mp_pyro_status m_report(void *st, const mp_pyro_window *w, mp_pyro_profil
     return MP_PYRO_OK;
 }
 
+/* The peak of the window m_report just closed (mp_profiler_report_peak). */
+static mp_pyro_status m_peak(void *st, mp_pyro_profile *out)
+{
+    mimprof_state *m = st;
+    if (!m->prof)
+        return MP_PYRO_E_STATE;
+    uint8_t *p = NULL;
+    size_t len = 0;
+    mp_pyro_status s =
+        map_status(m, mp_profiler_report_peak(m->prof, &p, &len, NULL), "mp_profiler_report_peak");
+    if (s != MP_PYRO_OK)
+        return s;
+    out->pprof = p;
+    out->len = len;
+    out->flags = MP_PYRO_PROFILE_LIVE;
+    return MP_PYRO_OK;
+}
+
 static void m_release(void *st, mp_pyro_profile *p)
 {
     (void)st;
@@ -114,6 +132,7 @@ static mp_pyro_status make(mimprof_state *m, mp_pyro_backend **out)
         return s;
     }
     m->self = *out;
+    (*out)->peak = m_peak;
     return MP_PYRO_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <mimprof/profiling.h>
 
 #include "agent_internal.h"
+#include "retype.h"
 #include "upload.h"
 
 /* Puts a gzipped profile in the queue (dropping or spooling the oldest
@@ -67,6 +68,30 @@ mp_pyro_status mp_pyro_agent_queue_report(mp_pyro_agent *a, const uint8_t *pprof
     return MP_PYRO_OK;
 }
 
+/* The window's peak, after the report that closed the window: its own
+ * profile types (peak_inuse_*), counted like a submitted profile. */
+static void take_peak(mp_pyro_agent *a, mp_pyro_window w)
+{
+    mp_pyro_backend *b = a->backend;
+    mp_pyro_profile p = {0};
+    uint8_t *typed = NULL;
+    size_t len = 0;
+    mp_pyro_status s = b->peak(b->state, &p);
+    if (s == MP_PYRO_OK && p.len)
+        s = mp_pyro_retype(p.pprof, p.len, MP_PYRO_PEAK_PREFIX, &typed, &len);
+    b->ops->release(b->state, &p);
+    pthread_mutex_lock(&a->mu);
+    a->st.reports++;
+    if (s != MP_PYRO_OK)
+        a->st.reports_failed++;
+    else if (len == 0)
+        a->st.reports_empty++;
+    pthread_mutex_unlock(&a->mu);
+    if (len != 0) /* queued like the report itself, also after a stop began */
+        mp_pyro_agent_queue_report(a, typed, len, w.from_nanos, w.until_nanos);
+    free(typed);
+}
+
 static void take_report(mp_pyro_agent *a, mp_pyro_window w)
 {
     mp_pyro_backend *b = a->backend;
@@ -92,6 +117,8 @@ static void take_report(mp_pyro_agent *a, mp_pyro_window w)
     if (p.len)
         mp_pyro_agent_queue_report(a, p.pprof, p.len, w.from_nanos, w.until_nanos);
     b->ops->release(b->state, &p);
+    if (b->peak != NULL)
+        take_peak(a, w);
 }
 
 void *mp_pyro_reporter_main(void *arg)

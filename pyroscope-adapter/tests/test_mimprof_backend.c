@@ -24,6 +24,7 @@ MP_PROF_SAMPLING_ALLOCATOR_INLINE(tpa, mp_sys_mimalloc);
 
 #define ALLOC_SPACE "memory:alloc_space:bytes:space:bytes"
 #define INUSE_SPACE "memory:inuse_space:bytes:space:bytes"
+#define PEAK_SPACE  "memory:peak_inuse_space:bytes:space:bytes"
 
 static void *blocks[N];
 
@@ -137,6 +138,15 @@ Test(mimprof_backend, freed_spike_kept_by_every_version)
         double alloc = poll_sum(&s, ALLOC_SPACE, sel, t0, want * (1 - tol), want * (1 + tol));
         cr_expect(fabs(alloc / want - 1) < tol, "%s: alloc_space %.0f, the spike %.0f",
                   runs[r].version, alloc, want);
+        /* Each report goes with its window's peak (its own profile type):
+         * the first window's holds the spike, the later ones what stayed. */
+        cr_expect_eq(st.uploaded % 2, 0, "a peak per report");
+        double reports = (double)(st.uploaded / 2);
+        double peak_want = want + KEPT_N * 8192 * (reports - 1);
+        double peak =
+            poll_sum(&s, PEAK_SPACE, sel, t0, peak_want * (1 - tol), peak_want * (1 + tol));
+        cr_expect(fabs(peak / peak_want - 1) < tol, "%s: peak_inuse_space %.0f, want %.0f",
+                  runs[r].version, peak, peak_want);
         if (!s.external)
             cr_expect_eq(ts_summary(&s, "split_lost_samples"), 0, "%s %zu", runs[r].version, r);
         cr_expect_eq(mp_profiler_stop(prof), MP_PROF_OK);
@@ -188,8 +198,10 @@ Test(mimprof_backend, attached_session_population)
     double want = (double)N * SIZE, tol = 0.08;
     double alloc = poll_sum(&s, ALLOC_SPACE, sel, t0, want * (1 - tol), want * (1 + tol));
     cr_expect(fabs(alloc / want - 1) < tol, "alloc_space %.0f, allocated %.0f", alloc, want);
-    /* live samples: every report holds the whole population */
-    double live_want = want * (double)st.uploaded;
+    /* live samples: every report holds the whole population (and so does
+     * its window's peak, uploaded next to it) */
+    cr_expect_eq(st.uploaded % 2, 0, "a peak per report");
+    double live_want = want * (double)(st.uploaded / 2);
     double inuse = poll_sum(&s, INUSE_SPACE, sel, t0, live_want * (1 - tol), live_want * (1 + tol));
     cr_expect(fabs(inuse / live_want - 1) < tol, "inuse_space %.0f over %llu reports, want %.0f",
               inuse, (unsigned long long)st.uploaded, live_want);

@@ -48,7 +48,7 @@ class RunImages(unittest.TestCase):
                 "--rounds", "300", "--sleep-us", "0")
         self.assertEqual(r.returncode, 0, r.stderr)
         images = glob.glob(os.path.join(out, "heap.*.mpimg"))
-        reports = glob.glob(os.path.join(out, "heap.*.pb.gz"))
+        reports = glob.glob(os.path.join(out, "heap.*[0-9].pb.gz"))
         self.assertEqual(len(images), 1, os.listdir(out))
         self.assertEqual(len(reports), 1, os.listdir(out))
         off = self.path("img.pb")
@@ -91,7 +91,7 @@ class RunImages(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         images = sorted(glob.glob(os.path.join(imgs, "heap.*.mpimg")), key=seq_of)
         self.assertEqual(len(images), 2, images)  # two checkpoints, nothing at exit
-        self.assertEqual(len(glob.glob(os.path.join(out, "heap.*.pb.gz"))), 3)
+        self.assertEqual(len(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz"))), 3)
         top = image("top", images[1])
         self.assertEqual(top.returncode, 0, top.stderr)
         self.assertIn("remember_session", top.stdout)

@@ -256,6 +256,60 @@ MP_PROF_API mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profi
  */
 MP_PROF_API mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, size_t *len);
 
+/** Most comments mp_profiler_annotate() keeps for one report. */
+#define MP_PROF_MAX_NOTES 8u
+
+/**
+ * Adds `comment` (copied; at most 1024 bytes) to the comments of the next
+ * mp_profiler_report() (`go tool pprof -comments` shows them), for
+ * example why that report is written; a successful report consumes them.
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL, or longer than 1024
+ *         bytes, or MP_PROF_MAX_NOTES already waiting); MP_PROF_E_INACTIVE
+ *         (`p` was stopped); MP_PROF_E_NOMEM.
+ */
+MP_PROF_API mp_prof_status mp_profiler_annotate(mp_profiler *p, const char *comment);
+
+/** The high-water mark of one report window (mp_profiler_report_peak()). */
+typedef struct mp_prof_peak_info {
+    uint64_t bytes;             /**< estimated live heap at the mark (the sum the peak
+                                     profile's inuse_space values are made of) */
+    uint64_t objects;           /**< objects the peak set stands for (inuse_objects) */
+    int64_t time_nanos;         /**< wall clock (CLOCK_REALTIME) when the mark was reached */
+    int64_t window_start_nanos; /**< the window: from the previous report (or the start) */
+    int64_t window_end_nanos;   /**< ... to the report that closed it */
+    uint64_t samples;           /**< sampled blocks in the peak set */
+    bool incomplete; /**< memory ran out while keeping the peak set: blocks are missing */
+} mp_prof_peak_info;
+
+/**
+ * The peak of the window that the last mp_profiler_report() closed: one
+ * uncompressed pprof with the sample types inuse_objects/count and
+ * inuse_space/bytes only, holding the sampled live set as it was when the
+ * window's estimated live heap was highest, and its size and time in the
+ * profile's comments ("peak: N bytes estimated live at <UTC time>").
+ *
+ * How: the recorder keeps the estimated live heap (the weighted sum the
+ * in-use values are made of) as sampled blocks come and go, and records a
+ * new high-water mark when it exceeds the window's previous one by more
+ * than 1/64 of it (so the mark is within 1.6% below the estimate's true
+ * maximum); a mark costs no copy (the live set at a mark is rebuilt when
+ * the report closes the window, from the live table and the sampled
+ * blocks freed since the mark). All of it is on the sampling path:
+ * unsampled allocations and frees pay nothing. The estimate is the
+ * in-use estimator's, with its variance.
+ *
+ * Each report (also one that fails) starts a new window whose first mark
+ * is the live set at that report, so a window's peak is never below what was live at either
+ * of its ends. Before the first report the profile has no samples and
+ * `info` is zero. Calling it again returns the same peak (until the next
+ * report). `*pprof` is owned by the caller: release it with
+ * mp_prof_buffer_free(). `info` may be NULL.
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL pprof or len),
+ *         MP_PROF_E_INACTIVE (`p` was stopped), MP_PROF_E_NOMEM.
+ */
+MP_PROF_API mp_prof_status mp_profiler_report_peak(mp_profiler *p, uint8_t **pprof, size_t *len,
+                                                   mp_prof_peak_info *info);
+
 /** Frees a buffer returned by mp_profiler_report(). NULL is a no-op. */
 MP_PROF_API void mp_prof_buffer_free(uint8_t *pprof);
 

@@ -82,6 +82,9 @@ typedef struct mp_prof_image_info {
     uint64_t frames;            /**< frames over all stacks */
     uint64_t named_frames;      /**< of which code(build-id, path, offset) units */
     size_t mappings;            /**< loaded objects recorded (mp_prof_image_mapping_get) */
+    bool has_peak;              /**< the image holds the window's peak (images written with it) */
+    uint64_t peak_bytes;        /**< its estimated live heap at the mark (mp_prof_peak_info) */
+    int64_t peak_time_ns;       /**< wall clock of the mark */
 } mp_prof_image_info;
 
 /** Fills `out` from `img`. */
@@ -135,6 +138,12 @@ typedef struct mp_prof_image_pprof_opts {
      *  from a checked file (build-id mismatch, missing file, no build-id). */
     void (*note)(void *ctx, const char *line);
     void *note_ctx; /**< passed to `note` */
+    /** Nonzero: instead of the snapshot, the peak of the window the image
+     *  was taken in (since the last report, up to the snapshot), as
+     *  mp_profiler_report_peak() gives it: in-use sample types only, size
+     *  and time in the comments. MP_PROF_E_BAD_IMAGE when the image holds
+     *  none (written before the peak existed). */
+    int peak;
 } mp_prof_image_pprof_opts;
 
 /**

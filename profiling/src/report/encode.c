@@ -44,6 +44,7 @@ typedef struct enc {
     Perftools__Profiles__Sample *smp, **smpp;
     uint64_t *locids;
     int64_t *vals;
+    int first; /* first value encoded: MP_VAL_INUSE_OBJECTS for inuse_only */
     Perftools__Profiles__Mapping *maparr, **mapp;
     Perftools__Profiles__Function **fnp;
     Perftools__Profiles__ValueType vt[MP_VAL_COUNT], *vtp[MP_VAL_COUNT], period_type;
@@ -80,7 +81,6 @@ static void enc_free(enc *e)
     free(e->mf);
     free(e->locs);
     free(e->locp);
-    free(e->comment_idx);
     free(e->lines);
     free(e->linep);
     free(e->smp);
@@ -90,6 +90,7 @@ static void enc_free(enc *e)
     free(e->maparr);
     free(e->mapp);
     free(e->fnp);
+    free(e->comment_idx);
     mp_fntab_free(&e->fns);
     mp_strtab_free(&e->strs);
 }
@@ -301,10 +302,10 @@ static void encode_samples(enc *e)
         o->location_id = &e->locids[s->off];
         for (size_t k = 0; k < s->depth; k++)
             e->locids[s->off + k] = (uint64_t)b->stk[s->off + k] + 1;
-        o->n_value = MP_VAL_COUNT;
+        o->n_value = (size_t)(MP_VAL_COUNT - e->first);
         o->value = &e->vals[i * MP_VAL_COUNT];
-        for (int k = 0; k < MP_VAL_COUNT; k++)
-            o->value[k] = round_value(s->v[k]);
+        for (int k = e->first; k < MP_VAL_COUNT; k++)
+            o->value[k - e->first] = round_value(s->v[k]);
         if (s->interval) {
             o->n_label = 1;
             o->label = &e->labelp;
@@ -320,8 +321,8 @@ static mp_prof_status pack(enc *e, uint8_t **out, size_t *len)
 {
     const mp_report_builder *b = e->b;
     Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-    prof.n_sample_type = MP_VAL_COUNT;
-    prof.sample_type = e->vtp;
+    prof.n_sample_type = (size_t)(MP_VAL_COUNT - e->first);
+    prof.sample_type = e->vtp + e->first;
     prof.n_sample = b->nsmp;
     prof.sample = e->smpp;
     prof.n_mapping = e->nmap;
@@ -358,7 +359,12 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
         mp_report_abort(b);
         return MP_PROF_E_INTERNAL;
     }
-    enc e = {.b = b, .maps = &b->c->maps, .mode = b->opt.symbolize};
+    /* A peak profile holds in-use values only: its first value is
+     * inuse_objects. */
+    enc e = {.b = b,
+             .maps = &b->c->maps,
+             .mode = b->opt.symbolize,
+             .first = b->opt.inuse_only ? MP_VAL_INUSE_OBJECTS : 0};
     if (e.mode == MP_PROF_SYMBOLIZE_LINES && !mp_syms_have_lines())
         e.mode = MP_PROF_SYMBOLIZE_FUNCTIONS;
     e.nmap = mp_maps_count(e.maps);

@@ -288,6 +288,64 @@ Test(image, pprof_of_the_image_equals_the_report, .timeout = 120)
     rm_rf(dir);
 }
 
+/* The image holds the window's peak so far: a spike allocated and freed
+ * before the image is in it, as in the peak the next report closes (no
+ * allocation between the two: the same set). */
+Test(image, holds_the_windows_peak, .timeout = 120)
+{
+    observe();
+    char *dir = scratch();
+    char *file = path_in(dir, "peak.mpimg");
+    mp_prof_config c = test_config(4096, 9);
+    mp_profiler *p = test_start(&c);
+    void *keep[100], *spike[2000];
+    for (int i = 0; i < 100; i++)
+        keep[i] = site_live(4000);
+    for (int i = 0; i < 2000; i++)
+        spike[i] = site_live(8192);
+    for (int i = 0; i < 2000; i++)
+        tmi_dealloc(spike[i], 8192, 8);
+    cr_assert_eq(mp_profiler_write_image(p, file), MP_PROF_OK);
+    tp_profile live, pk;
+    test_report(p, &live);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    mp_prof_peak_info info;
+    cr_assert_eq(mp_profiler_report_peak(p, &buf, &len, &info), MP_PROF_OK);
+    cr_assert(tp_decode(buf, len, &pk));
+    mp_prof_buffer_free(buf);
+
+    mp_prof_image *img;
+    char why[512];
+    cr_assert_eq(mp_prof_image_open(file, &img, why, sizeof why), MP_PROF_OK, "%s", why);
+    mp_prof_image_info ii;
+    mp_prof_image_info_get(img, &ii);
+    cr_assert(ii.has_peak);
+    cr_assert_eq(ii.peak_bytes, info.bytes);
+    cr_assert_eq(ii.peak_time_ns, info.time_nanos);
+    cr_assert_gt(info.bytes, 2000 * 8192 * 0.8, "the spike is in the peak");
+    mp_prof_image_pprof_opts o = {.symbolize = -1, .peak = 1};
+    cr_assert_eq(mp_prof_image_pprof(img, &o, &buf, &len), MP_PROF_OK);
+    tp_profile off;
+    cr_assert(tp_decode(buf, len, &off));
+    mp_prof_buffer_free(buf);
+    mp_prof_image_free(img);
+    cr_assert_eq(off.nsample_types, 2);
+    cr_assert_eq(tp_total(&off, "inuse_space"), tp_total(&pk, "inuse_space"));
+    cr_assert_eq(tp_total(&off, "inuse_objects"), tp_total(&pk, "inuse_objects"));
+    cr_assert_eq(off.nsamples, pk.nsamples);
+    cr_assert_lt(tp_total(&live, "inuse_space"), tp_total(&off, "inuse_space") / 4,
+                 "the report after the spike does not hold it");
+    tp_free(&live);
+    tp_free(&pk);
+    tp_free(&off);
+    mp_profiler_free(p);
+    for (int i = 0; i < 100; i++)
+        tmi_dealloc(keep[i], 4000, 8);
+    free(file);
+    rm_rf(dir);
+}
+
 /* Frames the image cannot name by code: in a module without a build-id,
  * and in a module unloaded before the image was written. They travel as
  * raw addresses and come back with the same locations and mappings. */

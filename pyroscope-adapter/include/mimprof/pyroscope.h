@@ -589,6 +589,27 @@ MP_PYRO_API mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a);
 MP_PYRO_API mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
                                                 int64_t from_nanos, int64_t until_nanos);
 
+/** The prefix of the peak profile's sample types on the server (see
+ *  mp_pyro_agent_submit_as()). */
+#define MP_PYRO_PEAK_PREFIX "peak_"
+
+/**
+ * Like mp_pyro_agent_submit(), for a profile of another kind than the
+ * reports: every sample type T is uploaded as `type_prefix`T, so that it
+ * is its own profile type on the server. With MP_PYRO_PEAK_PREFIX, the
+ * window's peak of mp_profiler_report_peak() (sample types inuse_objects,
+ * inuse_space) becomes `memory:peak_inuse_objects:count:space:bytes` and
+ * `memory:peak_inuse_space:bytes:space:bytes` in the same series (service
+ * name and tags) as the reports, and Grafana shows the flame graph of
+ * each window's peak next to the live heap. Counted like any submitted
+ * profile.
+ * @return as mp_pyro_agent_submit(); MP_PYRO_E_INVALID_ARGUMENT also when
+ *         `type_prefix` is not 1..32 of [a-z0-9_].
+ */
+MP_PYRO_API mp_pyro_status mp_pyro_agent_submit_as(mp_pyro_agent *a, const uint8_t *pprof,
+                                                   size_t len, int64_t from_nanos,
+                                                   int64_t until_nanos, const char *type_prefix);
+
 /** Stops `a` if running and frees it. NULL is a no-op. */
 MP_PYRO_API void mp_pyro_agent_free(mp_pyro_agent *a);
 

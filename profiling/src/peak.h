@@ -1,0 +1,65 @@
+/* The window's peak: the estimated live heap and the sampled live set at
+ * its high-water mark, per report window (see peak.c). Internal. */
+#ifndef MIMPROF_PROFILING_PEAK_H
+#define MIMPROF_PROFILING_PEAK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aggregate.h"
+#include "internal.h"
+
+/* A new high-water mark is recorded when the live estimate exceeds the
+ * window's previous one by more than 1/2^MP_PEAK_STEP_SHIFT of it (1/64,
+ * 1.6%): the recorded peak is within that step below the true maximum of
+ * the estimate, and a window records at most log(max/start)/log(1+1/64)
+ * marks beyond its first ones. */
+#define MP_PEAK_STEP_SHIFT 6u
+
+/* The live table's hooks (live.c), called with the entry's stripe lock
+ * held (lock order: stripe -> peak). Insert: an entry of `bytes`
+ * (weight * size) became live; returns the event number to keep in the
+ * entry. Remove: the entry (its pointer, stack, size, weight and the
+ * event number insert returned) is gone. */
+uint64_t mp_peak_insert(double bytes);
+void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t seq);
+/* The current event number (for the stripe visit of mp_peak_close). */
+uint64_t mp_peak_seq(void);
+/* Forgets everything: a new session's first window starts empty. Caller
+ * holds g_rec.rw exclusive (no hook runs). */
+void mp_peak_reset(void);
+
+/* live.c's side of a close: calls fn on every entry of generation `gen`
+ * inserted at or before event `upto`, one stripe locked at a time, and
+ * stores in visited[k] the event number current while stripe k was
+ * visited (an entry of stripe k removed at or before it was not seen). */
+#define MP_LIVE_STRIPES 64u
+typedef void (*mp_live_peak_fn)(void *ctx, const mp_stack *stack, uint64_t size, double weight);
+void mp_live_visit_upto(uint64_t gen, uint64_t upto, mp_live_peak_fn fn, void *ctx,
+                        uint64_t visited[MP_LIVE_STRIPES]);
+/* The stripe of pointer p. */
+unsigned mp_live_stripe(uintptr_t p);
+
+/* What mp_peak_close tells about the window it closed. */
+typedef struct mp_peak_result {
+    double bytes;     /* the live estimate at the high-water mark */
+    double objects;   /* objects the peak set stands for */
+    uint64_t wall_ns; /* CLOCK_REALTIME when it was reached */
+    uint64_t samples; /* sampled blocks in the peak set */
+    bool incomplete;  /* memory ran out keeping it: some blocks are missing */
+} mp_peak_result;
+
+/* Ends the current window and starts the next one (its first mark: the
+ * live set now), and sums the closed window's peak set of generation
+ * `gen` per stack into `agg` (in-use values). Caller holds g_rec.session
+ * (one close at a time). False on out-of-memory (agg->oom). */
+bool mp_peak_close(uint64_t gen, mp_agg *agg, mp_peak_result *out);
+/* The same for the current window so far, which goes on (heap images). */
+bool mp_peak_peek(uint64_t gen, mp_agg *agg, mp_peak_result *out);
+
+/* The peak's comments ("peak: N bytes estimated live at <UTC>", ...)
+ * into a report builder (peak_comments.c; heap images use them too). */
+mp_prof_status mp_peak_comments(mp_report_builder *b, const mp_prof_peak_info *pi);
+
+#endif
