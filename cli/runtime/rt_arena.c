@@ -42,7 +42,6 @@ void *mpt_arena_alloc(mpt_arena *a, size_t n)
     }
     void *p = (char *)c + c->off;
     c->off += n;
-    a->used += n;
     return p;
 }
 
@@ -53,5 +52,4 @@ void mpt_arena_free(mpt_arena *a)
         mpt_unmap(c, c->size);
     }
     a->head = NULL;
-    a->used = 0;
 }

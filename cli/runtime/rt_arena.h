@@ -11,7 +11,6 @@ typedef struct mpt_arena_chunk mpt_arena_chunk;
 
 typedef struct {
     mpt_arena_chunk *head;
-    size_t used; /* bytes handed out, over every chunk */
 } mpt_arena;
 
 /* `n` bytes aligned to 16, or NULL when the system has no memory. */

@@ -153,7 +153,6 @@ static void accept_all(const mpt_loop_listener *l)
         c->used = true;
         c->fd = fd;
         c->proto = l->proto;
-        c->ctx = l->ctx;
         c->deadline_ms = mono_ms() + MPT_CONN_DEADLINE_MS;
         c->answering = false;
         c->draining = false;

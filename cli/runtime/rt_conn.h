@@ -37,7 +37,6 @@ struct mpt_conn {
     bool used; /* false: a free slot */
     int fd;
     const mpt_conn_proto *proto;
-    void *ctx;           /* the listener's */
     int64_t deadline_ms; /* the protocol may move it (a delayed answer) */
     int64_t timer_ms;    /* nonzero: waiting for it, neither reading nor writing */
     void *user;          /* the protocol's, released by on_close */
@@ -63,7 +62,6 @@ void mpt_conn_body(mpt_conn *c, void *body, size_t len, void (*release)(void *, 
 typedef struct {
     int fd; /* listening, non-blocking; -1: none */
     const mpt_conn_proto *proto;
-    void *ctx;
 } mpt_loop_listener;
 
 /* Serves until *stop is set and `wake_fd` (an eventfd) is written. Closes
