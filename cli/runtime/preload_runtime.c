@@ -404,6 +404,9 @@ static void after_fork_child(void)
     mpt_sig_after_fork();
     rt.reports = 0;
     rt.last_report_ns = 0;
+    /* Children do not serve the HTTP port (rt_http.h), and the parent's
+     * cumulative profile may have been mid-merge on its control thread. */
+    rt.http = false;
     /* A child whose files would have its parent's names is not profiled
      * (fork_parent said so). */
     bool follow = rt.follow_fork && (!rt.files || rt.out.per_process);
