@@ -21,10 +21,11 @@ W=$BUILD/tests/bench/mimprof-bench-pairs
 OV=$BUILD/subprojects/mimprof-allocator/libmimprof-allocator-override.so
 PM=$BUILD/subprojects/mimprof-cli/libmimprof-preload-mimalloc.so
 PJ=$BUILD/subprojects/mimprof-cli/libmimprof-preload-jemalloc.so
+PD=$BUILD/subprojects/mimprof-cli/libmimprof-preload-mimalloc-dormant.so
 LIB=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 JE=$LIB/libjemalloc.so.2
 TC=$LIB/libtcmalloc.so.4
-CONFIGS=${CONFIGS:-"mimalloc mimprof-mimalloc jemalloc jemalloc-prof mimprof-jemalloc tcmalloc tcmalloc-sample"}
+CONFIGS=${CONFIGS:-"mimalloc mimprof-mimalloc mimprof-dormant jemalloc jemalloc-prof mimprof-jemalloc tcmalloc tcmalloc-sample"}
 # Without address randomization the allocators' own paths repeat exactly
 # (with it, placement moves counts by a few tenths of an instruction).
 NOASLR=
@@ -37,6 +38,8 @@ setup() {
     case $1 in
     mimalloc) [ -f "$OV" ] && echo "$OV" ;;
     mimprof-mimalloc) [ -f "$PM" ] && echo "$PM MIMPROF_SEED=${MIMPROF_SEED:-1} MIMPROF_OUTPUT=$TMP/out/" ;;
+    # loaded, no session (MIMPROF_DORMANT=1, `mimprof run --dormant`)
+    mimprof-dormant) [ -f "$PD" ] && echo "$PD MIMPROF_DORMANT=1 MIMPROF_OUTPUT=$TMP/out/" ;;
     jemalloc) [ -f "$JE" ] && echo "$JE" ;;
     jemalloc-prof) [ -f "$JE" ] && echo "$JE MALLOC_CONF=prof:true,lg_prof_sample:19" ;;
     mimprof-jemalloc) [ -f "$PJ" ] && echo "$PJ MIMPROF_SEED=${MIMPROF_SEED:-1} MIMPROF_OUTPUT=$TMP/out/" ;;
@@ -46,7 +49,7 @@ setup() {
 }
 base() { # config -> the plain allocator it is compared with
     case $1 in
-    mimprof-mimalloc) echo mimalloc ;;
+    mimprof-mimalloc | mimprof-dormant) echo mimalloc ;;
     jemalloc-prof | mimprof-jemalloc) echo jemalloc ;;
     tcmalloc-sample) echo tcmalloc ;;
     esac
@@ -78,6 +81,7 @@ for c in $CONFIGS; do
     case $c in mimprof*)
         rep1=$(report_cost "$TMP/$c.1")
         rep2=$(report_cost "$TMP/$c.2")
+        rep1=${rep1:-0} rep2=${rep2:-0} # a dormant process writes no report
         rep=$rep1
         ;;
     esac

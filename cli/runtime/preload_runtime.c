@@ -34,6 +34,8 @@
 
 #include "image_runtime.h"
 #include "rt_common.h"
+#include "rt_ctl.h"
+#include "rt_cumul.h"
 #include "rt_env.h"
 #include "rt_output.h"
 #include "rt_peak.h"
@@ -53,13 +55,23 @@ static struct {
     bool started;         /* a session is running in this process */
     mp_profiler *prof;
     mp_prof_config cfg;
-    mpt_out out; /* where reports go (rt_output.h) */
-    bool bare;   /* the bare preload: one report at exit, no thread, no handler */
+    mpt_out out;   /* where reports go (rt_output.h) */
+    bool bare;     /* the bare preload: one report at exit, no thread, no handler */
+    bool dormant;  /* MIMPROF_DORMANT: configured, no session until one is asked for */
+    bool handlers; /* SIGUSR2 and the fatal signals taken (at the first session) */
+    bool ctl;      /* the control socket (rt_ctl.h) is served */
+    bool http;     /* so is the HTTP endpoint (rt_http.h): reports feed rt_cumul.h */
+    /* Serialises reports (the reporter's, the exit's, the control
+     * socket's); inside rt.lock when both are held. */
+    pthread_mutex_t report_lock;
+    unsigned reports;       /* reports taken by this process (report_lock) */
+    int64_t last_report_ns; /* wall clock of the last one, 0: none (report_lock) */
     uint64_t every_ms;
     bool follow_fork;
     bool quiet;
-    pid_t pid;    /* the process that owns the session */
-    unsigned seq; /* next file number */
+    pid_t pid; /* the process whose runtime this is (set at start, and in followed children) */
+    size_t session_interval; /* of the running session (rt.cfg's is the next one's) */
+    unsigned seq;            /* next file number */
     pthread_t reporter;
     bool have_reporter;
     sem_t wake;
@@ -70,7 +82,7 @@ static struct {
     bool files;               /* reports are written (rt.out) */
     bool told_fork;           /* said why forked children are not profiled */
     int64_t window_from_ns;   /* `from` of the next report's window (wall clock) */
-} rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} rt = {.lock = PTHREAD_MUTEX_INITIALIZER, .report_lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Messages on stderr, unless MIMPROF_QUIET; errors (a report not
  * written, a malformed value) whatever MIMPROF_QUIET says. */
@@ -97,41 +109,73 @@ static void write_peak(const char *path, const uint8_t *pk, size_t pklen)
         say_error("mimprof: %s; peak profile not written\n", why);
 }
 
-/* Takes one report (with the comment `note`, when not NULL: why it is
- * written) and the window's peak, hands both to the Pyroscope agent and
- * writes them (see expand_path). Called by the reporter thread, or by the
- * exit path after the reporter is gone. */
-static void report_once(const char *note)
+/* A report of the process's series, whoever asked for it (with the
+ * comment `note`, when not NULL: why it is written), and the window's
+ * peak (*pk NULL when there is none): both handed to the Pyroscope agent
+ * when uploading; the report merged into the HTTP endpoint's cumulative
+ * profile when it is served; *seq is its file number. report_lock held. */
+static mp_prof_status take_report_locked(const char *note, uint8_t **buf, size_t *len, uint8_t **pk,
+                                         size_t *pklen, unsigned *seq)
 {
-    uint8_t *buf = NULL, *pk = NULL;
-    size_t len = 0, pklen = 0;
+    *pk = NULL;
+    *pklen = 0;
     if (note != NULL)
         (void)mp_profiler_annotate(rt.prof, note);
-    mp_prof_status st = mp_profiler_report(rt.prof, &buf, &len);
-    if (st != MP_PROF_OK) {
-        say("mimprof: report failed: %s\n", mp_prof_strerror(st));
-        return;
+    mp_prof_status st = mp_profiler_report(rt.prof, buf, len);
+    if (st != MP_PROF_OK)
+        return st;
+    if (mp_profiler_report_peak(rt.prof, pk, pklen, NULL) != MP_PROF_OK) {
+        *pk = NULL;
+        *pklen = 0;
     }
-    bool have_peak = mp_profiler_report_peak(rt.prof, &pk, &pklen, NULL) == MP_PROF_OK;
     /* Windows are contiguous: each report's interval values (alloc_*)
      * cover exactly [previous report, now). */
     int64_t now = now_real_ns();
     if (mpt_rt_pyro_on()) {
-        mpt_rt_pyro_submit(buf, len, rt.window_from_ns, now, false);
-        if (have_peak)
-            mpt_rt_pyro_submit(pk, pklen, rt.window_from_ns, now, true);
+        mpt_rt_pyro_submit(*buf, *len, rt.window_from_ns, now, false);
+        if (*pk != NULL)
+            mpt_rt_pyro_submit(*pk, *pklen, rt.window_from_ns, now, true);
     }
+    if (rt.http)
+        mpt_cumul_add(*buf, *len);
     rt.window_from_ns = now;
-    if (rt.files) {
-        char path[4200], why[600];
-        unsigned seq = rt.seq++;
-        if (mpt_out_name(&rt.out, rt.pid, seq, path, sizeof path) != 0)
-            say_error("mimprof: report path too long\n");
-        else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
-            say_error("mimprof: %s; report not written\n", why);
-        else if (have_peak)
-            write_peak(path, pk, pklen);
+    rt.reports++;
+    rt.last_report_ns = now;
+    *seq = rt.seq++;
+    return MP_PROF_OK;
+}
+
+/* Writes report `seq` (and its peak, when there is one) to the output,
+ * when reports are written (see expand_path). */
+static void write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         unsigned seq)
+{
+    if (!rt.files)
+        return;
+    char path[4200], why[600];
+    if (mpt_out_name(&rt.out, rt.pid, seq, path, sizeof path) != 0)
+        say_error("mimprof: report path too long\n");
+    else if (mpt_out_write(path, buf, len, rt.out.gzip, why, sizeof why) != 0)
+        say_error("mimprof: %s; report not written\n", why);
+    else if (pk != NULL)
+        write_peak(path, pk, pklen);
+}
+
+/* Takes one report and writes it. Called by the reporter thread, or by
+ * the exit path after the reporter is gone. */
+static void report_once(const char *note)
+{
+    uint8_t *buf = NULL, *pk = NULL;
+    size_t len = 0, pklen = 0;
+    unsigned seq = 0;
+    pthread_mutex_lock(&rt.report_lock);
+    mp_prof_status st = take_report_locked(note, &buf, &len, &pk, &pklen, &seq);
+    pthread_mutex_unlock(&rt.report_lock);
+    if (st != MP_PROF_OK) {
+        say("mimprof: report failed: %s\n", mp_prof_strerror(st));
+        return;
     }
+    write_report(buf, len, pk, pklen, seq);
     mp_prof_buffer_free(buf);
     mp_prof_buffer_free(pk);
 }
@@ -284,6 +328,9 @@ __attribute__((visibility("default"), noreturn)) void _Exit(int status) { _exit(
  * (rt_signals.h). */
 static void install_handlers(void)
 {
+    if (rt.handlers)
+        return;
+    rt.handlers = true;
     mpt_sig_take(SIGUSR2, on_usr2, SA_RESTART);
     for (size_t i = 0; i < NFATAL; i++)
         mpt_sig_take(FATAL_SIGNALS[i], on_fatal, SA_RESETHAND | SA_RESTART);
@@ -299,6 +346,7 @@ static int start_locked(void)
     /* The sampling allocator must have served this process at least once
      * (mp_profiler_start checks it): make sure it has. Through a volatile
      * pointer: compilers may delete a free(malloc(n)) pair. */
+    mp_preload_set_sampling(true); /* the dormant object: malloc and free sample */
     void *volatile probe = malloc(1);
     free(probe);
     /* The runtime's own work comes before the session starts: what it
@@ -311,12 +359,19 @@ static int start_locked(void)
     mp_image_rt_prepare();
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
+        mp_preload_set_sampling(false); /* nothing was tracked */
         say("mimprof: profiling not started in pid %ld: %s\n", (long)pid, mp_prof_strerror(st));
         return -1;
     }
     mpt_rt_stats_attach(rt.prof);
     rt.pid = pid;
     rt.seq = seq;
+    rt.session_interval = rt.cfg.sample_interval_bytes;
+    if (rt.http) {
+        pthread_mutex_lock(&rt.report_lock);
+        mpt_cumul_reset(now_real_ns()); /* Go's alloc_*: since the session started */
+        pthread_mutex_unlock(&rt.report_lock);
+    }
     rt.window_from_ns = now_real_ns();
     atomic_store(&rt.stop_req, false);
     atomic_store(&rt.report_req, false);
@@ -326,6 +381,7 @@ static int start_locked(void)
     mpt_watch_start();
     if (rt.bare)
         return 0; /* one report, at exit */
+    install_handlers();
     /* Born with every signal blocked: no process-directed signal is ever
      * delivered to it, not even before it could block them itself. */
     sigset_t all, old;
@@ -344,23 +400,36 @@ static void after_fork_child(void)
     /* The core ended the parent's session in this child; the reporter
      * thread does not exist here. */
     pthread_mutex_init(&rt.lock, NULL);
+    pthread_mutex_init(&rt.report_lock, NULL);
     mpt_sig_after_fork();
-    if (!rt.started)
-        return;
-    rt.started = false;
-    rt.have_reporter = false;
-    mp_profiler_free(rt.prof); /* inactive in the child: only releases the handle */
-    rt.prof = NULL;
-    sem_destroy(&rt.wake);
-    sem_init(&rt.wake, 0, 0);
-    atomic_store(&rt.reports_done, 0);
-    if (mpt_rt_pyro_on())
-        mpt_rt_pyro_after_fork();
-    mp_image_rt_after_fork();
+    rt.reports = 0;
+    rt.last_report_ns = 0;
+    /* Children do not serve the HTTP port (rt_http.h), and the parent's
+     * cumulative profile may have been mid-merge on its control thread. */
+    rt.http = false;
     /* A child whose files would have its parent's names is not profiled
      * (fork_parent said so). */
-    if (rt.follow_fork && (!rt.files || rt.out.per_process))
-        start_locked();
+    bool follow = rt.follow_fork && (!rt.files || rt.out.per_process);
+    bool was_started = rt.started;
+    if (mpt_rt_pyro_on() && (was_started || rt.dormant))
+        mpt_rt_pyro_after_fork();
+    if (was_started) {
+        rt.started = false;
+        rt.have_reporter = false;
+        mp_profiler_free(rt.prof); /* inactive in the child: only releases the handle */
+        rt.prof = NULL;
+        sem_destroy(&rt.wake);
+        sem_init(&rt.wake, 0, 0);
+        atomic_store(&rt.reports_done, 0);
+        mp_image_rt_after_fork();
+        if (follow)
+            start_locked();
+    } else if (follow && rt.dormant) {
+        rt.pid = getpid(); /* a dormant child of a dormant parent */
+    }
+    /* Last: the control thread it starts finds the child's state. */
+    if (rt.ctl)
+        mpt_ctl_after_fork(follow && (was_started || rt.dormant));
 }
 
 /* In the parent, after its first fork: when its children's reports would
@@ -391,7 +460,10 @@ static int configure(mpt_env_var bad, const char *why)
     }
     const mpt_env_value *every = mpt_env(MPT_ENV_EVERY);
     bool pyro = mpt_env(MPT_ENV_PYRO_SERVER)->set;
-    rt.bare = !every->set && !pyro;
+    /* Dormant: everything is configured and checked now, so that a
+     * session asked for later starts or fails at once. */
+    rt.dormant = mpt_env_flag(MPT_ENV_DORMANT, false);
+    rt.bare = !every->set && !pyro && !rt.dormant;
     mp_prof_config_init(&rt.cfg);
     if (mpt_env(MPT_ENV_INTERVAL)->set)
         rt.cfg.sample_interval_bytes = (size_t)mpt_env(MPT_ENV_INTERVAL)->num;
@@ -404,7 +476,10 @@ static int configure(mpt_env_var bad, const char *why)
     /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
      * the upload interval (a malformed one is refused by mpt_rt_pyro_setup). */
     const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);
-    rt.every_ms = every->set ? every->num : ui->set && ui->num > 0 ? ui->num : 10000;
+    rt.every_ms = every->set               ? every->num
+                  : ui->set && ui->num > 0 ? ui->num
+                  : rt.dormant && !pyro    ? 0
+                                           : 10000;
     rt.follow_fork = mpt_env_flag(MPT_ENV_FOLLOW_FORK, true);
     if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
         return -1;
@@ -468,12 +543,27 @@ int mp_preload_runtime_start(void)
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&rt.wake, 0, 0);
-    if (start_locked() != 0)
+    rt.pid = getpid();
+    if (!rt.dormant && start_locked() != 0)
         goto out;
     pthread_atfork(NULL, after_fork_parent, after_fork_child);
-    if (!rt.bare)
-        install_handlers();
     atexit(mp_preload_runtime_stop);
+    /* After the atexit above, so that at exit the control thread stops
+     * first. */
+    bool ctl = mpt_env_flag(MPT_ENV_CTL, true);
+    const char *http = mpt_env(MPT_ENV_HTTP)->text;
+    if (!rt.bare && (ctl || http != NULL) &&
+        mpt_ctl_start(rt.quiet, ctl, http, mpt_env_flag(MPT_ENV_HTTP_WILDCARD, false)) == 0) {
+        rt.ctl = true;
+        atexit(mpt_ctl_stop);
+        if (mpt_ctl_http_on()) {
+            pthread_mutex_lock(&rt.report_lock);
+            rt.http = true;
+            if (rt.started) /* the session started before the endpoint */
+                mpt_cumul_reset(now_real_ns());
+            pthread_mutex_unlock(&rt.report_lock);
+        }
+    }
     rc = 1;
 out:
     result = rc;
@@ -491,24 +581,133 @@ __attribute__((constructor(102))) static void runtime_ctor(int argc, char **argv
     mp_preload_runtime_start();
 }
 
-void mp_preload_runtime_stop(void)
+/* Ends the session: the reporter joined, the image thread stopped (with
+ * the exit image when `at_exit`), the last report written; rt.lock held. */
+static void end_session_locked(bool at_exit)
 {
-    pthread_mutex_lock(&rt.lock);
-    if (!rt.started || rt.pid != getpid()) {
-        pthread_mutex_unlock(&rt.lock);
-        return;
-    }
     if (rt.have_reporter) {
         atomic_store(&rt.stop_req, true);
         sem_post(&rt.wake);
         pthread_join(rt.reporter, NULL);
         rt.have_reporter = false;
     }
-    mp_image_rt_stop(true); /* the exit image first: it still holds the interval */
+    mp_image_rt_stop(at_exit); /* the exit image first: it still holds the interval */
     report_once(NULL);
-    mpt_rt_pyro_finish();
     rt.started = false;
     mp_profiler_free(rt.prof);
     rt.prof = NULL;
+}
+
+void mp_preload_runtime_stop(void)
+{
+    pthread_mutex_lock(&rt.lock);
+    if (rt.pid != getpid()) { /* not this process's runtime (an unfollowed child) */
+        pthread_mutex_unlock(&rt.lock);
+        return;
+    }
+    if (rt.started)
+        end_session_locked(true);
+    mpt_rt_pyro_finish();
+    pthread_mutex_unlock(&rt.lock);
+}
+
+/* ---- control (rt_ctl.h) ---------------------------------------------- */
+
+void mpt_rt_get_state(mpt_rt_state *st)
+{
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&rt.lock);
+    st->running = rt.started;
+    st->interval = rt.started ? rt.session_interval : rt.cfg.sample_interval_bytes;
+    st->next_interval = rt.cfg.sample_interval_bytes;
+    st->every_ms = rt.every_ms;
+    st->output = rt.files ? (rt.out.dir[0] != '\0' ? rt.out.dir : rt.out.pattern) : "";
+    pthread_mutex_lock(&rt.report_lock); /* the agent starts under it (take_report_locked) */
+    st->service = mpt_rt_pyro_progress(&st->uploaded, &st->upload_lost);
+    st->uploading = st->service[0] != '\0';
+    st->reports = rt.reports;
+    st->last_report_ns = rt.last_report_ns;
+    pthread_mutex_unlock(&rt.report_lock);
+    pthread_mutex_unlock(&rt.lock);
+}
+
+int mpt_rt_ctl_start(uint64_t interval, int64_t every_ms, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    int rc = -1;
+    if (rt.started) {
+        snprintf(why, whylen, "a session is already running");
+    } else {
+        if (interval != 0)
+            rt.cfg.sample_interval_bytes = (size_t)interval;
+        if (every_ms >= 0)
+            rt.every_ms = (uint64_t)every_ms;
+        rc = start_locked();
+        if (rc != 0)
+            snprintf(why, whylen, "the session did not start (see the process's stderr)");
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return rc;
+}
+
+int mpt_rt_ctl_stop(char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    int rc = -1;
+    if (!rt.started) {
+        snprintf(why, whylen, "dormant: no session to stop");
+    } else {
+        end_session_locked(false);
+        /* The live table and the free filter are empty now: the dormant
+         * object's malloc and free may skip them again. */
+        mp_preload_set_sampling(false);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return rc;
+}
+
+int mpt_rt_ctl_report(uint8_t **buf, size_t *len, void (*then)(void *), void *ctx, char *why,
+                      size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = MP_PROF_E_INACTIVE;
+    unsigned seq = 0;
+    if (rt.started) {
+        uint8_t *pk = NULL;
+        size_t pklen = 0;
+        pthread_mutex_lock(&rt.report_lock);
+        st = take_report_locked(NULL, buf, len, &pk, &pklen, &seq);
+        if (st == MP_PROF_OK && then != NULL)
+            then(ctx);
+        pthread_mutex_unlock(&rt.report_lock);
+        if (st == MP_PROF_OK)
+            write_report(*buf, *len, pk, pklen, seq);
+        mp_prof_buffer_free(pk);
+    }
+    pthread_mutex_unlock(&rt.lock);
+    if (st == MP_PROF_OK)
+        return 0;
+    snprintf(why, whylen, "%s",
+             rt.started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return -1;
+}
+
+int mpt_rt_ctl_image(const char *path, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = rt.started ? mp_profiler_write_image(rt.prof, path) : MP_PROF_E_INACTIVE;
+    bool started = rt.started;
+    pthread_mutex_unlock(&rt.lock);
+    if (st == MP_PROF_OK)
+        return 0;
+    snprintf(why, whylen, "%s", started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return -1;
+}
+
+void mpt_rt_ctl_set_interval(uint64_t interval)
+{
+    pthread_mutex_lock(&rt.lock);
+    rt.cfg.sample_interval_bytes = (size_t)interval;
     pthread_mutex_unlock(&rt.lock);
 }

@@ -11,6 +11,11 @@
  * initial environment, never written) and decides for this process:
  *
  *  - MIMPROF_DISABLE=1: nothing (the allocator only);
+ *  - MIMPROF_DORMANT=1: runtime mode, configured and checked as below,
+ *    but no session, thread, handler or file until one is started (see
+ *    rt_ctl.h); until then the allocation and free paths are the
+ *    sampling allocator's idle fast path (its countdown is refilled with
+ *    a fixed idle value, never drawn);
  *  - MIMPROF_ROOT_PID set (by `mimprof run`) and not this pid: a program
  *    executed by a child process, profiled only with MIMPROF_FOLLOW_EXEC=1;
  *    the root pid itself, also after an exec replaced it, is profiled;
@@ -123,6 +128,8 @@
 #ifndef MIMPROF_TOOL_PRELOAD_RUNTIME_H
 #define MIMPROF_TOOL_PRELOAD_RUNTIME_H
 
+#include <stdbool.h>
+
 /* Reads the environment and, in runtime mode, starts the session and the
  * reporter thread. Returns 1 when profiling, 0 when not in runtime mode
  * (MIMPROF_EVERY unset), -1 when the session could not start (a message on
@@ -138,5 +145,11 @@ void mp_preload_runtime_stop(void);
 /* Asks the reporter thread for a report now (what SIGUSR2 does).
  * Async-signal-safe. */
 void mp_preload_runtime_request(void);
+
+/* Defined by the preload object (../preload/preload.c): in the dormant
+ * object, points malloc and free at the sampling allocator (`on`) or at
+ * the raw provider, and returns true; in the others, which always sample,
+ * does nothing and returns false. */
+bool mp_preload_set_sampling(bool on);
 
 #endif

@@ -33,6 +33,16 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                            "info is installed)"},
     [MPT_ENV_DISABLE] = {"MIMPROF_DISABLE", MPT_ENVK_FLAG, "0",
                          "`1`: the allocator only, no session, no upload"},
+    [MPT_ENV_DORMANT] = {"MIMPROF_DORMANT", MPT_ENVK_FLAG, "0",
+                         "`1`: configured but not started: the allocator's fast path only, "
+                         "until `mimprof ctl PID start`"},
+    [MPT_ENV_CTL] = {"MIMPROF_CTL", MPT_ENVK_FLAG, "1",
+                     "`0`: no control socket (`mimprof ctl`) in runtime mode"},
+    [MPT_ENV_HTTP] = {"MIMPROF_HTTP", MPT_ENVK_STRING, NULL,
+                      "`ADDR:PORT` (or `PORT`: 127.0.0.1): serve Go's `/debug/pprof/heap` and "
+                      "`/debug/pprof/allocs` there"},
+    [MPT_ENV_HTTP_WILDCARD] = {"MIMPROF_HTTP_WILDCARD", MPT_ENVK_FLAG, "0",
+                               "`1`: `MIMPROF_HTTP` may be a wildcard address (`0.0.0.0`, `[::]`)"},
     [MPT_ENV_FOLLOW_FORK] = {"MIMPROF_FOLLOW_FORK", MPT_ENVK_FLAG, "1",
                              "forked children profile themselves"},
     [MPT_ENV_FOLLOW_EXEC] = {"MIMPROF_FOLLOW_EXEC", MPT_ENVK_FLAG, "1",

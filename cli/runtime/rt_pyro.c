@@ -230,6 +230,22 @@ void mpt_rt_pyro_finish(void)
 /* In a forked child: the parent's agent is forgotten, not stopped (its
  * threads do not exist here and its lock may be held); the child starts
  * its own at its first report. */
+const char *mpt_rt_pyro_progress(uint64_t *uploaded, uint64_t *lost)
+{
+    *uploaded = *lost = 0;
+#if MPT_HAVE_PYROSCOPE
+    if (pyro.agent != NULL) {
+        mp_pyro_stats st;
+        memset(&st, 0, sizeof st);
+        pyro.api.agent_stats(pyro.agent, &st);
+        *uploaded = st.uploaded;
+        *lost = st.dropped_queue_full + st.dropped_rejected + st.dropped_retry_exhausted +
+                st.dropped_stop_deadline + st.dropped_spool_io + st.reports_failed;
+    }
+#endif
+    return pyro.on ? pyro.app : "";
+}
+
 void mpt_rt_pyro_after_fork(void)
 {
 #if MPT_HAVE_PYROSCOPE

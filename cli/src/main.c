@@ -43,6 +43,8 @@ int main(int argc, char **argv)
         return mpt_cmd_diff(argc - 1, argv + 1);
     if (strcmp(cmd, "image") == 0)
         return mpt_cmd_image(argc - 1, argv + 1);
+    if (strcmp(cmd, "ctl") == 0)
+        return mpt_cmd_ctl(argc - 1, argv + 1);
     fprintf(stderr, "mimprof: unknown command '%s' (see mimprof --help)\n", cmd);
     return MPT_EXIT_USAGE;
 }

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +35,7 @@
 
 #include <mimprof/profiling.h>
 
+#include "ctl_proto.h"
 #include "fsutil.h"
 #include "pyro_api.h"
 #include "units.h"
@@ -65,6 +67,9 @@ typedef struct run_opts {
     int follow_fork; /* -1: default (yes) */
     int follow_exec; /* -1: default (no) */
     bool quiet;
+    bool dormant;       /* --dormant: MIMPROF_DORMANT=1 */
+    const char *http;   /* --http ADDR:PORT: MIMPROF_HTTP */
+    bool http_wildcard; /* --http-wildcard */
     bool every_given;
     bool out_given;
     /* Pyroscope */
@@ -361,6 +366,12 @@ static int build_env(const run_opts *o, const char *preload, const char *abs_dir
     rc |= setenv("MIMPROF_FOLLOW_EXEC", o->follow_exec == 1 ? "1" : "0", 1);
     if (o->quiet)
         rc |= setenv("MIMPROF_QUIET", "1", 1);
+    if (o->dormant)
+        rc |= setenv("MIMPROF_DORMANT", "1", 1);
+    if (o->http != NULL)
+        rc |= setenv("MIMPROF_HTTP", o->http, 1);
+    if (o->http_wildcard)
+        rc |= setenv("MIMPROF_HTTP_WILDCARD", "1", 1);
     if (o->report_above != NULL)
         rc |= setenv("MIMPROF_REPORT_ABOVE", o->report_above, 1);
     return rc == 0 ? 0 : -1;
@@ -512,7 +523,10 @@ int mpt_cmd_run(int argc, char **argv)
         O_IMG_EXIT,
         O_IMG_EVERY,
         O_ABOVE,
-        O_IMG_DIR
+        O_IMG_DIR,
+        O_DORMANT,
+        O_HTTP,
+        O_HTTP_WILDCARD
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -538,6 +552,9 @@ int mpt_cmd_run(int argc, char **argv)
         {"image-every", required_argument, NULL, O_IMG_EVERY},
         {"report-above", required_argument, NULL, O_ABOVE},
         {"image-dir", required_argument, NULL, O_IMG_DIR},
+        {"dormant", no_argument, NULL, O_DORMANT},
+        {"http", required_argument, NULL, O_HTTP},
+        {"http-wildcard", no_argument, NULL, O_HTTP_WILDCARD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -687,6 +704,15 @@ int mpt_cmd_run(int argc, char **argv)
         case O_IMG_DIR:
             o.image_dir = optarg;
             break;
+        case O_DORMANT:
+            o.dormant = true;
+            break;
+        case O_HTTP:
+            o.http = optarg;
+            break;
+        case O_HTTP_WILDCARD:
+            o.http_wildcard = true;
+            break;
         case O_ABOVE: {
             uint64_t bytes;
             unsigned pct;
@@ -712,6 +738,15 @@ int mpt_cmd_run(int argc, char **argv)
             return EXIT_OWN_ERROR;
         }
     }
+    if (o.http != NULL) {
+        struct sockaddr_storage ss;
+        unsigned sslen;
+        char why[512];
+        if (mpt_http_parse_addr(o.http, o.http_wildcard, &ss, &sslen, why, sizeof why) != 0) {
+            fprintf(stderr, "mimprof run: --http %s: %s\n", o.http, why);
+            return EXIT_OWN_ERROR;
+        }
+    }
     if (optind >= argc) {
         fprintf(stderr,
                 "mimprof run: no command to run (mimprof run [options] -- CMD [ARGS...])\n");
@@ -724,12 +759,15 @@ int mpt_cmd_run(int argc, char **argv)
 static int run_command(run_opts *op, char **cmd)
 {
     run_opts o = *op; /* (its secrets stay in *op's buffers) */
-    char preload[PATH_MAX], looked[4096];
-    if (find_preload(o.allocator, preload, sizeof preload, looked, sizeof looked) != 0) {
+    char preload[PATH_MAX], looked[4096], object[64];
+    /* --dormant: the object whose malloc and free stay the provider's own
+     * until a session starts (preload/preload.c). */
+    snprintf(object, sizeof object, "%s%s", o.allocator, o.dormant ? "-dormant" : "");
+    if (find_preload(object, preload, sizeof preload, looked, sizeof looked) != 0) {
         fprintf(stderr,
                 "mimprof run: cannot find libmimprof-preload-%s.so (looked in: %s; "
                 "set MIMPROF_PRELOAD_DIR, or build with the %s provider)\n",
-                o.allocator, looked, o.allocator);
+                object, looked, o.allocator);
         return EXIT_OWN_ERROR;
     }
     const char *server = getenv("PYROSCOPE_SERVER_ADDRESS");

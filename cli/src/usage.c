@@ -16,6 +16,7 @@ static const char USAGE_MAIN[] =
     "  flame FILE [options] -o OUT.svg  a self-contained SVG flame graph\n"
     "  diff BASE NEW [options]          what grew and shrank per function\n"
     "  image pprof|top|diff|info ...    heap images (mp_profiler_write_image, run --image-*)\n"
+    "  ctl PID COMMAND | ctl list       control a profiled process while it runs\n"
     "\n"
     "  mimprof COMMAND --help           options of a command\n"
     "  mimprof --version\n";
@@ -40,6 +41,10 @@ static const char USAGE_RUN[] =
     "      --max-depth N         frames kept per stack (default 64)\n"
     "      --seed N              fixed sampling seed (reproducible runs)\n"
     "  -q, --quiet               no summary line on stderr\n"
+    "      --dormant             load the profiler but start no session until\n"
+    "                            `mimprof ctl PID start` (MIMPROF_DORMANT=1)\n"
+    "      --http ADDR:PORT      serve Go's /debug/pprof/heap and /allocs there (PORT alone:\n"
+    "                            127.0.0.1); a wildcard address needs --http-wildcard\n"
     "      --image-on-exit       also save a heap image at exit (DIR/heap.<pid>.<seq>.mpimg)\n"
     "      --image-every DURATION  ... and one every DURATION (e.g. 1m)\n"
     "      --image-dir DIR       where heap images go (default: the output directory);\n"
@@ -113,6 +118,23 @@ static const char USAGE_DIFF[] =
     "                    profiles (as for top)\n"
     "      --no-demangle linkage names as written (as for top)\n";
 
+static const char USAGE_CTL[] =
+    "usage: mimprof ctl PID COMMAND\n"
+    "       mimprof ctl list\n"
+    "\n"
+    "Controls a process run by mimprof run (PID: the process, or the mimprof run that\n"
+    "started it) over its control socket. Only its user and root may.\n"
+    "\n"
+    "commands:\n"
+    "  status                        dormant or running, interval, samples, drops, reports\n"
+    "  start [--interval SIZE] [--every DURATION]\n"
+    "                                start a session (a dormant process, or after stop)\n"
+    "  stop                          write the session's last report and stop: dormant\n"
+    "  report -o FILE                a report now, written here (gzip when FILE ends in .gz)\n"
+    "  image -o FILE                 a heap image now, written here\n"
+    "  set interval SIZE             the interval of the next start\n"
+    "  list                          the controllable processes of this user\n";
+
 void mpt_usage(FILE *out, const char *cmd)
 {
     const char *text = USAGE_MAIN;
@@ -124,5 +146,7 @@ void mpt_usage(FILE *out, const char *cmd)
         text = USAGE_FLAME;
     else if (cmd != NULL && strcmp(cmd, "diff") == 0)
         text = USAGE_DIFF;
+    else if (cmd != NULL && strcmp(cmd, "ctl") == 0)
+        text = USAGE_CTL;
     fputs(text, out);
 }

@@ -15,6 +15,7 @@ int mpt_cmd_top(int argc, char **argv);
 int mpt_cmd_flame(int argc, char **argv);
 int mpt_cmd_diff(int argc, char **argv);
 int mpt_cmd_run(int argc, char **argv);
+int mpt_cmd_ctl(int argc, char **argv);
 /* `image pprof|top|diff|info` (image_cmd.c): heap images. */
 int mpt_cmd_image(int argc, char **argv);
 

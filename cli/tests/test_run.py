@@ -346,10 +346,17 @@ class Descriptors(TempDirTest):
             # of the stderr it started with (a pipe here), close-on-exec,
             # at the top of the range, where the daemon's close of 0-1023
             # and its open() calls never reach (rt_common.h).
+            # So are the control socket and its thread's eventfd
+            # (rt_ctl.h), in each process that serves one.
             kept = re.findall(r"^(\d+) -> pipe:\[\d+\] \(cloexec\)\n", tables, re.M)
             self.assertEqual(len(kept), 3, tables)  # in each of the three tables
-            self.assertTrue(all(int(n) >= 960 for n in kept), kept)
-            return re.sub(r"^\d+ -> pipe:\[\d+\] \(cloexec\)\n", "", tables, flags=re.M)
+            ctl = re.findall(r"^(\d+) -> (?:socket:\[\d+\]|anon_inode:\[eventfd\]) \(cloexec\)\n",
+                             tables, re.M)
+            self.assertEqual(len(ctl), 6, tables)
+            self.assertTrue(all(int(n) >= 960 for n in kept + ctl), kept + ctl)
+            tables = re.sub(r"^\d+ -> pipe:\[\d+\] \(cloexec\)\n", "", tables, flags=re.M)
+            return re.sub(r"^\d+ -> (?:socket:\[\d+\]|anon_inode:\[eventfd\]) \(cloexec\)\n",
+                          "", tables, flags=re.M)
         plain = run(False, 0)
         self.assertEqual(plain[0], 0)
         self.assertEqual(plain[2], "".join("%d\n" % i for i in range(2000)))

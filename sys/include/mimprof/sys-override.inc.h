@@ -19,6 +19,11 @@
  * operations, which the compiler inlines: there is no function pointer and
  * no state here. Sizes the malloc family does not know (free, realloc) are
  * passed as 0, "unknown", as the provider contract allows.
+ *
+ * With `MP_OVERRIDE_NO_MALLOC_FREE` defined, malloc and free are left out:
+ * the including object defines those two itself (mimprof's dormant
+ * preload object dispatches them through a pointer it switches between
+ * the raw provider and a sampling allocator).
  */
 #ifndef MP_OVERRIDE_PROVIDER
 #error "define MP_OVERRIDE_PROVIDER to a provider prefix before including sys-override.inc.h"
@@ -46,11 +51,13 @@ static size_t mp_ovr_page_size_(void)
     return page;
 }
 
+#ifndef MP_OVERRIDE_NO_MALLOC_FREE
 /** malloc(3): `size` bytes at the provider's natural alignment. */
 MP_OVR_EXPORT void *malloc(size_t size) { return MP_OVR_(alloc)(size, MP_OVR_MALLOC_ALIGN); }
 
 /** free(3): an unsized free (the size is unknown here). */
 MP_OVR_EXPORT void free(void *p) { MP_OVR_(dealloc)(p, 0, 0); }
+#endif
 
 /** calloc(3): zeroed; NULL with ENOMEM when nmemb * size overflows. */
 MP_OVR_EXPORT void *calloc(size_t nmemb, size_t size)

@@ -1,0 +1,246 @@
+/* The control thread's connections (rt_conn.h). */
+#define _GNU_SOURCE
+#include "rt_conn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rt_common.h"
+#include "rt_ctl.h"
+
+/* Only the control thread touches the table (and a fork child, alone). */
+static mpt_conn g_conns[MPT_CTL_MAX_CONN];
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+void mpt_conn_head(mpt_conn *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(c->head, sizeof c->head, fmt, ap);
+    va_end(ap);
+    c->head_len = n < 0 ? 0 : (size_t)n < sizeof c->head ? (size_t)n : sizeof c->head - 1;
+    c->answering = true;
+}
+
+void mpt_conn_body(mpt_conn *c, void *body, size_t len, void (*release)(void *, size_t))
+{
+    c->body = body;
+    c->body_len = len;
+    c->body_free = release;
+}
+
+static void conn_close(mpt_conn *c)
+{
+    if (!c->used)
+        return;
+    close(c->fd);
+    if (c->proto->on_close != NULL)
+        c->proto->on_close(c);
+    if (c->body != NULL && c->body_free != NULL)
+        c->body_free(c->body, c->body_len);
+    c->used = false;
+    c->fd = -1;
+    c->body = NULL;
+    c->body_free = NULL;
+}
+
+/* Reads and drops what the peer still sends; closes at its end. */
+static void conn_drain(mpt_conn *c)
+{
+    char sink[4096];
+    for (;;) {
+        ssize_t r = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (r > 0 || (r < 0 && errno == EINTR))
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        conn_close(c);
+        return;
+    }
+}
+
+/* Writes what the peer takes now; then drains. */
+static void conn_write(mpt_conn *c)
+{
+    for (;;) {
+        const char *p;
+        size_t left;
+        if (c->sent < c->head_len) {
+            p = c->head + c->sent;
+            left = c->head_len - c->sent;
+        } else if (c->sent < c->head_len + c->body_len) {
+            p = (const char *)c->body + (c->sent - c->head_len);
+            left = c->head_len + c->body_len - c->sent;
+        } else {
+            /* Sent. Closing now, with request bytes still unread, would
+             * reset the connection and the peer could lose the answer:
+             * the rest of its input is read and dropped until it closes
+             * (a second at most). */
+            shutdown(c->fd, SHUT_WR);
+            c->draining = true;
+            int64_t soon = mono_ms() + 1000;
+            if (soon < c->deadline_ms)
+                c->deadline_ms = soon;
+            conn_drain(c);
+            return;
+        }
+        ssize_t w = send(c->fd, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                conn_close(c);
+            return;
+        }
+        c->sent += (size_t)w;
+    }
+}
+
+static void conn_read(mpt_conn *c)
+{
+    size_t max = c->proto->max_in < sizeof c->in ? c->proto->max_in : sizeof c->in;
+    while (!c->answering && c->used) {
+        if (c->in_len >= max) {
+            conn_close(c); /* the protocol kept reading past its own bound */
+            return;
+        }
+        ssize_t r = recv(c->fd, c->in + c->in_len, max - c->in_len, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r <= 0) {
+            conn_close(c); /* the peer left without a request */
+            return;
+        }
+        c->in_len += (size_t)r;
+        if (c->proto->on_input(c) && c->timer_ms == 0)
+            conn_write(c);
+    }
+}
+
+static void accept_all(const mpt_loop_listener *l)
+{
+    for (;;) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return; /* EAGAIN, or an error the next poll retries */
+        fd = mpt_rt_fd_high(fd);
+        mpt_conn *c = NULL;
+        for (int i = 0; i < MPT_CTL_MAX_CONN && c == NULL; i++)
+            if (!g_conns[i].used)
+                c = &g_conns[i];
+        if (c == NULL) {
+            ssize_t w =
+                send(fd, l->proto->busy, strlen(l->proto->busy), MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+            close(fd);
+            continue;
+        }
+        memset(c, 0, offsetof(mpt_conn, in));
+        c->used = true;
+        c->fd = fd;
+        c->proto = l->proto;
+        c->deadline_ms = mono_ms() + MPT_CONN_DEADLINE_MS;
+        c->answering = false;
+        c->draining = false;
+        c->head_len = c->sent = 0;
+        c->body = NULL;
+        c->body_free = NULL;
+        c->timer_ms = 0;
+        c->user = NULL;
+        if (c->proto->on_accept != NULL && !c->proto->on_accept(c)) {
+            if (c->answering)
+                conn_write(c); /* a refusal: sent as any answer */
+            else
+                conn_close(c);
+        }
+    }
+}
+
+void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *stop)
+{
+    enum { MAXL = 4 };
+    struct pollfd pf[1 + MAXL + MPT_CTL_MAX_CONN];
+    int slot[MPT_CTL_MAX_CONN];
+    if (n > MAXL)
+        n = MAXL;
+    while (!atomic_load(stop)) {
+        int np = 0;
+        pf[np++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            pf[np++] = (struct pollfd){.fd = ls[i].fd, .events = POLLIN};
+        int nc = 0;
+        int64_t now = mono_ms(), next = -1;
+        for (int i = 0; i < MPT_CTL_MAX_CONN; i++) {
+            mpt_conn *c = &g_conns[i];
+            if (!c->used)
+                continue;
+            if (c->timer_ms != 0 && now >= c->timer_ms) {
+                c->timer_ms = 0;
+                c->proto->on_timer(c);
+                conn_write(c);
+                if (!c->used)
+                    continue;
+            }
+            if (now >= c->deadline_ms) {
+                conn_close(c); /* too slow: answered or not, its time is up */
+                continue;
+            }
+            int64_t due = c->timer_ms != 0 ? c->timer_ms : c->deadline_ms;
+            if (next < 0 || due < next)
+                next = due;
+            if (c->timer_ms != 0)
+                continue; /* neither read nor written until its timer */
+            slot[nc++] = i;
+            pf[np++] = (struct pollfd){.fd = c->fd,
+                                       .events = c->answering && !c->draining ? POLLOUT : POLLIN};
+        }
+        int timeout = next < 0 ? -1 : (int)(next - now) + 1;
+        int r = poll(pf, (nfds_t)np, timeout);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0)
+            continue;
+        if (pf[0].revents & POLLIN) {
+            uint64_t v;
+            ssize_t rd = read(wake_fd, &v, sizeof v);
+            (void)rd;
+        }
+        for (int i = 0; i < nc; i++) {
+            mpt_conn *c = &g_conns[slot[i]];
+            short ev = pf[1 + n + i].revents;
+            if (ev == 0 || !c->used)
+                continue;
+            if (c->draining)
+                conn_drain(c);
+            else if (c->answering)
+                conn_write(c);
+            else if (ev & (POLLIN | POLLHUP | POLLERR))
+                conn_read(c);
+        }
+        for (int i = 0; i < n; i++)
+            if (pf[1 + i].revents & POLLIN)
+                accept_all(&ls[i]);
+    }
+    for (int i = 0; i < MPT_CTL_MAX_CONN; i++)
+        conn_close(&g_conns[i]);
+}
+
+void mpt_loop_after_fork(void)
+{
+    for (int i = 0; i < MPT_CTL_MAX_CONN; i++)
+        conn_close(&g_conns[i]);
+}
