@@ -21,6 +21,8 @@
  *                                       the loop only (see callgrind.sh):
  *     pair-raw pair-sampled free-raw free-sampled small-raw small-sampled
  *     churn-raw churn-sampled (churn = the mixed workload)
+ *     sample16-raw sample16-sampled (64 B pairs at stack depth 16, every
+ *     allocation sampled: the difference is one sample with its free)
  *
  * Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
  *
@@ -167,6 +169,9 @@ static void case_free_live(void)
         for (unsigned w = 0; w < MP_PROF_HOOK_FILTER_WORDS; w++)
             bits += (size_t)__builtin_popcountll(mp_prof_hook_filter.bits[w]);
         double raw[8], smp[8];
+        /* unsampled frees past the summary, past the 4 KiB word summary it
+         * replaced (byte w set iff bits[w] is, w = page mod 4,096), past both levels */
+        size_t pass1 = 0, pass_word = 0, pass2 = 0;
         for (int r = 0; r < rounds; r++) {
             for (size_t i = 0; i < pool; i++)
                 v[i] = mp_sys_mimalloc_alloc(64, 8);
@@ -177,6 +182,13 @@ static void case_free_live(void)
             double t1 = now();
             for (size_t i = 0; i < pool; i++)
                 v[i] = bm_alloc(64, 8);
+            if (r == 0)
+                for (size_t i = 0; i < pool; i++) {
+                    uint64_t a = (uint64_t)(uintptr_t)v[i];
+                    pass1 += mp_prof_hook_summary_set_(MP_PROF_HOOK_SUMMARY_INDEX_(a)) != 0;
+                    pass_word += mp_prof_hook_filter.bits[MP_PROF_HOOK_FILTER_WORD_(a)] != 0;
+                    pass2 += mp_prof_hook_maybe_sampled(v[i]) != 0;
+                }
             shuffle(v, pool, &seed);
             double t2 = now();
             for (size_t i = 0; i < pool; i++)
@@ -186,10 +198,13 @@ static void case_free_live(void)
             smp[r] = (t3 - t2) / (double)pool * 1e9;
         }
         double a = median(raw, rounds), b = median(smp, rounds);
-        printf("free_live L=%-8zu live %-8llu filter bits set %5.2f%%  raw free %6.2f ns  sampled "
-               "free %6.2f ns  delta %+6.2f ns\n",
+        printf("free_live L=%-8zu live %-8llu filter bits set %5.2f%%  unsampled frees past the "
+               "summary %5.2f%% (word summary %5.2f%%), to the table %5.2f%%  raw free %6.2f ns  "
+               "sampled free %6.2f ns  delta %+6.2f ns\n",
                L, (unsigned long long)s.live_samples,
-               100.0 * (double)bits / (double)(MP_PROF_HOOK_FILTER_WORDS * 64u), a, b, b - a);
+               100.0 * (double)bits / (double)(MP_PROF_HOOK_FILTER_WORDS * 64u),
+               100.0 * (double)pass1 / (double)pool, 100.0 * (double)pass_word / (double)pool,
+               100.0 * (double)pass2 / (double)pool, a, b, b - a);
         for (size_t i = 0; i < L; i++)
             bm_dealloc(live[i], 48, 8);
         free(live);
@@ -406,11 +421,18 @@ static void case_split(void)
 static int icount(const char *variant, long n)
 {
     mp_profiler *p = NULL;
+    bool at16 = strncmp(variant, "sample16", 8) == 0;
     if (strstr(variant, "sampled") != NULL)
         p = start(strncmp(variant, "churn", 5) == 0 || strncmp(variant, "small", 5) == 0
                       ? (512 << 10)
-                      : MP_PROF_MAX_INTERVAL,
+                  : at16 ? 1
+                         : MP_PROF_MAX_INTERVAL,
                   3);
+    if (at16) { /* warm: the stack's frames learned, its depot entry made */
+        g_sample_n = 1000;
+        (void)at_depth(16 - 3, p != NULL);
+        g_sample_n = n;
+    }
     void **v = NULL;
     if (strncmp(variant, "free", 4) == 0) {
         v = malloc((size_t)n * sizeof *v);
@@ -439,6 +461,8 @@ static int icount(const char *variant, long n)
         small_raw(n, 5);
     else if (strcmp(variant, "small-sampled") == 0)
         small_sampled(n, 5);
+    else if (at16)
+        (void)at_depth(16 - 3, p != NULL);
     else {
         fprintf(stderr, "unknown variant %s\n", variant);
         return 2;

@@ -24,7 +24,7 @@
 #define STRIPES 64u
 
 typedef struct stripe {
-    pthread_mutex_t lock;
+    mp_lock lock;
     mp_stack **buckets;
     size_t nbuckets; /* power of two, or 0 */
     size_t count;
@@ -37,7 +37,7 @@ static _Atomic uint64_t g_bytes; /* of the stacks held (the profiler's own memor
 void mp_depot_init(void)
 {
     for (unsigned i = 0; i < STRIPES; i++)
-        pthread_mutex_init(&g_stripes[i].lock, NULL);
+        mp_lock_init(&g_stripes[i].lock);
 }
 
 static uint64_t hash_stack(const uintptr_t *pcs, uint32_t depth, bool truncated)
@@ -83,7 +83,7 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
     uint64_t h = hash_stack(pcs, depth, truncated);
     stripe *s = &g_stripes[h & (STRIPES - 1)];
     mp_stack *found = NULL;
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     if (s->nbuckets != 0) {
         size_t budget = s->count;
         for (mp_stack *e = s->buckets[(h >> 6) & (s->nbuckets - 1)]; e != NULL && budget-- > 0;
@@ -111,7 +111,7 @@ const mp_stack *mp_depot_intern(const uintptr_t *pcs, uint32_t depth, bool trunc
                                       memory_order_relaxed);
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    mp_lock_release(&s->lock);
     return found;
 }
 
@@ -138,14 +138,14 @@ void mp_depot_clear(void)
 {
     for (unsigned i = 0; i < STRIPES; i++) {
         stripe *s = &g_stripes[i];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         for (size_t k = 0; k < s->nbuckets; k++)
             free_chain(s->buckets[k], s->count);
         free(s->buckets);
         s->buckets = NULL;
         s->nbuckets = 0;
         s->count = 0;
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
     atomic_store_explicit(&g_bytes, 0, memory_order_relaxed);

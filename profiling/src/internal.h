@@ -15,7 +15,10 @@
  *   age.c       age buckets of live samples (the `age` label)
  *   reconcile.c a report's memory reconciliation with RSS (its comments),
  *               the allocator statistics hook
+ *   unwind_fast.c  the stack walk: cached frame rules, libunwind behind
  *   unwind_nofd.c  libunwind's memory validation without a descriptor
+ *   fastmath.h  the sampling path's inline log and estimator weight
+ *   lock.h      the futex lock of the stripes and rings
  *   heap_image.c  mp_profiler_write_image: snapshot, image heap, write
  *   heap_image_read.c, heap_image_pprof.c, heap_image_schema.c
  *               reading heap images back, offline pprof (heap_image.h)
@@ -46,6 +49,7 @@
 
 #include <mimprof/profiling.h>
 
+#include "lock.h"
 #include "ring.h"
 #include "rwlock.h"
 
@@ -122,7 +126,7 @@ uint64_t mp_live_bytes(void);
 /* A thread's recording state for one session, owned by the thread; its
  * ring is visible to reports once registered. */
 typedef struct mp_thread_rec {
-    pthread_mutex_t lock; /* guards ring */
+    mp_lock lock; /* guards ring */
     mp_fifo ring;
     uint64_t gen;               /* session this record belongs to */
     bool registered;            /* linked into the registry */

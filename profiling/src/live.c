@@ -12,8 +12,10 @@
  * slot.
  *
  * Filter invariant (under the stripe lock): the bit of a slot is set iff
- * its count is nonzero; counts saturate at 255 and then stay (the bit then
- * stays set: a false positive, never a false negative). The bit is set
+ * its count is nonzero, and a page's summary byte counts the entries on
+ * that page (mod 2^20; the byte's stripe is the page's); counts saturate
+ * at 255 and then stay (the bit or byte then stays set: a false positive,
+ * never a false negative). The bit is set
  * before the allocation returns the pointer to the application, and
  * cleared only after the entry is gone, so a free of a sampled pointer
  * always sees the bit (the application's own hand-over of the pointer
@@ -24,6 +26,7 @@
 #include <mimprof/sampling.h>
 
 #include "internal.h"
+#include "lock.h"
 #include "peak.h"
 
 #define STRIPE_BITS      6u
@@ -45,7 +48,7 @@ typedef struct entry {
 } entry;
 
 typedef struct stripe {
-    pthread_mutex_t lock;
+    mp_lock lock;
     entry *slots;
     size_t cap; /* power of two, or 0 */
     size_t count;
@@ -78,7 +81,7 @@ static struct {
 void mp_live_init(void)
 {
     for (unsigned i = 0; i < STRIPES; i++)
-        pthread_mutex_init(&g_stripes[i].lock, NULL);
+        mp_lock_init(&g_stripes[i].lock);
 }
 
 void mp_live_set_limit(size_t max_entries)
@@ -93,9 +96,9 @@ uint64_t mp_live_bytes(void)
     uint64_t n = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         n += s->cap * sizeof *s->slots + (s->counts != NULL ? SLOTS_PER_STRIPE : 0);
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
     return n;
 }
@@ -122,17 +125,23 @@ static void filter_set(uint32_t slot)
     uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
     __atomic_store_n(&mp_prof_hook_filter.bits[w], x | (uint64_t)1 << (slot & 63),
                      __ATOMIC_RELAXED);
-    __atomic_store_n(&mp_prof_hook_filter.summary[w], 1, __ATOMIC_RELAXED);
 }
 
 static void filter_clear(uint32_t slot)
 {
     uint32_t w = slot >> 6;
     uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
-    uint64_t left = x & ~((uint64_t)1 << (slot & 63));
-    __atomic_store_n(&mp_prof_hook_filter.bits[w], left, __ATOMIC_RELAXED);
-    if (left == 0)
-        __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mp_prof_hook_filter.bits[w], x & ~((uint64_t)1 << (slot & 63)),
+                     __ATOMIC_RELAXED);
+}
+
+/* One entry more (+1) or less (-1) on p's page: its summary byte. */
+static void summary_add(uintptr_t p, int d)
+{
+    uint8_t *b = &mp_prof_hook_filter.summary[MP_PROF_HOOK_SUMMARY_INDEX_(p)];
+    uint8_t v = __atomic_load_n(b, __ATOMIC_RELAXED);
+    if (v < 255)
+        __atomic_store_n(b, (uint8_t)(v + d), __ATOMIC_RELAXED);
 }
 
 /* Index of p in s, or s->cap if absent. NULL is never in the table, but
@@ -219,7 +228,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
     bool ok = true;
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     uint64_t id = ++s->next_id;
     if (__builtin_expect(s->snap_pending, 0))
         snap_copy(s);
@@ -229,7 +238,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         mp_peak_remove(p, old->stack, old->size, old->weight, old->seq);
         s->slots[i] =
             (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
         return true;
     }
     uint64_t n = atomic_fetch_add_explicit(&g_count, 1, memory_order_relaxed);
@@ -242,7 +251,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     }
     if (!ok) {
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
         return false;
     }
     size_t k = home(p, s->cap);
@@ -255,7 +264,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     if (*c < 255)
         (*c)++;
     filter_set(slot);
-    pthread_mutex_unlock(&s->lock);
+    summary_add(p, 1);
+    mp_lock_release(&s->lock);
     return true;
 }
 
@@ -263,7 +273,7 @@ void mp_live_remove(uintptr_t p, uint64_t id)
 {
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap && (id == 0 || s->slots[i].id == id)) {
         if (__builtin_expect(s->snap_pending, 0))
@@ -275,8 +285,9 @@ void mp_live_remove(uintptr_t p, uint64_t id)
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
         if (*c < 255 && --*c == 0)
             filter_clear(slot);
+        summary_add(p, -1);
     }
-    pthread_mutex_unlock(&s->lock);
+    mp_lock_release(&s->lock);
 }
 
 uint64_t mp_live_id(uintptr_t p)
@@ -284,11 +295,11 @@ uint64_t mp_live_id(uintptr_t p)
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
     uint64_t id = 0;
-    pthread_mutex_lock(&s->lock);
+    mp_lock_take(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap)
         id = s->slots[i].id;
-    pthread_mutex_unlock(&s->lock);
+    mp_lock_release(&s->lock);
     return id;
 }
 
@@ -296,11 +307,11 @@ void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
 {
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         for (size_t i = 0; i < s->cap; i++)
             if (s->slots[i].ptr != 0 && s->slots[i].gen == gen)
                 fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight, s->slots[i].born);
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
 }
 
@@ -311,14 +322,14 @@ void mp_live_visit_upto(uint64_t gen, uint64_t upto, mp_live_peak_fn fn, void *c
 {
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         visited[k] = mp_peak_seq();
         for (size_t i = 0; i < s->cap; i++) {
             const entry *e = &s->slots[i];
             if (e->ptr != 0 && e->gen == gen && e->seq <= upto)
                 fn(ctx, e->stack, e->size, e->weight);
         }
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
 }
 
@@ -326,19 +337,22 @@ void mp_live_clear(void)
 {
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         s->snap_pending = false;
+        for (size_t i = 0; i < s->cap; i++) /* the summary bytes of its pages */
+            if (s->slots[i].ptr != 0)
+                __atomic_store_n(
+                    &mp_prof_hook_filter.summary[MP_PROF_HOOK_SUMMARY_INDEX_(s->slots[i].ptr)], 0,
+                    __ATOMIC_RELAXED);
         free(s->slots);
         free(s->counts);
         s->slots = NULL;
         s->counts = NULL;
         s->cap = 0;
         s->count = 0;
-        for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++) {
+        for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++)
             __atomic_store_n(&mp_prof_hook_filter.bits[w], 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&mp_prof_hook_filter.summary[w], 0, __ATOMIC_RELAXED);
-        }
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
     mp_peak_reset();
@@ -368,13 +382,13 @@ bool mp_live_snap_begin(uint64_t gen)
     size_t off = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         s->snap_off = off;
         s->snap_room = s->count;
         s->snap_n = 0;
         s->snap_pending = true;
         off += s->count;
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
     }
     return true;
 }
@@ -384,11 +398,11 @@ size_t mp_live_snap_collect(mp_live_sample **out, uint64_t *max_copy_ns)
     size_t n = 0;
     for (unsigned k = 0; k < STRIPES; k++) {
         stripe *s = &g_stripes[k];
-        pthread_mutex_lock(&s->lock);
+        mp_lock_take(&s->lock);
         if (s->snap_pending)
             snap_copy(s);
         size_t off = s->snap_off, got = s->snap_n;
-        pthread_mutex_unlock(&s->lock);
+        mp_lock_release(&s->lock);
         /* Close the gaps left by entries of other generations (rare). */
         if (n != off && got != 0)
             memmove(g_snap.v + n, g_snap.v + off, got * sizeof *g_snap.v);

@@ -49,18 +49,18 @@ typedef struct gone {
 } gone;
 
 static struct {
-    pthread_mutex_t lock; /* everything below */
-    uint64_t seq;         /* events so far */
-    double est;           /* live estimate, bytes */
-    uint64_t mark;        /* the current window's high-water mark (an event) */
-    double mark_bytes;    /* the estimate at it */
-    uint64_t mark_wall;   /* CLOCK_REALTIME at it */
-    bool hold;            /* a close in progress reads entries live at hold_mark */
+    mp_lock lock;       /* everything below */
+    uint64_t seq;       /* events so far */
+    double est;         /* live estimate, bytes */
+    uint64_t mark;      /* the current window's high-water mark (an event) */
+    double mark_bytes;  /* the estimate at it */
+    uint64_t mark_wall; /* CLOCK_REALTIME at it */
+    bool hold;          /* a close in progress reads entries live at hold_mark */
     uint64_t hold_mark;
     bool lost; /* the gone list could not grow in this window */
     gone *v;
     size_t n, cap;
-} g_peak = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} g_peak = {.lock = MP_LOCK_INIT};
 
 /* Whether a gone entry can still be asked for: live at the current mark
  * (removed after it) or at the mark a close holds. */
@@ -91,19 +91,19 @@ static void mark_locked(void)
 
 uint64_t mp_peak_insert(double bytes)
 {
-    pthread_mutex_lock(&g_peak.lock);
+    mp_lock_take(&g_peak.lock);
     uint64_t seq = ++g_peak.seq;
     g_peak.est += bytes;
     double step = g_peak.mark_bytes / (double)(1u << MP_PEAK_STEP_SHIFT);
     if (g_peak.est > g_peak.mark_bytes + step)
         mark_locked();
-    pthread_mutex_unlock(&g_peak.lock);
+    mp_lock_release(&g_peak.lock);
     return seq;
 }
 
 void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t seq)
 {
-    pthread_mutex_lock(&g_peak.lock);
+    mp_lock_take(&g_peak.lock);
     gone g = {p, stack, size, weight, seq, ++g_peak.seq};
     g_peak.est -= weight * (double)size;
     if (needed(&g)) {
@@ -120,20 +120,20 @@ void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         else
             g_peak.lost = true;
     }
-    pthread_mutex_unlock(&g_peak.lock);
+    mp_lock_release(&g_peak.lock);
 }
 
 uint64_t mp_peak_seq(void)
 {
-    pthread_mutex_lock(&g_peak.lock);
+    mp_lock_take(&g_peak.lock);
     uint64_t s = g_peak.seq;
-    pthread_mutex_unlock(&g_peak.lock);
+    mp_lock_release(&g_peak.lock);
     return s;
 }
 
 void mp_peak_reset(void)
 {
-    pthread_mutex_lock(&g_peak.lock);
+    mp_lock_take(&g_peak.lock);
     free(g_peak.v);
     g_peak.v = NULL;
     g_peak.n = g_peak.cap = 0;
@@ -141,7 +141,7 @@ void mp_peak_reset(void)
     g_peak.est = g_peak.mark_bytes = 0;
     g_peak.mark_wall = mp_wall_nanos();
     g_peak.hold = g_peak.lost = false;
-    pthread_mutex_unlock(&g_peak.lock);
+    mp_lock_release(&g_peak.lock);
 }
 
 struct close_ctx {
@@ -166,7 +166,7 @@ static void on_entry(void *ctx, const mp_stack *stack, uint64_t size, double wei
 static bool rebuild(uint64_t gen, bool close, mp_agg *agg, mp_peak_result *out)
 {
     *out = (mp_peak_result){0};
-    pthread_mutex_lock(&g_peak.lock);
+    mp_lock_take(&g_peak.lock);
     uint64_t mark = g_peak.mark;
     out->bytes = g_peak.mark_bytes;
     out->wall_ns = g_peak.mark_wall;
@@ -177,13 +177,13 @@ static bool rebuild(uint64_t gen, bool close, mp_agg *agg, mp_peak_result *out)
         g_peak.lost = false;
         mark_locked(); /* the next window's first mark: the live set now */
     }
-    pthread_mutex_unlock(&g_peak.lock);
+    mp_lock_release(&g_peak.lock);
 
     struct close_ctx c = {agg, out};
     uint64_t visited[MP_LIVE_STRIPES];
     mp_live_visit_upto(gen, mark, on_entry, &c, visited);
 
-    pthread_mutex_lock(&g_peak.lock);
+    mp_lock_take(&g_peak.lock);
     for (size_t i = 0; i < g_peak.n; i++) {
         const gone *g = &g_peak.v[i];
         if (g->ins <= mark && g->rm > mark && g->rm <= visited[mp_live_stripe(g->ptr)])
@@ -191,7 +191,7 @@ static bool rebuild(uint64_t gen, bool close, mp_agg *agg, mp_peak_result *out)
     }
     g_peak.hold = false;
     prune_locked();
-    pthread_mutex_unlock(&g_peak.lock);
+    mp_lock_release(&g_peak.lock);
     return !agg->oom;
 }
 

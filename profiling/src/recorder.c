@@ -66,7 +66,7 @@ mp_thread_rec *mp_rec_thread_new(uint64_t gen, unsigned ordinal, size_t ring_cap
         free(t);
         return NULL;
     }
-    pthread_mutex_init(&t->lock, NULL);
+    mp_lock_init(&t->lock);
     t->ring.cap = (uint32_t)ring_capacity;
     t->gen = gen;
     t->ordinal = ordinal;
@@ -78,7 +78,6 @@ void mp_rec_thread_free(mp_thread_rec *t)
 {
     if (t == NULL)
         return;
-    pthread_mutex_destroy(&t->lock);
     free(t->ring.slots);
     free(t->pcs);
     free(t);
@@ -190,11 +189,11 @@ static uint32_t handoff(mp_fifo *f, unsigned first)
 bool mp_rec_push(mp_thread_rec *t, const mp_record *r)
 {
     bool ok;
-    pthread_mutex_lock(&t->lock);
+    mp_lock_take(&t->lock);
     if (t->ring.len == t->ring.cap)
         handoff(&t->ring, t->home_shard);
     ok = mp_fifo_push(&t->ring, r);
-    pthread_mutex_unlock(&t->lock);
+    mp_lock_release(&t->lock);
     if (ok)
         MP_COUNT(ring_records, 1);
     return ok;
@@ -210,14 +209,14 @@ void mp_rec_thread_release(mp_thread_rec *t)
     if (t == NULL)
         return;
     pthread_mutex_lock(&g_registry);
-    pthread_mutex_lock(&t->lock);
+    mp_lock_take(&t->lock);
     if (t->registered) {
         MP_COUNT(discarded, t->ring.len);
         MP_UNCOUNT(ring_records, t->ring.len);
         mp_fifo_clear(&t->ring);
         unlink_locked(t);
     }
-    pthread_mutex_unlock(&t->lock);
+    mp_lock_release(&t->lock);
     pthread_mutex_unlock(&g_registry);
     mp_rec_thread_free(t);
 }
@@ -226,7 +225,7 @@ uint64_t mp_rec_thread_exit(mp_thread_rec *t)
 {
     uint64_t lost = 0;
     pthread_mutex_lock(&g_registry);
-    pthread_mutex_lock(&t->lock);
+    mp_lock_take(&t->lock);
     if (t->registered) {
         lost = handoff(&t->ring, t->home_shard);
         unlink_locked(t);
@@ -235,7 +234,7 @@ uint64_t mp_rec_thread_exit(mp_thread_rec *t)
         MP_UNCOUNT(ring_records, lost);
         mp_fifo_clear(&t->ring);
     }
-    pthread_mutex_unlock(&t->lock);
+    mp_lock_release(&t->lock);
     pthread_mutex_unlock(&g_registry);
     return lost;
 }
@@ -284,12 +283,12 @@ uint64_t mp_rec_session_end(void)
     pthread_mutex_lock(&g_registry);
     while (g_threads != NULL) {
         mp_thread_rec *t = g_threads;
-        pthread_mutex_lock(&t->lock);
+        mp_lock_take(&t->lock);
         discarded += t->ring.len;
         MP_UNCOUNT(ring_records, t->ring.len);
         mp_fifo_clear(&t->ring);
         unlink_locked(t);
-        pthread_mutex_unlock(&t->lock);
+        mp_lock_release(&t->lock);
     }
     pthread_mutex_unlock(&g_registry);
     for (unsigned i = 0; i < g_nshards; i++) {
@@ -320,9 +319,9 @@ static uint64_t drain_ring(mp_thread_rec *t, uint64_t share, mp_drain_fn fn, voi
     uint64_t total = 0;
     while (total < share) {
         uint32_t want = share - total < CHUNK ? (uint32_t)(share - total) : CHUNK;
-        pthread_mutex_lock(&t->lock);
+        mp_lock_take(&t->lock);
         uint32_t n = mp_fifo_take(&t->ring, buf, want);
-        pthread_mutex_unlock(&t->lock);
+        mp_lock_release(&t->lock);
         if (n == 0)
             break;
         MP_UNCOUNT(ring_records, n);
@@ -401,9 +400,9 @@ uint64_t mp_rec_drain(uint64_t budget, mp_drain_fn fn, void *ctx)
     while (done < budget) {
         uint64_t sources = 0;
         for (mp_thread_rec *t = g_threads; t != NULL; t = t->next) {
-            pthread_mutex_lock(&t->lock);
+            mp_lock_take(&t->lock);
             sources += t->ring.len != 0;
-            pthread_mutex_unlock(&t->lock);
+            mp_lock_release(&t->lock);
         }
         for (unsigned i = 0; i < g_nshards; i++) {
             pthread_mutex_lock(&g_shards[i].lock);
@@ -439,7 +438,7 @@ void mp_rec_peek(mp_drain_fn fn, void *ctx)
 {
     pthread_mutex_lock(&g_registry);
     for (mp_thread_rec *t = g_threads; t != NULL; t = t->next) {
-        pthread_mutex_lock(&t->lock);
+        mp_lock_take(&t->lock);
         const mp_fifo *f = &t->ring;
         for (uint32_t i = 0, k = f->head; i < f->len; i++) {
             const mp_record *r = &f->slots[k];
@@ -447,7 +446,7 @@ void mp_rec_peek(mp_drain_fn fn, void *ctx)
             if (++k == f->cap)
                 k = 0;
         }
-        pthread_mutex_unlock(&t->lock);
+        mp_lock_release(&t->lock);
     }
     pthread_mutex_unlock(&g_registry);
     for (unsigned i = 0; i < g_nshards; i++) {

@@ -21,7 +21,6 @@
  * `mimprof_hooks` section, so that captured stacks lose these frames by
  * address even if the library is linked statically. */
 #include <errno.h>
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/random.h> /* Linux: getrandom; macOS: getentropy */
@@ -43,8 +42,10 @@
 
 #include <mimprof/sampling.h>
 
+#include "fastmath.h"
 #include "internal.h"
 #include "self_frames.h"
+#include "unwind_fast.h"
 
 #define HOOK MP_PROF_HOOK_SECTION_
 
@@ -148,8 +149,7 @@ static uint64_t rng_seed(uint64_t seed, uint64_t stream)
 static HOOK uint64_t rng_draw(uint64_t *state, double mean)
 {
     uint64_t z = splitmix64(state);
-    double u = (double)((z >> 11) + 1) * 0x1p-53; /* (0, 1] */
-    double x = -log(u) * mean;                    /* Exp(mean) */
+    double x = mp_neg_log_unit((z >> 11) + 1) * mean; /* -log(u), u in (0, 1]: Exp(mean) */
     if (!(x < (double)MP_MAX_COUNTDOWN))
         return MP_MAX_COUNTDOWN;
     return (uint64_t)x; /* floor */
@@ -171,9 +171,7 @@ static uint64_t random_seed(void)
 
 double mp_estimator_weight(uint64_t size, double interval)
 {
-    /* p = 1 - exp(-S/R), computed without cancellation for S << R */
-    double p = -expm1(-(double)size / interval);
-    return p > 0 ? 1.0 / p : 0.0;
+    return mp_weight((double)size / interval); /* 1/p, p = 1 - exp(-S/R) */
 }
 
 /* ---------------------------------------------------------------- capture */
@@ -192,6 +190,7 @@ void mp_sampler_warm_up(void)
     uintptr_t buf[64];
     mp_guard_enter();
     mp_unwind_nofd_install(); /* before libunwind's first unwind opens its pipe */
+    mp_unwind_fast_flush();   /* rules of code unloaded since the last session */
     (void)capture(buf, 64);
     mp_guard_exit();
 }
@@ -274,8 +273,13 @@ static void thread_exit(void *arg)
 /* --------------------------------------------------------------- recording */
 
 /* Records the sampled block p of `size` bytes for session ts.gen. Runs
- * under the guard; the capture happens before any lock is taken. */
-static HOOK __attribute__((noinline)) void record(void *p, size_t size)
+ * under the guard; the capture happens before any lock is taken. Inlined
+ * into mp_prof_hook_sample, which the template's slow path tail-calls:
+ * the capture then starts one frame above the application's, and every
+ * profiler frame fewer is one frame less for the unwinder to step and
+ * for the self-frame filter to classify (BENCHMARKS.md, "One sample"). */
+static HOOK __attribute__((always_inline)) inline void record(void *p, size_t size,
+                                                              const mp_unwind_start *from)
 {
     mp_guard_enter();
     uint64_t gen = ts.gen;
@@ -312,7 +316,9 @@ static HOOK __attribute__((noinline)) void record(void *p, size_t size)
 
     mp_thread_rec *t = ts.rec;
     int cap = (int)(ts.max_depth + MP_CAPTURE_SLACK);
-    int n = capture(t->pcs, cap);
+    int n = mp_unwind_fast(from, t->pcs, cap);
+    if (n < 0)
+        n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
     if (n < 0)
         n = 0;
     size_t skip = mp_frames_skip_profiler(t->pcs, (size_t)n);
@@ -347,28 +353,31 @@ out:
 
 /* ------------------------------------------------------- template entries */
 
-HOOK void mp_prof_hook_sample(void *p, size_t size)
+HOOK void *mp_prof_hook_sample(void *p, size_t size)
 {
     if (ts.guard != 0) {
         /* Only a signal handler that interrupted mp_guard_enter/exit gets
          * here (the countdown is parked otherwise): give the countdown
          * being saved or restored back, never park it for good. */
         mp_prof_hook_countdown = ts.saved_countdown;
-        return;
+        return p;
     }
     uint64_t gen = atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed);
     if (__builtin_expect(!ts.init || ts.gen != gen, 0)) {
         mp_prof_hook_countdown = thread_reset();
         if (!mp_prof_hook_consume(size))
-            return; /* the new interval does not end inside this block */
+            return p; /* the new interval does not end inside this block */
     }
     if (ts.gen == 0) {
         mp_prof_hook_countdown = MP_IDLE_COUNTDOWN;
-        return;
+        return p;
     }
     mp_prof_hook_countdown = rng_draw(&ts.rng, ts.interval);
-    if (p != NULL)
-        record(p, size);
+    if (p != NULL) {
+        mp_unwind_start from = MP_UNWIND_HERE(); /* the template's caller */
+        record(p, size, &from);
+    }
+    return p;
 }
 
 /* The free-side entries hold the recorder lock shared (one atomic

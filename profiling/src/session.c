@@ -28,6 +28,7 @@
 #include "report_builder.h"
 #include "self_frames.h"
 #include "session.h"
+#include "unwind_fast.h"
 
 struct mp_recorder g_rec = {
     .session = PTHREAD_MUTEX_INITIALIZER,
@@ -403,6 +404,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     mp_rw_fork_child(&g_rec.rw);
+    mp_unwind_fast_fork_child();
     if (g_rec.owner != NULL || atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != 0) {
         mp_rec_fork_child_release(mp_sampler_current_rec());
         end_session_locked();

@@ -27,10 +27,11 @@
  *   running the stack is captured and the block is recorded with the
  *   weight of the unbiased estimator p = 1 - exp(-S/R).
  * - Free: a cheap filter says whether the block may be sampled: one byte
- *   of a 4 KiB summary (always in cache), and only when that is set,
- *   one bit of a 32 KiB bitmap (the word chosen by a hash of the block's
- *   page, the bit by its 64-byte granule); only a positive consults the
- *   live table. Unsampled blocks never touch a lock or a table.
+ *   per 4 KiB page (a summary indexed by the low 32 bits of the address),
+ *   and only when that is set, one bit of a 32 KiB bitmap (the word
+ *   chosen by the block's page, the bit by its 64-byte granule); only a
+ *   positive consults the live table. Unsampled blocks never touch a lock
+ *   or a table.
  * - No lock, no atomic read-modify-write and no out-of-line call on either
  *   fast path (ELF). On Mach-O a `__thread` variable is a dyld TLV: every
  *   access goes through its descriptor's thunk (tlv_get_addr), the
@@ -85,6 +86,9 @@ extern "C" {
 /** Words (64 bits each) of the free-path filter. */
 #define MP_PROF_HOOK_FILTER_WORDS (1u << (MP_PROF_HOOK_FILTER_BITS - 6))
 
+/** Bytes of the filter's summary: one per 4 KiB page of a 4 GiB range. */
+#define MP_PROF_HOOK_SUMMARY_BYTES (1u << 20)
+
 /**
  * Per-thread byte countdown (template interface): the number of bytes this
  * thread may still allocate before the next sample point. An allocation of
@@ -95,16 +99,21 @@ extern MP_PROF_API __thread uint64_t mp_prof_hook_countdown
     __attribute__((tls_model("initial-exec")));
 
 /**
- * The free-path filter (template interface), two levels. `bits`: the bit
- * of slot mp_prof_hook_filter_slot(p) is set while a live sampled block
- * maps to it. `summary`: byte w is nonzero iff `bits[w]` is; at 4 KiB it
- * stays in the L1 cache, and a free is decided there (one byte compare)
- * unless its word holds a sampled block. Written by the library under its
- * locks, read here with relaxed atomic loads.
+ * The free-path filter (template interface), two levels. `summary`: byte
+ * s counts (saturating at 255) the live sampled blocks on the pages whose
+ * number is s modulo 2^20 (s = the low 32 bits of the address >> 12, two
+ * instructions on the free path); a free is decided there (one byte
+ * compare) unless its page holds a sampled block. Only bytes of the pages
+ * a program frees touch the cache (one 64-byte line per 256 KiB of heap,
+ * a quarter of what mimalloc's own page descriptors take), and only
+ * bytes ever set take memory. `bits`: the bit of slot
+ * mp_prof_hook_filter_slot(p) is set while a live sampled block maps to
+ * it. Written by the library under its locks, read here with relaxed
+ * atomic loads.
  */
 typedef struct mp_prof_hook_filter_t {
-    uint8_t summary[MP_PROF_HOOK_FILTER_WORDS]; /**< nonzero: bits[w] is nonzero */
-    uint64_t bits[MP_PROF_HOOK_FILTER_WORDS];   /**< one bit per filter slot */
+    uint8_t summary[MP_PROF_HOOK_SUMMARY_BYTES]; /**< live sampled blocks per page (mod 2^20) */
+    uint64_t bits[MP_PROF_HOOK_FILTER_WORDS];    /**< one bit per filter slot */
 } mp_prof_hook_filter_t;
 
 /** Template interface: the free-path filter (see mp_prof_hook_filter_t). */
@@ -113,9 +122,11 @@ extern MP_PROF_API mp_prof_hook_filter_t mp_prof_hook_filter;
 /**
  * Template interface: the countdown went below zero on an allocation of `size`
  * bytes that returned `p` (NULL when the provider failed). Draws the next
- * interval and, when a session runs, records `p`. Never fails.
+ * interval and, when a session runs, records `p`. Never fails; returns `p`,
+ * so that the template's slow path ends in a tail call and its own frame
+ * is gone before the stack is captured (one frame less to unwind).
  */
-MP_PROF_API void mp_prof_hook_sample(void *p, size_t size);
+MP_PROF_API void *mp_prof_hook_sample(void *p, size_t size);
 
 /** Template interface: `p`, which passed the filter, is being freed. */
 MP_PROF_API void mp_prof_hook_forget(void *p);
@@ -146,6 +157,11 @@ MP_PROF_API void mp_prof_hook_register(uintptr_t start, uintptr_t end);
  * "Free filter"). */
 #define MP_PROF_HOOK_FILTER_WORD_(a) ((uint32_t)((a) >> 12) & (MP_PROF_HOOK_FILTER_WORDS - 1u))
 
+/* The summary byte of a block: its page number modulo 2^20. Its low 12
+ * bits are the block's filter word, so a summary byte and a filter word
+ * belong to the same live-table stripe. */
+#define MP_PROF_HOOK_SUMMARY_INDEX_(a) ((uint32_t)(a) >> 12)
+
 /** Template interface: the filter slot (word * 64 + bit) of `p`. */
 static inline uint32_t mp_prof_hook_filter_slot(const void *p)
 {
@@ -153,15 +169,33 @@ static inline uint32_t mp_prof_hook_filter_slot(const void *p)
     return MP_PROF_HOOK_FILTER_WORD_(a) << 6 | (uint32_t)((a >> 6) & 63);
 }
 
+/* Template interface: whether summary byte `s` is nonzero (a relaxed
+ * atomic load). On x86-64 one compare against memory whose flags the
+ * branch uses directly: the atomic load alone compiles to a load and a
+ * test, one instruction more on every free. An aligned byte load is
+ * atomic there, and the asm is volatile, so it is read once per call, as
+ * the atomic load would be. */
+static inline int mp_prof_hook_summary_set_(uint64_t s)
+{
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+    int nz;
+    __asm__ volatile("cmpb $0, (%1,%2)"
+                     : "=@ccnz"(nz)
+                     : "r"(mp_prof_hook_filter.summary), "r"(s), "m"(mp_prof_hook_filter.summary));
+    return nz;
+#else
+    return __atomic_load_n(&mp_prof_hook_filter.summary[s], __ATOMIC_RELAXED) != 0;
+#endif
+}
+
 /** Template interface: the filter test (nonzero: `p` may be sampled). */
 static inline int mp_prof_hook_maybe_sampled(const void *p)
 {
     uint64_t a = (uint64_t)(uintptr_t)p;
-    uint32_t w = MP_PROF_HOOK_FILTER_WORD_(a);
-    if (__builtin_expect(__atomic_load_n(&mp_prof_hook_filter.summary[w], __ATOMIC_RELAXED) == 0,
-                         1))
+    if (__builtin_expect(!mp_prof_hook_summary_set_(MP_PROF_HOOK_SUMMARY_INDEX_(a)), 1))
         return 0;
-    uint64_t x = __atomic_load_n(&mp_prof_hook_filter.bits[w], __ATOMIC_RELAXED);
+    uint64_t x =
+        __atomic_load_n(&mp_prof_hook_filter.bits[MP_PROF_HOOK_FILTER_WORD_(a)], __ATOMIC_RELAXED);
     return (int)((x >> ((a >> 6) & 63)) & 1);
 }
 
@@ -224,8 +258,7 @@ extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden
     {                                                                                              \
         void *p_ = zeroed ? MP_PROF_CAT_(prov_, alloc_zeroed)(size, align)                         \
                           : MP_PROF_CAT_(prov_, alloc)(size, align);                               \
-        mp_prof_hook_sample(p_, size);                                                             \
-        return p_;                                                                                 \
+        return mp_prof_hook_sample(p_, size);                                                      \
     }                                                                                              \
     __attribute__((noinline)) MP_PROF_HOOK_SECTION_ static void *MP_PROF_CAT_(nm_, realloc_slow_)( \
         void *p, size_t old_size, size_t align, size_t new_size, int hit)                          \
@@ -235,7 +268,7 @@ extern const char __stop_mimprof_hooks[] __attribute__((weak, visibility("hidden
         if (q_ != NULL && id_ != 0)                                                                \
             mp_prof_hook_forget_id(p, id_);                                                        \
         if (hit)                                                                                   \
-            mp_prof_hook_sample(q_, new_size);                                                     \
+            return mp_prof_hook_sample(q_, new_size);                                              \
         return q_;                                                                                 \
     }                                                                                              \
     __attribute__((constructor)) static void MP_PROF_CAT_(nm_, register_hooks_)(void)              \

@@ -17,9 +17,9 @@
  *              documents that it matches the containing symbol (glibc),
  *              else none.
  *
- * Not here: stack capture (sampler.c: libunwind's unw_backtrace with the
- * ELF backend when built with it, else execinfo's backtrace(), which glibc
- * and macOS both have) and DWARF lines (symbols.c with libdw, ELF only).
+ * Not here: stack capture (unwind_fast.c's cached walk on x86-64 Linux,
+ * sampler.c: libunwind's unw_backtrace with the ELF backend when built
+ * with it, else execinfo's backtrace(), which glibc and macOS both have) and DWARF lines (symbols.c with libdw, ELF only).
  * What a backend cannot do is reported as such (mp_plat_caps), and the
  * public API answers MP_PROF_E_UNSUPPORTED for it; nothing is guessed.
  *

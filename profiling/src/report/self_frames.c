@@ -36,7 +36,13 @@ typedef struct range {
 } range;
 
 static range g_ranges[MP_SELF_MAX_RANGES];
-static _Atomic size_t g_nranges;   /* slots claimed */
+static _Atomic size_t g_nranges; /* slots claimed */
+/* The envelope of every range ever added, [g_lo, g_hi): an address
+ * outside it (most application frames: the program's own code lies
+ * below the shared objects) is classified by two compares instead of a
+ * pass over the table. Grows only, before its range is published. */
+static _Atomic uintptr_t g_lo = UINTPTR_MAX;
+static _Atomic uintptr_t g_hi;
 static _Atomic uint64_t g_dropped; /* registrations that found no slot */
 static _Atomic bool g_static;      /* profiler code is in the main executable */
 
@@ -62,6 +68,14 @@ static void add_range(uintptr_t start, uintptr_t end, int hook)
         atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
         return;
     }
+    uintptr_t lo = atomic_load_explicit(&g_lo, memory_order_relaxed);
+    while (start < lo && !atomic_compare_exchange_weak_explicit(
+                             &g_lo, &lo, start, memory_order_relaxed, memory_order_relaxed))
+        ;
+    uintptr_t hi = atomic_load_explicit(&g_hi, memory_order_relaxed);
+    while (end > hi && !atomic_compare_exchange_weak_explicit(&g_hi, &hi, end, memory_order_relaxed,
+                                                              memory_order_relaxed))
+        ;
     atomic_store_explicit(&g_ranges[i].start, start, memory_order_relaxed);
     atomic_store_explicit(&g_ranges[i].hook, hook, memory_order_relaxed);
     atomic_store_explicit(&g_ranges[i].end, end, memory_order_release);
@@ -110,6 +124,9 @@ void mp_self_frames_init(void)
 static int classify(uintptr_t pc, size_t n)
 {
     uintptr_t at = pc - 1; /* inside the call instruction */
+    if (at < atomic_load_explicit(&g_lo, memory_order_relaxed) ||
+        at >= atomic_load_explicit(&g_hi, memory_order_relaxed))
+        return -1;
     int r = -1;
     for (size_t i = 0; i < n; i++) {
         uintptr_t end = atomic_load_explicit(&g_ranges[i].end, memory_order_acquire);

@@ -1,0 +1,261 @@
+/* The sampling path's stack walk (unwind_fast.h): a cache of each return
+ * address's frame rule in front of libunwind.
+ *
+ * Why. unw_backtrace costs ~180 instructions before its first frame
+ * (a register context saved, a cursor initialized) and ~100 per frame
+ * (its per-thread trace cache looked up, the frame decoded), about 700
+ * of a sample's ~1,700 on a five-frame stack (BENCHMARKS.md, "One
+ * sample"). Almost every x86-64 frame follows one of two rules, which
+ * this file caches per return address in one 64-bit word:
+ *   CFA = RSP + k   or   CFA = RBP + k;
+ *   the return address at CFA - 8;
+ *   RBP unchanged, or saved at CFA - m.
+ * Stepping such a frame is a table load and two memory reads.
+ *
+ * Where the rules come from: libunwind itself. A return address seen for
+ * the first time is stepped by libunwind three times over a synthetic
+ * stack (a static buffer whose every word is the address of another word
+ * of it, a permutation, so that any value read back names the slot it was
+ * read from), with RSP and RBP moved between the steps. The rule is kept
+ * only if all three results fit one of the forms above exactly (same k,
+ * same return-address slot, same RBP slot, whatever RSP and RBP were);
+ * anything else (a signal frame, a DWARF expression such as a realigned
+ * stack's CFA = *(RBP - 8), a rule on another register, a frame without
+ * unwind information, whose step libunwind only guesses) is cached as
+ * "not handled", and a walk meeting it returns -1: the caller captures
+ * that stack with unw_backtrace. Never wrong, only sometimes not faster.
+ * tests/test_unwind_fast.c compares both walks on real stacks.
+ *
+ * The buffer is shared: learning takes its lock by one exchange and never
+ * waits (another thread learning: not learned now, that capture goes to
+ * libunwind); a fork child frees it (mp_unwind_fast_fork_child). Readers of the table take no lock: a
+ * slot is one word, stored whole.
+ *
+ * Like libunwind's own trace cache, a rule is kept for a return address
+ * until mp_unwind_fast_flush: code unloaded (dlclose) and other code
+ * loaded at the same address would reuse it; the session start flushes. */
+#include "unwind_fast.h"
+
+#if MP_HAVE_LIBUNWIND && defined(__x86_64__) && defined(__linux__)
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <mimprof/sampling.h> /* MP_PROF_HOOK_SECTION_ */
+
+#define HOOK MP_PROF_HOOK_SECTION_
+
+/* Rule word: kind (2 bits), CFA from RBP, RBP restored, k / 8, m / 8,
+ * then the tag ip >> 12 (return addresses below 2^56). 0 = empty. */
+enum { K_EMPTY = 0, K_STEP = 1, K_LAST = 2, K_NO = 3 };
+#define R_KIND(r)   ((unsigned)((r)&3u))
+#define R_FROM_BP   ((uint64_t)1 << 2)
+#define R_BP_SAVED  ((uint64_t)1 << 3)
+#define R_K(r)      ((uintptr_t)(((r) >> 4) & 0xff) * 8)
+#define R_M(r)      ((uintptr_t)(((r) >> 12) & 0xff) * 8)
+#define R_TAG_SHIFT 20
+#define MAX_OFF     (255u * 8)
+
+#define SLOTS 4096u /* 32 KiB */
+static uint64_t g_rules[SLOTS];
+
+static inline uint32_t slot_of(uintptr_t ip) { return (uint32_t)(ip ^ (ip >> 12)) & (SLOTS - 1); }
+static inline uint64_t tag_of(uintptr_t ip) { return (uint64_t)(ip >> 12) << R_TAG_SHIFT; }
+
+/* ---- learning ---- */
+
+#define PROBE_WORDS 1024u /* 8 KiB; a power of two */
+static uintptr_t g_probe[PROBE_WORDS];
+static _Atomic bool g_probe_busy; /* the buffer's lock, taken by exchange, never waited for */
+static bool g_probe_ready;
+
+/* Word i holds the address of word perm(i) = 7 i + 3 (mod PROBE_WORDS):
+ * a value read from the buffer names its slot, and no rule that
+ * dereferences a slot gives a result linear in RSP or RBP. */
+static inline uint32_t perm(uint32_t i) { return (7u * i + 3u) & (PROBE_WORDS - 1); }
+static inline uint32_t perm_inv(uint32_t j)
+{
+    return (j - 3u) * 439u & (PROBE_WORDS - 1); /* 7 * 439 = 3073 = 1 (mod 1024) */
+}
+
+/* The slot a value read from the buffer came from, or -1. */
+static long slot_read(uintptr_t v)
+{
+    uintptr_t base = (uintptr_t)g_probe;
+    if (v < base || v >= base + sizeof g_probe || (v - base) % 8 != 0)
+        return -1;
+    return (long)perm_inv((uint32_t)((v - base) / 8));
+}
+
+static uintptr_t at(uint32_t word) { return (uintptr_t)&g_probe[word]; }
+
+/* One libunwind step of a frame at `ip` with the given RSP and RBP (every
+ * other register 0). 1 with the caller's IP, SP (the CFA) and RBP; 0 at
+ * the outermost frame; -1 on error or when libunwind has no unwind
+ * information for ip (its step would be a frame-pointer guess). */
+static int step_synthetic(uintptr_t ip, uintptr_t sp, uintptr_t bp, uintptr_t out[3])
+{
+    unw_context_t uc;
+    unw_cursor_t c;
+    unw_proc_info_t pi;
+    unw_word_t v;
+    memset(&uc, 0, sizeof uc);
+    uc.uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
+    uc.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+    uc.uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
+    if (unw_init_local(&c, &uc) < 0 || unw_get_proc_info(&c, &pi) < 0)
+        return -1;
+    int r = unw_step(&c);
+    if (r <= 0)
+        return r < 0 ? -1 : 0;
+    if (unw_get_reg(&c, UNW_REG_IP, &v) < 0)
+        return -1;
+    out[0] = v;
+    if (unw_get_reg(&c, UNW_REG_SP, &v) < 0)
+        return -1;
+    out[1] = v;
+    if (unw_get_reg(&c, UNW_X86_64_RBP, &v) < 0)
+        return -1;
+    out[2] = v;
+    return 1;
+}
+
+/* The rule of return address ip (lock held), K_NO when it has none of
+ * the cached forms. */
+static uint64_t learn_locked(uintptr_t ip)
+{
+    if (!g_probe_ready) {
+        for (uint32_t i = 0; i < PROBE_WORDS; i++)
+            g_probe[i] = at(perm(i));
+        g_probe_ready = true;
+    }
+    /* runs: RSP, RBP (word indices); a and b differ in RBP, a and c in RSP */
+    static const uint32_t sp_w[3] = {256, 256, 192}, bp_w[3] = {512, 576, 512};
+    uintptr_t out[3][3];
+    int n_last = 0;
+    for (int i = 0; i < 3; i++) {
+        int r = step_synthetic(ip, at(sp_w[i]), at(bp_w[i]), out[i]);
+        if (r < 0)
+            return K_NO;
+        n_last += r == 0;
+    }
+    if (n_last == 3)
+        return K_LAST;
+    if (n_last != 0)
+        return K_NO;
+    uint64_t rule = K_STEP;
+    intptr_t k;
+    if (out[0][1] == out[1][1]) { /* CFA did not follow RBP: RSP + k */
+        k = (intptr_t)(out[0][1] - at(sp_w[0]));
+        if ((intptr_t)(out[2][1] - at(sp_w[2])) != k)
+            return K_NO;
+    } else { /* RBP + k, whatever RSP was */
+        k = (intptr_t)(out[0][1] - at(bp_w[0]));
+        if ((intptr_t)(out[1][1] - at(bp_w[1])) != k || (intptr_t)(out[2][1] - at(bp_w[2])) != k)
+            return K_NO;
+        rule |= R_FROM_BP;
+    }
+    if (k < 8 || k > (intptr_t)MAX_OFF || k % 8 != 0)
+        return K_NO;
+    bool bp_kept = true, bp_slot = true;
+    intptr_t m = 0;
+    for (int i = 0; i < 3; i++) {
+        uintptr_t cfa = out[i][1];
+        long ra = slot_read(out[i][0]); /* the return address: read from CFA - 8 */
+        if (ra < 0 || at((uint32_t)ra) != cfa - 8)
+            return K_NO;
+        bp_kept = bp_kept && out[i][2] == at(bp_w[i]);
+        long bs = slot_read(out[i][2]);
+        intptr_t mi = bs < 0 ? -1 : (intptr_t)(cfa - at((uint32_t)bs));
+        if (i == 0)
+            m = mi;
+        bp_slot = bp_slot && bs >= 0 && mi == m;
+    }
+    if (bp_kept == bp_slot) /* neither, or (impossibly) both */
+        return K_NO;
+    if (bp_slot) {
+        if (m < 16 || m > (intptr_t)MAX_OFF || m % 8 != 0)
+            return K_NO;
+        rule |= R_BP_SAVED | (uint64_t)(m / 8) << 12;
+    }
+    return rule | (uint64_t)(k / 8) << 4;
+}
+
+static uint64_t learn(uintptr_t ip)
+{
+    if (atomic_exchange_explicit(&g_probe_busy, true, memory_order_acquire))
+        return K_EMPTY; /* busy: this capture goes to libunwind */
+    uint64_t r = learn_locked(ip);
+    atomic_store_explicit(&g_probe_busy, false, memory_order_release);
+    __atomic_store_n(&g_rules[slot_of(ip)], tag_of(ip) | r, __ATOMIC_RELAXED);
+    return r;
+}
+
+/* ---- the walk ---- */
+
+/* A frame larger than this ends the walk with -1 (libunwind decides). */
+#define MAX_FRAME ((uintptr_t)1 << 24)
+
+HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_start *from,
+                                                             uintptr_t *pcs, int cap)
+{
+    uintptr_t ip = from->ip, sp = from->sp, bp = from->bp;
+    int n = 0;
+    while (n < cap) {
+        if (ip == 0)
+            return n; /* libunwind ends a stack at a zero return address too */
+        if (ip >> 56 != 0)
+            return -1; /* not a user-space address: no tag for it */
+        pcs[n++] = ip;
+        uint64_t r = __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
+        if (__builtin_expect((r ^ tag_of(ip)) >> R_TAG_SHIFT != 0 || R_KIND(r) != K_STEP, 0)) {
+            if ((r ^ tag_of(ip)) >> R_TAG_SHIFT != 0 || R_KIND(r) == K_EMPTY)
+                r = learn(ip);
+            if (R_KIND(r) == K_LAST)
+                return n;
+            if (R_KIND(r) != K_STEP)
+                return -1; /* not handled, or not learned now */
+        }
+        uintptr_t cfa = ((r & R_FROM_BP) ? bp : sp) + R_K(r);
+        if (cfa - sp - 1 >= MAX_FRAME)
+            return -1; /* callers live above their callees */
+        ip = *(const uintptr_t *)(cfa - 8);
+        if (r & R_BP_SAVED)
+            bp = *(const uintptr_t *)(cfa - R_M(r));
+        sp = cfa;
+    }
+    return n;
+}
+
+void mp_unwind_fast_flush(void)
+{
+    for (uint32_t i = 0; i < SLOTS; i++)
+        __atomic_store_n(&g_rules[i], 0, __ATOMIC_RELAXED);
+}
+
+/* In a fork child no thread is learning: a buffer taken by a parent's
+ * thread that did not come along is free again. */
+void mp_unwind_fast_fork_child(void)
+{
+    atomic_store_explicit(&g_probe_busy, false, memory_order_relaxed);
+}
+
+#else
+
+int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap)
+{
+    (void)from;
+    (void)pcs;
+    (void)cap;
+    return -1;
+}
+
+void mp_unwind_fast_flush(void) {}
+
+void mp_unwind_fast_fork_child(void) {}
+
+#endif

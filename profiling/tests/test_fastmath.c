@@ -1,0 +1,85 @@
+/* The sampling path's inline logarithm and estimator weight
+ * (src/fastmath.h) against libm, over their whole input ranges: every
+ * power of two and its neighbours, and a million pseudo-random inputs. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "fastmath.h"
+
+static uint64_t next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Relative error of -log(k 2^-53); exact zero at k = 2^53. */
+static double log_err(uint64_t k)
+{
+    double want = -log((double)k * 0x1p-53);
+    double got = mp_neg_log_unit(k);
+    if (want == 0)
+        return got == 0 ? 0 : INFINITY;
+    return fabs(got - want) / want;
+}
+
+Test(fastmath, neg_log_unit_matches_libm)
+{
+    double worst = 0;
+    uint64_t at = 0;
+    for (int e = 0; e <= 53; e++) {
+        uint64_t base = (uint64_t)1 << e;
+        for (int d = -3; d <= 3; d++) {
+            uint64_t k = base + (uint64_t)(int64_t)d;
+            if (k < 1 || k > ((uint64_t)1 << 53))
+                continue;
+            double r = log_err(k);
+            if (r > worst)
+                worst = r, at = k;
+        }
+        /* around sqrt(2) * 2^e, where the reduction switches exponent */
+        uint64_t mid = (uint64_t)((double)base * 1.4142135623730951);
+        for (uint64_t k = mid > 3 ? mid - 3 : 1; k <= mid + 3 && k <= ((uint64_t)1 << 53); k++) {
+            double r = log_err(k);
+            if (r > worst)
+                worst = r, at = k;
+        }
+    }
+    uint64_t s = 7;
+    for (int i = 0; i < 1000000; i++) {
+        uint64_t k = (next(&s) >> 11) + 1; /* the draw's own input */
+        double r = log_err(k);
+        if (r > worst)
+            worst = r, at = k;
+    }
+    cr_log_info("mp_neg_log_unit: worst relative error %.3g at k = %llu", worst,
+                (unsigned long long)at);
+    cr_assert(worst <= 5e-14, "relative error %.3g at k = %llu", worst, (unsigned long long)at);
+    cr_assert_eq(mp_neg_log_unit((uint64_t)1 << 53), 0.0, "u = 1 gives an interval of 0");
+}
+
+static double weight_ref(double x) { return -1.0 / expm1(-x); }
+
+Test(fastmath, weight_matches_libm)
+{
+    double worst = 0, at = 0;
+    uint64_t s = 11;
+    for (int i = 0; i < 1000000; i++) {
+        /* x = S/R log-uniform over [2^-40, 2^6]: tiny blocks to blocks many intervals long */
+        double x = exp2(-40.0 + 46.0 * (double)(next(&s) >> 11) * 0x1p-53);
+        double r = fabs(mp_weight(x) - weight_ref(x)) / weight_ref(x);
+        if (r > worst)
+            worst = r, at = x;
+    }
+    const double edges[] = {0.25, nextafter(0.25, 0), nextafter(0.25, 1), 1e-300, 0x1p-1074, 700};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        double r = fabs(mp_weight(edges[i]) - weight_ref(edges[i])) / weight_ref(edges[i]);
+        if (r > worst)
+            worst = r, at = edges[i];
+    }
+    cr_log_info("mp_weight: worst relative error %.3g at x = %.17g", worst, at);
+    cr_assert(worst <= 3e-14, "relative error %.3g at x = %.17g", worst, at);
+    cr_assert_eq(mp_weight(0), 0.0, "p = 0: no weight");
+}
