@@ -37,7 +37,7 @@ static struct {
 /* Messages on stderr, unless MIMPROF_QUIET. */
 #define say(...) mpt_rt_say(im.quiet, __VA_ARGS__)
 
-int mp_image_rt_configure(bool quiet)
+int mpt_rt_image_configure(bool quiet)
 {
     im.quiet = quiet;
     /* Parsed by mpt_env_load() (a malformed value was refused there). */
@@ -121,7 +121,7 @@ static void *image_main(void *arg)
     return NULL;
 }
 
-void mp_image_rt_prepare(void)
+void mpt_rt_image_prepare(void)
 {
     if (!im.on)
         return;
@@ -129,7 +129,7 @@ void mp_image_rt_prepare(void)
     im.seq = mpt_rt_first_free_seq(im.dir, im.pid, ".mpimg");
 }
 
-void mp_image_rt_start(mp_profiler *prof)
+void mpt_rt_image_start(mp_profiler *prof)
 {
     if (!im.on)
         return;
@@ -148,7 +148,7 @@ void mp_image_rt_start(mp_profiler *prof)
         say("mimprof: no image thread in pid %ld: images only at exit\n", (long)im.pid);
 }
 
-void mp_image_rt_request(void)
+void mpt_rt_image_request(void)
 {
     if (!im.on || !im.have_th)
         return;
@@ -156,13 +156,13 @@ void mp_image_rt_request(void)
     sem_post(&im.wake);
 }
 
-void mp_image_rt_after_fork(void)
+void mpt_rt_image_after_fork(void)
 {
     im.have_th = false;
     im.prof = NULL;
 }
 
-void mp_image_rt_stop(bool at_exit)
+void mpt_rt_image_stop(bool at_exit)
 {
     if (!im.on || im.prof == NULL || im.pid != getpid())
         return;

@@ -30,24 +30,24 @@
 
 /* Reads the variables (once, at start). 0: fine (images on or off);
  * -1: a malformed value (said on stderr unless quiet). */
-int mp_image_rt_configure(bool quiet);
+int mpt_rt_image_configure(bool quiet);
 
 /* Before a session starts in this process (so that what it allocates is
  * not sampled): numbers this process's images. */
-void mp_image_rt_prepare(void);
+void mpt_rt_image_prepare(void);
 
 /* A session started in this process: starts the image thread. */
-void mp_image_rt_start(mp_profiler *prof);
+void mpt_rt_image_start(mp_profiler *prof);
 
 /* SIGUSR2: asks the image thread for an image. Async-signal-safe. */
-void mp_image_rt_request(void);
+void mpt_rt_image_request(void);
 
 /* In a forked child, before the runtime starts its own session: the
  * parent's image thread does not exist here. */
-void mp_image_rt_after_fork(void);
+void mpt_rt_image_after_fork(void);
 
 /* The session is about to end: stops the image thread, then writes the
  * exit image when MIMPROF_IMAGE_ON_EXIT asks for it and `at_exit`. */
-void mp_image_rt_stop(bool at_exit);
+void mpt_rt_image_stop(bool at_exit);
 
 #endif

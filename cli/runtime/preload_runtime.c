@@ -237,7 +237,7 @@ static void *reporter_main(void *arg)
         char above[400];
         bool crossed = watching && mpt_watch_check(above, sizeof above);
         if (crossed)
-            mp_image_rt_request(); /* with the image options: an image too */
+            mpt_rt_image_request(); /* with the image options: an image too */
         if (timed_out) {
             /* The next period starts from the deadline; after a stall
              * (suspended process) from now, without catching up. */
@@ -263,9 +263,9 @@ static void *reporter_main(void *arg)
     return NULL;
 }
 
-void mp_preload_runtime_request(void)
+void mpt_rt_request(void)
 {
-    mp_image_rt_request(); /* MIMPROF_IMAGE: a heap image too (image_runtime.h) */
+    mpt_rt_image_request(); /* MIMPROF_IMAGE: a heap image too (image_runtime.h) */
     atomic_store(&rt.report_req, true);
     sem_post(&rt.wake);
 }
@@ -274,7 +274,7 @@ static void on_usr2(int sig)
 {
     (void)sig;
     int saved = errno;
-    mp_preload_runtime_request();
+    mpt_rt_request();
     errno = saved;
 }
 
@@ -356,7 +356,7 @@ static int start_locked(void)
     pid_t pid = getpid();
     unsigned seq =
         rt.out.dir[0] != '\0' && !rt.bare ? mpt_rt_first_free_seq(rt.out.dir, pid, ".pb.gz") : 0;
-    mp_image_rt_prepare();
+    mpt_rt_image_prepare();
     mp_prof_status st = mp_profiler_start(&rt.cfg, &rt.prof);
     if (st != MP_PROF_OK) {
         mp_preload_set_sampling(false); /* nothing was tracked */
@@ -377,7 +377,7 @@ static int start_locked(void)
     atomic_store(&rt.report_req, false);
     atomic_store(&rt.fatal_sig, 0);
     rt.started = true;
-    mp_image_rt_start(rt.prof);
+    mpt_rt_image_start(rt.prof);
     mpt_watch_start();
     if (rt.bare)
         return 0; /* one report, at exit */
@@ -421,7 +421,7 @@ static void after_fork_child(void)
         sem_destroy(&rt.wake);
         sem_init(&rt.wake, 0, 0);
         atomic_store(&rt.reports_done, 0);
-        mp_image_rt_after_fork();
+        mpt_rt_image_after_fork();
         if (follow)
             start_locked();
     } else if (follow && rt.dormant) {
@@ -481,7 +481,7 @@ static int configure(mpt_env_var bad, const char *why)
                   : rt.dormant && !pyro    ? 0
                                            : 10000;
     rt.follow_fork = mpt_env_flag(MPT_ENV_FOLLOW_FORK, true);
-    if (mp_image_rt_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
+    if (mpt_rt_image_configure(rt.quiet) != 0) /* MIMPROF_IMAGE* (image_runtime.h) */
         return -1;
     if (mpt_watch_configure(rt.quiet, !rt.bare) != 0) /* MIMPROF_REPORT_ABOVE (rt_watch.h) */
         return -1;
@@ -517,7 +517,7 @@ static bool this_process_is_profiled(void)
     return !root->set || (pid_t)root->num == getpid() || mpt_env_flag(MPT_ENV_FOLLOW_EXEC, true);
 }
 
-int mp_preload_runtime_start(void)
+int mpt_rt_start(void)
 {
     static bool once;
     static int result;
@@ -547,7 +547,7 @@ int mp_preload_runtime_start(void)
     if (!rt.dormant && start_locked() != 0)
         goto out;
     pthread_atfork(NULL, after_fork_parent, after_fork_child);
-    atexit(mp_preload_runtime_stop);
+    atexit(mpt_rt_stop);
     /* After the atexit above, so that at exit the control thread stops
      * first. */
     bool ctl = mpt_env_flag(MPT_ENV_CTL, true);
@@ -578,7 +578,7 @@ __attribute__((constructor(102))) static void runtime_ctor(int argc, char **argv
     (void)argc;
     (void)argv;
     g_envp = envp;
-    mp_preload_runtime_start();
+    mpt_rt_start();
 }
 
 /* Ends the session: the reporter joined, the image thread stopped (with
@@ -591,14 +591,14 @@ static void end_session_locked(bool at_exit)
         pthread_join(rt.reporter, NULL);
         rt.have_reporter = false;
     }
-    mp_image_rt_stop(at_exit); /* the exit image first: it still holds the interval */
+    mpt_rt_image_stop(at_exit); /* the exit image first: it still holds the interval */
     report_once(NULL);
     rt.started = false;
     mp_profiler_free(rt.prof);
     rt.prof = NULL;
 }
 
-void mp_preload_runtime_stop(void)
+void mpt_rt_stop(void)
 {
     pthread_mutex_lock(&rt.lock);
     if (rt.pid != getpid()) { /* not this process's runtime (an unfollowed child) */

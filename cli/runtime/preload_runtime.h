@@ -136,15 +136,15 @@
  * stderr unless MIMPROF_QUIET=1). Idempotent. Called by the runtime's own
  * constructor; a preload may also call it first thing in its constructor
  * and skip its own session when it returns nonzero. */
-int mp_preload_runtime_start(void);
+int mpt_rt_start(void);
 
 /* Writes the final report and ends the session. Registered with atexit()
- * by mp_preload_runtime_start(); callable directly (idempotent). */
-void mp_preload_runtime_stop(void);
+ * by mpt_rt_start(); callable directly (idempotent). */
+void mpt_rt_stop(void);
 
 /* Asks the reporter thread for a report now (what SIGUSR2 does).
  * Async-signal-safe. */
-void mp_preload_runtime_request(void);
+void mpt_rt_request(void);
 
 /* Defined by the preload object (../preload/preload.c): in the dormant
  * object, points malloc and free at the sampling allocator (`on`) or at

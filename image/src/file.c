@@ -37,12 +37,12 @@ static mp_img_status file_open(const char *path, struct img_file *f, mp_img_erro
     memset(f, 0, sizeof *f);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return img_fail(err, MP_IMG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        return img_fail(err, MP_IMG_E_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
         int e = S_ISREG(sb.st_mode) ? errno : EINVAL;
         close(fd);
-        return img_fail(err, MP_IMG_ERR_IO, "cannot read '%s': %s", path,
+        return img_fail(err, MP_IMG_E_IO, "cannot read '%s': %s", path,
                         e == EINVAL ? "not a regular file" : strerror(e));
     }
     size_t size = (size_t)sb.st_size;
@@ -59,7 +59,7 @@ static mp_img_status file_open(const char *path, struct img_file *f, mp_img_erro
     unsigned char *b = malloc(size ? size : 1);
     if (!b) {
         close(fd);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory reading '%s'", path);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory reading '%s'", path);
     }
     size_t got = 0;
     while (got < size) {
@@ -70,7 +70,7 @@ static mp_img_status file_open(const char *path, struct img_file *f, mp_img_erro
             int e = errno;
             free(b);
             close(fd);
-            return img_fail(err, MP_IMG_ERR_IO, "reading '%s': %s", path, strerror(e));
+            return img_fail(err, MP_IMG_E_IO, "reading '%s': %s", path, strerror(e));
         }
         if (n == 0)
             break; /* shrank under us: the view will say what is missing */
@@ -87,10 +87,10 @@ mp_img_status mp_img_load(mp_img_registry *reg, const char *path, mp_img_heap **
                           mp_img_error *err)
 {
     if (!out)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "output must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "output must not be NULL");
     *out = NULL;
     if (!reg || !path)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry and path must be given");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "registry and path must be given");
     struct img_file f;
     mp_img_status st = file_open(path, &f, err);
     if (st != MP_IMG_OK)
@@ -103,7 +103,7 @@ mp_img_status mp_img_load(mp_img_registry *reg, const char *path, mp_img_heap **
 mp_img_status mp_img_verify(const char *path, mp_img_error *err)
 {
     if (!path)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "path must be given");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "path must be given");
     struct img_file f;
     mp_img_status st = file_open(path, &f, err);
     if (st != MP_IMG_OK)

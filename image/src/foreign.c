@@ -122,17 +122,17 @@ static mp_img_status name_code(struct img_namer *nm, uintptr_t value, struct img
     }
     if (!nm->have_mods) {
         if (img_modules_load(&nm->mods))
-            return MP_IMG_ERR_NOMEM;
+            return MP_IMG_E_NOMEM;
         nm->have_mods = 1;
     }
     const struct img_module *m = img_modules_find_addr(&nm->mods, value);
     if (!m) {
         *why = "no loaded module contains it";
-        return MP_IMG_ERR_UNNAMEABLE;
+        return MP_IMG_E_UNNAMEABLE;
     }
     if (m->build_id_len == 0) {
         *why = "the module containing it has no build-id";
-        return MP_IMG_ERR_UNNAMEABLE;
+        return MP_IMG_E_UNNAMEABLE;
     }
     out->kind = IMG_FOREIGN_CODE;
     out->a = m->build_id;
@@ -151,16 +151,16 @@ static mp_img_status name_external(struct img_namer *nm, const mp_img_type *t, u
         unsigned char *buf = malloc(cap);
         if (!buf || own(nm, buf)) {
             free(buf);
-            return MP_IMG_ERR_NOMEM;
+            return MP_IMG_E_NOMEM;
         }
         long n = t->opts.externalise(t->opts.ctx, value, buf, cap);
         if (n < 0) {
             *why = "the type's externalise callback refused it";
-            return MP_IMG_ERR_UNNAMEABLE;
+            return MP_IMG_E_UNNAMEABLE;
         }
         if ((unsigned long)n > IMG_STR_MAX) {
             *why = "the type's externalise callback gave a name longer than 1 MiB";
-            return MP_IMG_ERR_UNNAMEABLE;
+            return MP_IMG_E_UNNAMEABLE;
         }
         if ((size_t)n <= cap) {
             out->kind = IMG_FOREIGN_EXT;
@@ -191,7 +191,7 @@ mp_img_status img_name_value(struct img_namer *nm, const mp_img_type *t, uintptr
         if (name_symbol(value, out))
             return MP_IMG_OK;
         *why = "it is not nil, a standard stream or the start of an exported symbol";
-        return MP_IMG_ERR_UNNAMEABLE;
+        return MP_IMG_E_UNNAMEABLE;
     case MP_IMG_FOREIGN_CODE:
         if (value == 0)
             return MP_IMG_OK;
@@ -203,7 +203,7 @@ mp_img_status img_name_value(struct img_namer *nm, const mp_img_type *t, uintptr
         if (value == 0)
             return MP_IMG_OK;
         *why = "the type declares no foreign policy";
-        return MP_IMG_ERR_UNNAMEABLE;
+        return MP_IMG_E_UNNAMEABLE;
     }
 }
 
@@ -229,14 +229,14 @@ static mp_img_status resolve_dlsym(mp_img_heap *h, const struct img_foreign *f, 
     char *lib = cstr(f->a, f->a_len), *sym = cstr(f->b, f->b_len);
     mp_img_status st = MP_IMG_OK;
     if (!lib || !sym || f->b_len == 0) {
-        st = img_fail(err, MP_IMG_ERR_CORRUPT, "foreign entry %zu: dlsym names are not strings",
+        st = img_fail(err, MP_IMG_E_CORRUPT, "foreign entry %zu: dlsym names are not strings",
                       index);
         goto out;
     }
     const char *why = NULL;
     void *handle = img_heap_library(h, lib, &why);
     if (!handle) {
-        st = img_fail(err, MP_IMG_ERR_FOREIGN, "foreign entry %zu: dlsym(%s, %s): %s", index,
+        st = img_fail(err, MP_IMG_E_FOREIGN, "foreign entry %zu: dlsym(%s, %s): %s", index,
                       lib[0] ? lib : "<main program>", sym, why);
         goto out;
     }
@@ -244,7 +244,7 @@ static mp_img_status resolve_dlsym(mp_img_heap *h, const struct img_foreign *f, 
     void *p = dlsym(handle, sym);
     if (!p) {
         const char *e = dlerror();
-        st = img_fail(err, MP_IMG_ERR_FOREIGN, "foreign entry %zu: dlsym(%s, %s): %s", index,
+        st = img_fail(err, MP_IMG_E_FOREIGN, "foreign entry %zu: dlsym(%s, %s): %s", index,
                       lib[0] ? lib : "<main program>", sym, e ? e : "symbol is NULL");
         goto out;
     }
@@ -263,7 +263,7 @@ static mp_img_status resolve_code(mp_img_heap *h, const struct img_foreign *f, s
     if (m) {
         uintptr_t addr = m->bias + (uintptr_t)f->n;
         if (addr < m->lo || addr >= m->hi)
-            return img_fail(err, MP_IMG_ERR_FOREIGN,
+            return img_fail(err, MP_IMG_E_FOREIGN,
                             "foreign entry %zu: code offset 0x%lx lies outside module %s", index,
                             (unsigned long)f->n, m->path);
         *value = addr;
@@ -278,7 +278,7 @@ static mp_img_status resolve_code(mp_img_heap *h, const struct img_foreign *f, s
     if (!rec->build_id || !rec->path) {
         free(rec->build_id);
         free(rec->path);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming code entry %zu", index);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory naming code entry %zu", index);
     }
     memcpy(rec->build_id, f->a, f->a_len);
     rec->build_id_len = f->a_len;
@@ -299,7 +299,7 @@ mp_img_status img_resolve(mp_img_heap *h, const struct img_foreign *f, size_t in
         return resolve_dlsym(h, f, index, value, err);
     case IMG_FOREIGN_FD:
         if (f->n > 2)
-            return img_fail(err, MP_IMG_ERR_CORRUPT, "foreign entry %zu: fd role %lu", index,
+            return img_fail(err, MP_IMG_E_CORRUPT, "foreign entry %zu: fd role %lu", index,
                             (unsigned long)f->n);
         *value = (uintptr_t)(f->n == 0 ? stdin : f->n == 1 ? stdout : stderr);
         return MP_IMG_OK;
@@ -309,17 +309,17 @@ mp_img_status img_resolve(mp_img_heap *h, const struct img_foreign *f, size_t in
         /* The type table matched the registry, so index n is the type. */
         const mp_img_type *t = h->reg->types[f->n];
         if (t->opts.foreign != MP_IMG_FOREIGN_CALLBACKS)
-            return img_fail(err, MP_IMG_ERR_CORRUPT,
+            return img_fail(err, MP_IMG_E_CORRUPT,
                             "foreign entry %zu names type '%s', which has no internalise", index,
                             t->name);
         if (!t->opts.internalise(t->opts.ctx, f->a, f->a_len, value))
-            return img_fail(err, MP_IMG_ERR_FOREIGN,
+            return img_fail(err, MP_IMG_E_FOREIGN,
                             "foreign entry %zu: type '%s' could not internalise its name", index,
                             t->name);
         return MP_IMG_OK;
     }
     default:
-        return img_fail(err, MP_IMG_ERR_CORRUPT, "foreign entry %zu has unknown kind %u", index,
+        return img_fail(err, MP_IMG_E_CORRUPT, "foreign entry %zu has unknown kind %u", index,
                         f->kind);
     }
 }

@@ -16,13 +16,13 @@
 mp_img_status mp_img_heap_new(mp_img_registry *reg, mp_img_heap **out, mp_img_error *err)
 {
     if (!out)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "output must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "output must not be NULL");
     *out = NULL;
     if (!reg)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "registry must not be NULL");
     mp_img_heap *h = calloc(1, sizeof *h);
     if (!h)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory creating a heap");
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory creating a heap");
     h->reg = reg;
     h->meta_width = reg->meta_width;
     *out = h;
@@ -293,10 +293,10 @@ static size_t root_pos(const mp_img_heap *h, const char *name, int *found)
 mp_img_status mp_img_root_set(mp_img_heap *h, const char *name, void *obj, mp_img_error *err)
 {
     if (!h || !name)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "heap and name must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "heap and name must not be NULL");
     size_t len = strlen(name);
     if (len < 1 || len > IMG_NAME_MAX)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "a root name is 1 to %u bytes", IMG_NAME_MAX);
+        return img_fail(err, MP_IMG_E_ARGUMENT, "a root name is 1 to %u bytes", IMG_NAME_MAX);
     int found;
     size_t pos = root_pos(h, name, &found);
     if (found) {
@@ -306,7 +306,7 @@ mp_img_status mp_img_root_set(mp_img_heap *h, const char *name, void *obj, mp_im
     char *copy = malloc(len + 1);
     if (!copy || img_grow((void **)&h->roots, &h->cap_roots, h->n_roots + 1, sizeof *h->roots)) {
         free(copy);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming root '%s'", name);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory naming root '%s'", name);
     }
     memcpy(copy, name, len + 1);
     memmove(&h->roots[pos + 1], &h->roots[pos], (h->n_roots - pos) * sizeof *h->roots);

@@ -323,8 +323,8 @@ const struct img_module *img_modules_find_build_id(const struct img_modules *mod
 
 /* Writer side: names `value` per the type's policy into *out (its strings
  * live until the namer is freed). Returns MP_IMG_OK (kind NIL for a value
- * written as nil), MP_IMG_ERR_UNNAMEABLE with `why` set to the reason
- * clause, or MP_IMG_ERR_NOMEM. */
+ * written as nil), MP_IMG_E_UNNAMEABLE with `why` set to the reason
+ * clause, or MP_IMG_E_NOMEM. */
 struct img_namer;
 struct img_namer *img_namer_new(const mp_img_heap *heap);
 void img_namer_free(struct img_namer *nm);

@@ -45,12 +45,12 @@ static mp_img_status refuse_foreign(const mp_img_registry *reg, const struct img
             const char *lib = f->a_len ? (const char *)f->a : "<main program>";
             int la = f->a_len ? (f->a_len > 200 ? 200 : (int)f->a_len) : (int)strlen(lib);
             int lb = f->b_len > 200 ? 200 : (int)f->b_len;
-            return img_fail(err, MP_IMG_ERR_FOREIGN,
+            return img_fail(err, MP_IMG_E_FOREIGN,
                             "foreign entry %llu is dlsym(%.*s, %.*s): this loader does not allow "
                             "dlsym entries (loading it would open that library)",
                             (unsigned long long)k + 1, la, lib, lb, (const char *)f->b);
         }
-        return img_fail(err, MP_IMG_ERR_FOREIGN,
+        return img_fail(err, MP_IMG_E_FOREIGN,
                         "foreign entry %llu is of kind %s, which this loader does not allow",
                         (unsigned long long)k + 1, kind_name[f->kind]);
     }
@@ -71,10 +71,10 @@ static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintp
         return st;
     struct img_modules mods = {0};
     if (img_modules_load(&mods))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory listing modules");
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory listing modules");
     if (!(h->codes = calloc(v->n_code, sizeof *h->codes))) {
         img_modules_free(&mods);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming code locations");
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory naming code locations");
     }
     for (uint64_t k = 0; k < v->hd.n_foreign && st == MP_IMG_OK; k++)
         if (v->foreign[k].kind == IMG_FOREIGN_CODE)
@@ -101,13 +101,13 @@ static mp_img_status allocate(mp_img_heap *h, const struct img_view *v, struct p
     int mapped;
     unsigned char *base = img_big_alloc_lazy(size, &mapped);
     if (!base)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory for %llu objects",
                         (unsigned long long)v->hd.n_objects);
     if (!mapped) /* from malloc: not zero */
         memset(base + bits_at, 0, 2 * bits);
     *chunk = img_heap_add_chunk(h, base, cap, size, mapped, NULL);
     if (!*chunk)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory for %llu objects",
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory for %llu objects",
                         (unsigned long long)v->hd.n_objects);
     (*chunk)->starts = (uint64_t *)(void *)(base + bits_at);
     (*chunk)->starts_in_base = 1;
@@ -147,7 +147,7 @@ static mp_img_status load_view(mp_img_registry *reg, struct img_view *v, mp_img_
     struct img_chunk *chunk = NULL;
     uintptr_t *fvals = malloc((v->hd.n_foreign + 1) * sizeof *fvals);
     if (!fvals)
-        st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory loading %llu objects",
+        st = img_fail(err, MP_IMG_E_NOMEM, "out of memory loading %llu objects",
                       (unsigned long long)v->hd.n_objects);
     if (st == MP_IMG_OK)
         st = img_pass_begin(&ps, v, 0, err);
@@ -167,7 +167,7 @@ static mp_img_status load_view(mp_img_registry *reg, struct img_view *v, mp_img_
             if (img_fast_fill(&ps) != 0) {
                 st = img_view_check_objects(v, err);
                 if (st == MP_IMG_OK)
-                    st = img_fail(err, MP_IMG_ERR_CORRUPT, "the object region is not sound");
+                    st = img_fail(err, MP_IMG_E_CORRUPT, "the object region is not sound");
             }
         } else {
             st = img_pass_fill(&ps, err);
@@ -194,10 +194,10 @@ mp_img_status mp_img_load_memory(mp_img_registry *reg, const void *data, size_t 
                                  mp_img_heap **out, mp_img_error *err)
 {
     if (!out)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "output must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "output must not be NULL");
     *out = NULL;
     if (!reg || (!data && len))
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry and data must be given");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "registry and data must be given");
     struct img_view v;
     mp_img_status st = img_view_open(&v, data ? data : "", len, reg, err);
     if (st == MP_IMG_OK)

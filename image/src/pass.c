@@ -11,8 +11,7 @@
 
 static mp_img_status bad_checksum(mp_img_error *err)
 {
-    return img_fail(err, MP_IMG_ERR_CHECKSUM,
-                    "header field 'checksum' does not match the contents");
+    return img_fail(err, MP_IMG_E_CHECKSUM, "header field 'checksum' does not match the contents");
 }
 
 /* The first reference of the region that names no object's unit 0 (the
@@ -37,13 +36,13 @@ static mp_img_status name_bad_ref(const struct pass *ps, mp_img_error *err)
         for (uint32_t u = 0; u < o.units; u++) {
             uint64_t x = it.packed ? img_rd32(us + 4 * u) : img_rd64(us + 8 * u);
             if (img_kind(&s, u) == MP_IMG_REF && x && !((ps->starts[x / 64] >> (x % 64)) & 1))
-                return img_fail(err, MP_IMG_ERR_CORRUPT,
+                return img_fail(err, MP_IMG_E_CORRUPT,
                                 "object %llu unit %u: reference to word %llu of the region, "
                                 "which is not an object",
                                 (unsigned long long)i, (unsigned)u, (unsigned long long)x);
         }
     }
-    return img_fail(err, MP_IMG_ERR_CORRUPT, "a reference names no object");
+    return img_fail(err, MP_IMG_E_CORRUPT, "a reference names no object");
 }
 
 /* One unit of kind k at value x: checked, then (fill) relocated into *d.
@@ -115,7 +114,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         }
         i++;
         if (nw - p < w + 1 || (!run_left && fw - f < w + 1)) {
-            st = img_fail(err, MP_IMG_ERR_CORRUPT,
+            st = img_fail(err, MP_IMG_E_CORRUPT,
                           "object %llu: its header is past the end of the region",
                           (unsigned long long)i);
             goto fail;
@@ -135,7 +134,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
                 r.flags &= (uint16_t)~IMG_RUN;
                 memcpy(&h, &r, sizeof h);
                 if (f >= fw) {
-                    st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                    st = img_fail(err, MP_IMG_E_CORRUPT,
                                   "object %llu: its run count is past the end of the region",
                                   (unsigned long long)i);
                     goto fail;
@@ -153,7 +152,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         const uint32_t units = o.units;
         if (runs) {
             if (w || pl->code != PLAN_FIXED) {
-                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                st = img_fail(err, MP_IMG_E_CORRUPT,
                               "object %llu: a run of type '%.*s', which has %s",
                               (unsigned long long)i, (int)v->types[o.type].name_len,
                               v->types[o.type].name, w ? "metadata words" : "no fixed shape");
@@ -162,7 +161,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
             packed = img_run_packed(&v->types[o.type]);
             if (run < 2 || units == 0 || run > (packed ? 2 * (fw - f) : fw - f) / units ||
                 run > (nw - p) / (1 + units)) {
-                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                st = img_fail(err, MP_IMG_E_CORRUPT,
                               "object %llu: a run of %llu objects of %u units does not fit the "
                               "region",
                               (unsigned long long)i, (unsigned long long)run, (unsigned)units);
@@ -171,7 +170,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
             rnext = src + 8 * f;
             f += img_run_words(packed, run, units);
             if (packed && run * units % 2 && img_rd32(src + 8 * f - 4) != 0) {
-                st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                st = img_fail(err, MP_IMG_E_CORRUPT,
                               "object %llu: the padding after its run is not zero",
                               (unsigned long long)i);
                 goto fail;
@@ -181,7 +180,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         }
         const int packed_obj = (runs || inrun) && packed;
         if (units > nw - at || (!runs && !inrun && units > fw - f)) {
-            st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: its %u units overrun the region",
+            st = img_fail(err, MP_IMG_E_CORRUPT, "object %llu: its %u units overrun the region",
                           (unsigned long long)i, (unsigned)units);
             goto fail;
         }
@@ -208,7 +207,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
                 if (units < 1 || img_rd64(us) != (uint64_t)units - 1) {
                     if (units < 1)
                         goto contradicts;
-                    st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                    st = img_fail(err, MP_IMG_E_CORRUPT,
                                   "object %llu: slot-0 count %llu contradicts its %u units",
                                   (unsigned long long)i, (unsigned long long)img_rd64(us),
                                   (unsigned)units);
@@ -216,7 +215,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
                 }
             } else { /* PLAN_CUSTOM */
                 if (shape >= n_shapes) {
-                    st = img_fail(err, MP_IMG_ERR_CORRUPT,
+                    st = img_fail(err, MP_IMG_E_CORRUPT,
                                   "object %llu: the shape table has no entry for it",
                                   (unsigned long long)i);
                     goto fail;
@@ -228,7 +227,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
                 mp_img_shape canon = custom;
                 if (described > MP_IMG_MASK_UNITS || img_shape_check(&custom, NULL) != MP_IMG_OK ||
                     (img_shape_canon(&canon), !img_shape_equal(&canon, &custom))) {
-                    st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: bad per-object shape",
+                    st = img_fail(err, MP_IMG_E_CORRUPT, "object %llu: bad per-object shape",
                                   (unsigned long long)i);
                     goto fail;
                 }
@@ -278,51 +277,50 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
         continue;
     bad_header:
         if (o.type >= nt)
-            st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: type index %u out of range",
+            st = img_fail(err, MP_IMG_E_CORRUPT, "object %llu: type index %u out of range",
                           (unsigned long long)i, (unsigned)o.type);
         else if (o.flags & ~MP_IMG_USER_FLAGS)
-            st = img_fail(err, MP_IMG_ERR_CORRUPT, "object %llu: flags 0x%x are not user flags",
+            st = img_fail(err, MP_IMG_E_CORRUPT, "object %llu: flags 0x%x are not user flags",
                           (unsigned long long)i, (unsigned)o.flags);
         else
             goto contradicts;
         goto fail;
     contradicts:
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+        st = img_fail(err, MP_IMG_E_CORRUPT,
                       "object %llu: %u units contradict the shape of type '%.*s'",
                       (unsigned long long)i, (unsigned)o.units, (int)v->types[o.type].name_len,
                       v->types[o.type].name);
         goto fail;
     bad_ref:
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+        st = img_fail(err, MP_IMG_E_CORRUPT,
                       "object %llu unit %u: reference to word %llu of a %llu-word region",
                       (unsigned long long)i, (unsigned)u, (unsigned long long)x,
                       (unsigned long long)nw);
         goto fail;
     bad_bytes:
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+        st = img_fail(err, MP_IMG_E_CORRUPT,
                       "object %llu unit %u: bytes offset %llu is not a blob entry",
                       (unsigned long long)i, (unsigned)u, (unsigned long long)x);
         goto fail;
     bad_foreign:
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
-                      "object %llu unit %u: foreign index %llu out of range", (unsigned long long)i,
-                      (unsigned)u, (unsigned long long)x);
+        st = img_fail(err, MP_IMG_E_CORRUPT, "object %llu unit %u: foreign index %llu out of range",
+                      (unsigned long long)i, (unsigned)u, (unsigned long long)x);
         goto fail;
     }
     if (i != v->hd.n_objects) {
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+        st = img_fail(err, MP_IMG_E_CORRUPT,
                       "the region holds %llu objects, the header declares %llu",
                       (unsigned long long)i, (unsigned long long)v->hd.n_objects);
         goto fail;
     }
     if (p != nw) {
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+        st = img_fail(err, MP_IMG_E_CORRUPT,
                       "header field 'region words' is %llu, the region's objects take %llu",
                       (unsigned long long)nw, (unsigned long long)p);
         goto fail;
     }
     if (shape != n_shapes) {
-        st = img_fail(err, MP_IMG_ERR_CORRUPT,
+        st = img_fail(err, MP_IMG_E_CORRUPT,
                       "the shape table has %llu entries, the region's objects use %llu",
                       (unsigned long long)n_shapes, (unsigned long long)shape);
         goto fail;
@@ -340,7 +338,7 @@ region_pass(struct pass *ps, mp_img_error *err, const int fill, const int no_met
     for (uint64_t r = 0; r < v->hd.n_roots; r++) {
         uint64_t x = v->roots[r].index;
         if (x && !((starts[x / 64] >> (x % 64)) & 1))
-            return img_fail(err, MP_IMG_ERR_CORRUPT,
+            return img_fail(err, MP_IMG_E_CORRUPT,
                             "root table: entry %llu names word %llu, which is not an object",
                             (unsigned long long)r, (unsigned long long)x);
     }
@@ -368,7 +366,7 @@ mp_img_status img_pass_begin(struct pass *ps, const struct img_view *v, int targ
     if (targets)
         ps->targets = region_bits(v);
     if (!ps->plans || (targets && !ps->targets))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory checking %llu objects",
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory checking %llu objects",
                         (unsigned long long)v->hd.n_objects);
     return MP_IMG_OK;
 }
@@ -386,7 +384,7 @@ mp_img_status img_view_check_objects(const struct img_view *v, mp_img_error *err
     mp_img_status st = img_pass_begin(&ps, v, 1, err);
     uint64_t *starts = st == MP_IMG_OK ? region_bits(v) : NULL;
     if (st == MP_IMG_OK && !starts)
-        st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory checking %llu objects",
+        st = img_fail(err, MP_IMG_E_NOMEM, "out of memory checking %llu objects",
                       (unsigned long long)v->hd.n_objects);
     if (st == MP_IMG_OK) {
         ps.starts = starts;

@@ -23,16 +23,16 @@ mp_img_kind mp_img_shape_kind(const mp_img_shape *s, size_t unit)
 mp_img_status img_shape_check(const mp_img_shape *s, mp_img_error *err)
 {
     if (s->described > MP_IMG_MASK_UNITS)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "a shape describes at most %d units, not %u",
+        return img_fail(err, MP_IMG_E_ARGUMENT, "a shape describes at most %d units, not %u",
                         MP_IMG_MASK_UNITS, (unsigned)s->described);
     if (s->described < MP_IMG_MASK_UNITS && (s->mask >> (2 * s->described)) != 0)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "shape mask has kinds past the %u units it describes",
                         (unsigned)s->described);
     /* Do not give one value two meanings: the dynamic count is a machine
      * value, so unit 0 of a dynamic shape must be a word. */
     if (s->dynamic && mp_img_shape_kind(s, 0) != MP_IMG_WORD)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "unit 0 of a dynamic shape holds the count and must be a word");
     return MP_IMG_OK;
 }
@@ -82,7 +82,7 @@ static int parse_kind(const char *tok, size_t len)
 mp_img_status mp_img_shape_parse(const char *spelling, mp_img_shape *out, mp_img_error *err)
 {
     if (!spelling || !out)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "shape spelling and output must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "shape spelling and output must not be NULL");
     mp_img_shape s = {0};
     const char *p = spelling;
     while (isspace((unsigned char)*p))
@@ -98,7 +98,7 @@ mp_img_status mp_img_shape_parse(const char *spelling, mp_img_shape *out, mp_img
             errno = 0;
             unsigned long n = strtoul(q, &end, 10);
             if (end == q || end != colon || errno || n > UINT32_MAX || !isdigit((unsigned char)*q))
-                return img_fail(err, MP_IMG_ERR_ARGUMENT,
+                return img_fail(err, MP_IMG_E_ARGUMENT,
                                 "shape '%s': the prefix before ':' must be a count or '*'",
                                 spelling);
             s.count = (uint32_t)n;
@@ -117,12 +117,12 @@ mp_img_status mp_img_shape_parse(const char *spelling, mp_img_shape *out, mp_img
             p++;
         int k = parse_kind(tok, (size_t)(p - tok));
         if (k < 0)
-            return img_fail(err, MP_IMG_ERR_ARGUMENT,
+            return img_fail(err, MP_IMG_E_ARGUMENT,
                             "shape '%s': '%.*s' is not a kind (ref, word, bytes, foreign)",
                             spelling, (int)(p - tok), tok);
         if (listed == MP_IMG_MASK_UNITS)
-            return img_fail(err, MP_IMG_ERR_ARGUMENT, "shape '%s' lists more than %d kinds",
-                            spelling, MP_IMG_MASK_UNITS);
+            return img_fail(err, MP_IMG_E_ARGUMENT, "shape '%s' lists more than %d kinds", spelling,
+                            MP_IMG_MASK_UNITS);
         s.mask |= (uint64_t)k << (2 * listed);
         listed++;
     }
@@ -130,10 +130,10 @@ mp_img_status mp_img_shape_parse(const char *spelling, mp_img_shape *out, mp_img
     if (!have_count && !s.dynamic)
         s.count = (uint32_t)listed;
     if (have_count && s.count < listed)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "shape '%s' lists more kinds than its count",
+        return img_fail(err, MP_IMG_E_ARGUMENT, "shape '%s' lists more kinds than its count",
                         spelling);
     if (s.dynamic && listed == 0)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "shape '%s': a dynamic shape lists at least unit 0 (word)", spelling);
     mp_img_status st = img_shape_check(&s, err);
     if (st != MP_IMG_OK)

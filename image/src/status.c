@@ -8,33 +8,33 @@ const char *mp_img_strerror(mp_img_status status)
     switch (status) {
     case MP_IMG_OK:
         return "success";
-    case MP_IMG_ERR_ARGUMENT:
+    case MP_IMG_E_ARGUMENT:
         return "invalid argument";
-    case MP_IMG_ERR_NOMEM:
+    case MP_IMG_E_NOMEM:
         return "out of memory";
-    case MP_IMG_ERR_IO:
+    case MP_IMG_E_IO:
         return "input/output error";
-    case MP_IMG_ERR_NO_SHAPE:
+    case MP_IMG_E_NO_SHAPE:
         return "type has no shape";
-    case MP_IMG_ERR_SHAPE:
+    case MP_IMG_E_SHAPE:
         return "object contradicts its shape";
-    case MP_IMG_ERR_NOT_ON_HEAP:
+    case MP_IMG_E_NOT_ON_HEAP:
         return "reference to something not on the heap";
-    case MP_IMG_ERR_UNNAMEABLE:
+    case MP_IMG_E_UNNAMEABLE:
         return "foreign value cannot be named";
-    case MP_IMG_ERR_LIMIT:
+    case MP_IMG_E_LIMIT:
         return "beyond the limits of the format";
-    case MP_IMG_ERR_NOT_IMAGE:
+    case MP_IMG_E_NOT_IMAGE:
         return "not an image";
-    case MP_IMG_ERR_MISMATCH:
+    case MP_IMG_E_MISMATCH:
         return "image header does not match this process";
-    case MP_IMG_ERR_INCOMPLETE:
+    case MP_IMG_E_INCOMPLETE:
         return "image is incomplete";
-    case MP_IMG_ERR_CHECKSUM:
+    case MP_IMG_E_CHECKSUM:
         return "image checksum mismatch";
-    case MP_IMG_ERR_CORRUPT:
+    case MP_IMG_E_CORRUPT:
         return "image is corrupt";
-    case MP_IMG_ERR_FOREIGN:
+    case MP_IMG_E_FOREIGN:
         return "foreign value cannot be reacquired";
     }
     return "unknown status";

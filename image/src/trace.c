@@ -38,7 +38,7 @@ static mp_img_status shape_of(const mp_img_type *t, const mp_img_word *obj, size
         return MP_IMG_OK;
     case IMG_SHAPE_DYNAMIC:
         if (obj[0] > (mp_img_word)units - 1)
-            return img_fail(err, MP_IMG_ERR_SHAPE,
+            return img_fail(err, MP_IMG_E_SHAPE,
                             "object %zu (type '%s'): its slot-0 count %lu exceeds the %u units "
                             "allocated after it",
                             index, t->name, (unsigned long)obj[0], units - 1);
@@ -48,11 +48,11 @@ static mp_img_status shape_of(const mp_img_type *t, const mp_img_word *obj, size
     case IMG_SHAPE_CUSTOM:
         memset(custom, 0, sizeof *custom);
         if (!t->opts.shape_of(t->opts.ctx, obj, units, custom))
-            return img_fail(err, MP_IMG_ERR_SHAPE,
+            return img_fail(err, MP_IMG_E_SHAPE,
                             "object %zu (type '%s'): its shape callback refused the instance",
                             index, t->name);
         if (custom->dynamic || custom->count > units || img_shape_check(custom, NULL) != MP_IMG_OK)
-            return img_fail(err, MP_IMG_ERR_SHAPE,
+            return img_fail(err, MP_IMG_E_SHAPE,
                             "object %zu (type '%s'): its shape callback returned a shape that "
                             "does not fit its %u units",
                             index, t->name, units);
@@ -61,7 +61,7 @@ static mp_img_status shape_of(const mp_img_type *t, const mp_img_word *obj, size
         *extent = custom->count;
         return MP_IMG_OK;
     default:
-        return img_fail(err, MP_IMG_ERR_NO_SHAPE,
+        return img_fail(err, MP_IMG_E_NO_SHAPE,
                         "object %zu (type '%s'): the type has no shape; declare one, or a shape "
                         "callback if its instances differ",
                         index, t->name);
@@ -82,10 +82,10 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
     /* Checked before anything reads *p: p may be any address at all. */
     if (!img_heap_locate(h, p, &chunk, &word)) {
         if (holder == 0)
-            return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
+            return img_fail(err, MP_IMG_E_NOT_ON_HEAP,
                             "root '%s': 0x%lx is not an object on this heap", h->roots[unit].name,
                             (unsigned long)(uintptr_t)p);
-        return img_fail(err, MP_IMG_ERR_NOT_ON_HEAP,
+        return img_fail(err, MP_IMG_E_NOT_ON_HEAP,
                         "object %zu (type '%s') unit %zu: reference 0x%lx is not an object on "
                         "this heap",
                         holder, t->name, unit, (unsigned long)(uintptr_t)p);
@@ -97,7 +97,7 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
                    : SIZE_MAX;
     struct img_obj *hdr = img_hdr(p);
     if (k == SIZE_MAX || (!(hdr->flags & IMG_TRACED) && tr->n >= tr->cap))
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "object %zu unit %zu: references an object allocated during the write",
                         holder, unit);
     uint32_t *stamp = &tr->stamps[tr->first[chunk] + k];
@@ -114,13 +114,13 @@ static mp_img_status visit(mp_img_heap *h, struct img_trace *tr, void *p, size_t
         uint64_t at = tr->region + h->meta_width + 1;
         uint64_t end = at + units;
         if (end > IMG_MAX_REGION_WORDS)
-            return img_fail(err, MP_IMG_ERR_LIMIT,
+            return img_fail(err, MP_IMG_E_LIMIT,
                             "object %zu: the reachable objects need more than %llu words",
                             tr->n + 1, (unsigned long long)IMG_MAX_REGION_WORDS);
         if (pt->shape_class == IMG_SHAPE_CUSTOM) {
             if (img_grow((void **)&tr->shapes, &tr->cap_shapes, 2 * (tr->n_shapes + 1),
                          sizeof *tr->shapes))
-                return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", tr->n + 1);
+                return img_fail(err, MP_IMG_E_NOMEM, "out of memory at object %zu", tr->n + 1);
             tr->shapes[2 * tr->n_shapes] = custom.described;
             tr->shapes[2 * tr->n_shapes + 1] = custom.mask;
             tr->n_shapes++;
@@ -147,21 +147,21 @@ static mp_img_status emit_bytes(struct img_trace *tr, const mp_img_type *t, cons
         return MP_IMG_OK;
     }
     if (!t->opts.bytes_length)
-        return img_fail(err, MP_IMG_ERR_SHAPE,
+        return img_fail(err, MP_IMG_E_SHAPE,
                         "object %zu (type '%s') unit %zu: a bytes unit, but the type has no "
                         "bytes_length function",
                         index, t->name, unit);
     size_t len = t->opts.bytes_length(t->opts.ctx, obj, unit);
     if (len == SIZE_MAX)
-        return img_fail(err, MP_IMG_ERR_SHAPE,
+        return img_fail(err, MP_IMG_E_SHAPE,
                         "object %zu (type '%s') unit %zu: the type's bytes_length refused it",
                         index, t->name, unit);
     if ((uint64_t)len > (UINT64_C(1) << 40) || tr->blob_size > (UINT64_C(1) << 48))
-        return img_fail(err, MP_IMG_ERR_LIMIT,
+        return img_fail(err, MP_IMG_E_LIMIT,
                         "object %zu (type '%s') unit %zu: %zu bytes is beyond the format's limits",
                         index, t->name, unit, len);
     if (img_grow((void **)&tr->bytes, &tr->cap_bytes, tr->n_bytes + 1, sizeof *tr->bytes))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory at object %zu", index);
     tr->bytes[tr->n_bytes++] = (struct img_bytes_ref){(const void *)obj[unit], len};
     *value = tr->blob_size + 8; /* the data, after its length word */
     tr->blob_size += img_blob_entry(len);
@@ -174,7 +174,7 @@ static mp_img_status emit_foreign(struct img_trace *tr, const mp_img_type *t, mp
     if (v == 0 || t->opts.foreign == MP_IMG_FOREIGN_DROP)
         return MP_IMG_OK; /* nil: stays 0 */
     if (img_grow((void **)&tr->frefs, &tr->cap_frefs, tr->n_frefs + 1, sizeof *tr->frefs))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", index);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory at object %zu", index);
     tr->frefs[tr->n_frefs++] = (struct img_foreign_ref){pos, t, v, index, unit};
     return MP_IMG_OK;
 }
@@ -293,9 +293,9 @@ static mp_img_status reserve(mp_img_heap *h, struct img_trace *tr, mp_img_error 
         tr->rec = big(&tr->rec_block, words * sizeof *tr->rec, 0);
     if (!tr->order || !tr->root_index || !tr->units || (tr->emit && !tr->rec) ||
         reserve_stamps(h, tr))
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory tracing %zu objects", h->count);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory tracing %zu objects", h->count);
     if (h->count >= (size_t)UINT32_MAX - 1)
-        return img_fail(err, MP_IMG_ERR_LIMIT, "more than %u objects on the heap",
+        return img_fail(err, MP_IMG_E_LIMIT, "more than %u objects on the heap",
                         (unsigned)(UINT32_MAX - 2));
     return MP_IMG_OK;
 }
@@ -341,7 +341,7 @@ void img_trace_clear(mp_img_heap *h, struct img_trace *tr)
 mp_img_status mp_img_heap_reachable(mp_img_heap *h, size_t *count, mp_img_error *err)
 {
     if (!h)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "heap must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "heap must not be NULL");
     struct img_trace tr;
     memset(&tr, 0, sizeof tr);
     mp_img_status st = img_trace_run(h, &tr, err);

@@ -9,14 +9,14 @@
 mp_img_status mp_img_registry_new(size_t meta_width, mp_img_registry **out, mp_img_error *err)
 {
     if (!out)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "output must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "output must not be NULL");
     *out = NULL;
     if (meta_width > MP_IMG_META_MAX)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "metadata width %zu exceeds %d", meta_width,
+        return img_fail(err, MP_IMG_E_ARGUMENT, "metadata width %zu exceeds %d", meta_width,
                         MP_IMG_META_MAX);
     mp_img_registry *r = calloc(1, sizeof *r);
     if (!r)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory creating a registry");
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory creating a registry");
     r->meta_width = meta_width;
     *out = r;
     return img_ok(err);
@@ -25,9 +25,9 @@ mp_img_status mp_img_registry_new(size_t meta_width, mp_img_registry **out, mp_i
 mp_img_status mp_img_registry_allow_foreign(mp_img_registry *reg, unsigned kinds, mp_img_error *err)
 {
     if (!reg)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "registry must not be NULL");
     if (kinds & ~(unsigned)MP_IMG_ALLOW_ALL)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "foreign kinds 0x%x: unknown bits 0x%x", kinds,
+        return img_fail(err, MP_IMG_E_ARGUMENT, "foreign kinds 0x%x: unknown bits 0x%x", kinds,
                         kinds & ~(unsigned)MP_IMG_ALLOW_ALL);
     reg->refused_foreign = (unsigned)MP_IMG_ALLOW_ALL & ~kinds;
     return img_ok(err);
@@ -59,7 +59,7 @@ static mp_img_status declared_shape(const char *name, const mp_img_type_options 
 {
     int declared = (o->spelling != NULL) + (o->shape != NULL) + (o->shape_of != NULL);
     if (declared > 1)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "type '%s' declares more than one of spelling, shape and shape_of", name);
     *cls = IMG_SHAPE_NONE;
     memset(shape, 0, sizeof *shape);
@@ -93,13 +93,13 @@ mp_img_status mp_img_type_register(mp_img_registry *reg, const char *name,
     if (out)
         *out = NULL;
     if (!reg)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "registry must not be NULL");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "registry must not be NULL");
     if (!valid_name(name, &len))
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "a type name is 1 to %u bytes", IMG_NAME_MAX);
+        return img_fail(err, MP_IMG_E_ARGUMENT, "a type name is 1 to %u bytes", IMG_NAME_MAX);
     if (mp_img_type_find(reg, name))
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "type '%s' is already registered", name);
+        return img_fail(err, MP_IMG_E_ARGUMENT, "type '%s' is already registered", name);
     if (reg->n_types >= IMG_MAX_TYPES)
-        return img_fail(err, MP_IMG_ERR_LIMIT, "a registry holds at most %u types", IMG_MAX_TYPES);
+        return img_fail(err, MP_IMG_E_LIMIT, "a registry holds at most %u types", IMG_MAX_TYPES);
     const mp_img_type_options *o = opts ? opts : &none;
     unsigned cls = IMG_SHAPE_NONE;
     mp_img_shape shape = {0};
@@ -109,13 +109,13 @@ mp_img_status mp_img_type_register(mp_img_registry *reg, const char *name,
     size_t span = shape.dynamic ? MP_IMG_MASK_UNITS + 1 : shape.count;
     if (cls != IMG_SHAPE_NONE && cls != IMG_SHAPE_CUSTOM &&
         img_shape_has_kind(&shape, span, MP_IMG_BYTES) && !o->bytes_length)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "type '%s' has bytes units but no bytes_length function", name);
     if (o->foreign > MP_IMG_FOREIGN_CALLBACKS)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "type '%s': unknown foreign policy %d", name,
+        return img_fail(err, MP_IMG_E_ARGUMENT, "type '%s': unknown foreign policy %d", name,
                         (int)o->foreign);
     if (o->foreign == MP_IMG_FOREIGN_CALLBACKS && (!o->externalise || !o->internalise))
-        return img_fail(err, MP_IMG_ERR_ARGUMENT,
+        return img_fail(err, MP_IMG_E_ARGUMENT,
                         "type '%s' names foreign values by callbacks but lacks externalise or "
                         "internalise",
                         name);
@@ -123,7 +123,7 @@ mp_img_status mp_img_type_register(mp_img_registry *reg, const char *name,
         size_t cap = reg->cap_types ? reg->cap_types * 2 : 16;
         mp_img_type **types = realloc(reg->types, cap * sizeof *types);
         if (!types)
-            return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory registering '%s'", name);
+            return img_fail(err, MP_IMG_E_NOMEM, "out of memory registering '%s'", name);
         reg->types = types;
         reg->cap_types = cap;
     }
@@ -132,7 +132,7 @@ mp_img_status mp_img_type_register(mp_img_registry *reg, const char *name,
     if (!t || !copy) {
         free(t);
         free(copy);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory registering '%s'", name);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory registering '%s'", name);
     }
     memcpy(copy, name, len + 1);
     t->name = copy;

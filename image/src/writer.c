@@ -151,7 +151,7 @@ static mp_img_status collect_values(struct plan *p, const struct img_trace *tr, 
             img_map_put(&p->values, f->value, value_class(f->type), p->n_vals, &inserted);
         if (!slot ||
             (inserted && img_grow((void **)&p->vals, &p->cap_vals, p->n_vals + 1, sizeof *p->vals)))
-            return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory at object %zu", f->index);
+            return img_fail(err, MP_IMG_E_NOMEM, "out of memory at object %zu", f->index);
         if (inserted)
             p->vals[p->n_vals++] = (struct value_ent){f->value, f->type, f->index, f->unit, 0};
     }
@@ -167,13 +167,13 @@ static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_t
         return st;
     struct img_namer *nm = img_namer_new(h);
     if (!nm)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory naming foreign values");
     for (size_t i = 0; i < p->n_vals && st == MP_IMG_OK; i++) {
         struct value_ent *v = &p->vals[i];
         struct img_foreign f;
         const char *why = "";
         st = img_name_value(nm, v->type, v->value, &f, &why);
-        if (st == MP_IMG_ERR_UNNAMEABLE)
+        if (st == MP_IMG_E_UNNAMEABLE)
             st = img_fail(err, st,
                           "object %zu (type '%s') unit %zu: foreign value 0x%lx cannot be "
                           "named: %s",
@@ -183,12 +183,12 @@ static mp_img_status name_all(const mp_img_heap *h, struct plan *p, struct img_t
         else if (f.kind == IMG_FOREIGN_NIL)
             v->index = 0;
         else if (f.a_len > IMG_STR_MAX || f.b_len > IMG_STR_MAX)
-            st = img_fail(err, MP_IMG_ERR_LIMIT,
+            st = img_fail(err, MP_IMG_E_LIMIT,
                           "object %zu (type '%s') unit %zu: the name of foreign value 0x%lx is "
                           "longer than 1 MiB",
                           v->obj, v->type->name, v->unit, (unsigned long)v->value);
         else if (add_entry(p, &f, &v->index))
-            st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory naming foreign values");
+            st = img_fail(err, MP_IMG_E_NOMEM, "out of memory naming foreign values");
     }
     img_namer_free(nm);
     for (size_t i = 0; i < tr->n_frefs && st == MP_IMG_OK; i++) {
@@ -275,7 +275,7 @@ static mp_img_status place(const mp_img_heap *h, const struct img_trace *tr, str
         free(cur);
         free(scur);
         free(ncur);
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory placing %zu objects", n);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory placing %zu objects", n);
     }
     /* Each type's words, objects and shapes, then where each type begins.
      * The trace kept the records under 2^32 words. */
@@ -519,14 +519,14 @@ static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr, cons
     size_t len = strlen(path);
     char *tmp = malloc(len + 8);
     if (!tmp)
-        return img_fail(err, MP_IMG_ERR_NOMEM, "out of memory writing '%s'", path);
+        return img_fail(err, MP_IMG_E_NOMEM, "out of memory writing '%s'", path);
     memcpy(tmp, path, len);
     memcpy(tmp + len, ".XXXXXX", 8);
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return img_fail(err, MP_IMG_ERR_IO, "cannot create a temporary next to '%s': %s", path,
+        return img_fail(err, MP_IMG_E_IO, "cannot create a temporary next to '%s': %s", path,
                         strerror(e));
     }
     int e = fchmod(fd, 0644) ? errno : 0;
@@ -539,7 +539,7 @@ static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr, cons
     if (e) {
         unlink(tmp);
         free(tmp);
-        return img_fail(err, MP_IMG_ERR_IO, "writing '%s': %s", path, strerror(e));
+        return img_fail(err, MP_IMG_E_IO, "writing '%s': %s", path, strerror(e));
     }
     free(tmp);
     sync_dir(path);
@@ -549,7 +549,7 @@ static mp_img_status emit(const mp_img_heap *h, const struct img_trace *tr, cons
 mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
 {
     if (!h || !path || !*path)
-        return img_fail(err, MP_IMG_ERR_ARGUMENT, "heap and path must be given");
+        return img_fail(err, MP_IMG_E_ARGUMENT, "heap and path must be given");
     struct plan p;
     memset(&p, 0, sizeof p);
     p.meta_width = h->meta_width;
@@ -560,7 +560,7 @@ mp_img_status mp_img_write(mp_img_heap *h, const char *path, mp_img_error *err)
     if (st == MP_IMG_OK) {
         p.types = img_type_table(h->reg, &p.types_size);
         if (!p.types)
-            st = img_fail(err, MP_IMG_ERR_NOMEM, "out of memory writing the type table");
+            st = img_fail(err, MP_IMG_E_NOMEM, "out of memory writing the type table");
     }
     if (st == MP_IMG_OK)
         st = name_all(h, &p, &tr, err);

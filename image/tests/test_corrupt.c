@@ -82,13 +82,13 @@ Test(corrupt, truncated_at_every_length)
     for (size_t n = 0; n < len; n++) {
         mp_img_error err;
         mp_img_status st = load(img, n, &err);
-        cr_assert(st == MP_IMG_ERR_NOT_IMAGE || st == MP_IMG_ERR_CORRUPT, "length %zu: %s (%s)", n,
+        cr_assert(st == MP_IMG_E_NOT_IMAGE || st == MP_IMG_E_CORRUPT, "length %zu: %s (%s)", n,
                   mp_img_strerror(st), err.detail);
     }
     mp_img_error err;
-    cr_assert_eq(load(img, 100, &err), MP_IMG_ERR_CORRUPT);
+    cr_assert_eq(load(img, 100, &err), MP_IMG_E_CORRUPT);
     cr_assert_str_eq(err.detail, "truncated: 100 bytes, the header alone is 208");
-    cr_assert_eq(verify(img, len - 8, &err), MP_IMG_ERR_CORRUPT);
+    cr_assert_eq(verify(img, len - 8, &err), MP_IMG_E_CORRUPT);
 }
 
 Test(corrupt, every_byte_flipped)
@@ -111,9 +111,9 @@ Test(corrupt, wrong_checksum)
     memcpy(copy, img, len);
     copy[len - 1] ^= 0x40; /* the last byte of the blob */
     mp_img_error err;
-    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CHECKSUM);
+    cr_assert_eq(load(copy, len, &err), MP_IMG_E_CHECKSUM);
     cr_assert_str_eq(err.detail, "header field 'checksum' does not match the contents");
-    cr_assert_eq(verify(copy, len, &err), MP_IMG_ERR_CHECKSUM);
+    cr_assert_eq(verify(copy, len, &err), MP_IMG_E_CHECKSUM);
     free(copy);
 }
 
@@ -134,9 +134,9 @@ static void structural(size_t at, uint64_t value, const char *words)
     put(copy, at, value);
     fx_fix_checksum(copy, len);
     mp_img_error err;
-    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CORRUPT, "%s: got %s", words, err.detail);
+    cr_assert_eq(load(copy, len, &err), MP_IMG_E_CORRUPT, "%s: got %s", words, err.detail);
     cr_assert(strstr(err.detail, words), "'%s' not in: %s", words, err.detail);
-    cr_assert_eq(verify(copy, len, &err), MP_IMG_ERR_CORRUPT, "verify: %s", err.detail);
+    cr_assert_eq(verify(copy, len, &err), MP_IMG_E_CORRUPT, "verify: %s", err.detail);
     free(copy);
 }
 
@@ -171,7 +171,7 @@ Test(corrupt, bytes_offset_not_a_blob_entry)
     copy[blob_at + 8 + 5] = 'x';
     fx_fix_checksum(copy, len);
     mp_img_error err;
-    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CORRUPT, "%s", err.detail);
+    cr_assert_eq(load(copy, len, &err), MP_IMG_E_CORRUPT, "%s", err.detail);
     free(copy);
 }
 Test(corrupt, foreign_index_out_of_range) { structural(UNIT(13), 9, "foreign index 9"); }
@@ -198,7 +198,7 @@ Test(corrupt, region_and_header_disagree)
     memcpy(copy, &h2, sizeof h2);
     fx_fix_checksum(copy, len);
     mp_img_error err;
-    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CORRUPT, "%s", err.detail);
+    cr_assert_eq(load(copy, len, &err), MP_IMG_E_CORRUPT, "%s", err.detail);
     cr_assert_str_eq(err.detail, "the region holds 5 objects, the header declares 4");
     free(copy);
 }
@@ -209,8 +209,8 @@ Test(corrupt, damage_is_reported_as_damage)
     memcpy(copy, img, len);
     put(copy, UNIT(1), 99);
     mp_img_error err;
-    cr_assert_eq(load(copy, len, &err), MP_IMG_ERR_CHECKSUM, "%s", err.detail);
-    cr_assert_eq(verify(copy, len, &err), MP_IMG_ERR_CHECKSUM, "%s", err.detail);
+    cr_assert_eq(load(copy, len, &err), MP_IMG_E_CHECKSUM, "%s", err.detail);
+    cr_assert_eq(verify(copy, len, &err), MP_IMG_E_CHECKSUM, "%s", err.detail);
     free(copy);
 }
 Test(corrupt, bad_tables)

@@ -116,47 +116,44 @@ Test(header, the_base_image_loads)
     mp_img_heap_free(out);
 }
 
-Test(header, magic) { expect_refusal(m_magic, 1, NULL, MP_IMG_ERR_NOT_IMAGE, "'magic'"); }
+Test(header, magic) { expect_refusal(m_magic, 1, NULL, MP_IMG_E_NOT_IMAGE, "'magic'"); }
 Test(header, format_version)
 {
-    expect_refusal(m_version, 1, NULL, MP_IMG_ERR_MISMATCH, "'format version'");
+    expect_refusal(m_version, 1, NULL, MP_IMG_E_MISMATCH, "'format version'");
 }
 Test(header, byte_swapped_version)
 {
-    expect_refusal(m_version_swapped, 1, NULL, MP_IMG_ERR_MISMATCH, "'byte order'");
+    expect_refusal(m_version_swapped, 1, NULL, MP_IMG_E_MISMATCH, "'byte order'");
 }
 Test(header, header_size)
 {
-    expect_refusal(m_header_size, 1, NULL, MP_IMG_ERR_MISMATCH, "'header size'");
+    expect_refusal(m_header_size, 1, NULL, MP_IMG_E_MISMATCH, "'header size'");
 }
 Test(header, byte_order)
 {
-    expect_refusal(m_byte_order, 1, NULL, MP_IMG_ERR_MISMATCH, "'byte order'");
-    expect_refusal(m_byte_garbage, 1, NULL, MP_IMG_ERR_MISMATCH, "'byte order'");
+    expect_refusal(m_byte_order, 1, NULL, MP_IMG_E_MISMATCH, "'byte order'");
+    expect_refusal(m_byte_garbage, 1, NULL, MP_IMG_E_MISMATCH, "'byte order'");
 }
-Test(header, word_size)
-{
-    expect_refusal(m_word_size, 1, NULL, MP_IMG_ERR_MISMATCH, "'word size'");
-}
-Test(header, release) { expect_refusal(m_release, 1, NULL, MP_IMG_ERR_MISMATCH, "'release'"); }
-Test(header, os) { expect_refusal(m_os, 1, NULL, MP_IMG_ERR_MISMATCH, "'os'"); }
-Test(header, arch) { expect_refusal(m_arch, 1, NULL, MP_IMG_ERR_MISMATCH, "'arch'"); }
+Test(header, word_size) { expect_refusal(m_word_size, 1, NULL, MP_IMG_E_MISMATCH, "'word size'"); }
+Test(header, release) { expect_refusal(m_release, 1, NULL, MP_IMG_E_MISMATCH, "'release'"); }
+Test(header, os) { expect_refusal(m_os, 1, NULL, MP_IMG_E_MISMATCH, "'os'"); }
+Test(header, arch) { expect_refusal(m_arch, 1, NULL, MP_IMG_E_MISMATCH, "'arch'"); }
 Test(header, metadata_width)
 {
-    expect_refusal(m_meta, 1, NULL, MP_IMG_ERR_MISMATCH, "'metadata width'");
+    expect_refusal(m_meta, 1, NULL, MP_IMG_E_MISMATCH, "'metadata width'");
     struct fx wide;
     fx_init(&wide, 2);
-    expect_refusal(NULL, 0, wide.reg, MP_IMG_ERR_MISMATCH, "'metadata width'");
+    expect_refusal(NULL, 0, wide.reg, MP_IMG_E_MISMATCH, "'metadata width'");
     fx_free(&wide);
 }
 Test(header, type_digest)
 {
-    expect_refusal(m_digest, 1, NULL, MP_IMG_ERR_MISMATCH, "'type digest'");
+    expect_refusal(m_digest, 1, NULL, MP_IMG_E_MISMATCH, "'type digest'");
     /* A registry with one more type. */
     struct fx more;
     fx_init(&more, 0);
     mp_img_type_register(more.reg, "extra", NULL, NULL, NULL);
-    expect_refusal(NULL, 0, more.reg, MP_IMG_ERR_MISMATCH, "(12 types, the registry has 13)");
+    expect_refusal(NULL, 0, more.reg, MP_IMG_E_MISMATCH, "(12 types, the registry has 13)");
     fx_free(&more);
     /* A registry whose types are in another order. */
     mp_img_registry *other;
@@ -167,25 +164,25 @@ Test(header, type_digest)
         snprintf(name, sizeof name, "t%d", i);
         mp_img_type_register(other, name, NULL, NULL, NULL);
     }
-    expect_refusal(NULL, 0, other, MP_IMG_ERR_MISMATCH,
+    expect_refusal(NULL, 0, other, MP_IMG_E_MISMATCH,
                    "(type 0 is 'node' in the image, 'leaf' in the registry)");
     mp_img_registry_free(other);
 }
 Test(header, incomplete_marker)
 {
-    expect_refusal(m_incomplete, 1, NULL, MP_IMG_ERR_INCOMPLETE, "'incomplete'");
+    expect_refusal(m_incomplete, 1, NULL, MP_IMG_E_INCOMPLETE, "'incomplete'");
 }
 Test(header, checksum)
 {
-    expect_refusal(m_head_checksum, 0, NULL, MP_IMG_ERR_CHECKSUM, "'head checksum'");
+    expect_refusal(m_head_checksum, 0, NULL, MP_IMG_E_CHECKSUM, "'head checksum'");
     /* damage in the foreign table is the head checksum's */
-    expect_refusal(m_foreign_table, 0, NULL, MP_IMG_ERR_CHECKSUM, "'head checksum'");
-    expect_refusal_after(m_checksum, 0, NULL, MP_IMG_ERR_CHECKSUM, "'checksum'", 1);
+    expect_refusal(m_foreign_table, 0, NULL, MP_IMG_E_CHECKSUM, "'head checksum'");
+    expect_refusal_after(m_checksum, 0, NULL, MP_IMG_E_CHECKSUM, "'checksum'", 1);
 }
-Test(header, reserved) { expect_refusal(m_reserved, 1, NULL, MP_IMG_ERR_CORRUPT, "'reserved'"); }
+Test(header, reserved) { expect_refusal(m_reserved, 1, NULL, MP_IMG_E_CORRUPT, "'reserved'"); }
 Test(header, counts_that_do_not_add_up)
 {
-    expect_refusal_after(m_objects, 1, NULL, MP_IMG_ERR_CORRUPT,
+    expect_refusal_after(m_objects, 1, NULL, MP_IMG_E_CORRUPT,
                          "the region holds 3 objects, the header declares 4", 1);
-    expect_refusal(m_blob, 1, NULL, MP_IMG_ERR_CORRUPT, "bytes");
+    expect_refusal(m_blob, 1, NULL, MP_IMG_E_CORRUPT, "bytes");
 }

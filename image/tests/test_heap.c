@@ -106,7 +106,7 @@ Test(heap, roots_by_name)
     cr_assert_eq(mp_img_root_set(h, "zeta", b, NULL), MP_IMG_OK);
     cr_assert_eq(mp_img_root_get(h, "zeta"), b);
     cr_assert_eq(mp_img_root_count(h), 3);
-    cr_assert_eq(mp_img_root_set(h, "", a, NULL), MP_IMG_ERR_ARGUMENT);
+    cr_assert_eq(mp_img_root_set(h, "", a, NULL), MP_IMG_E_ARGUMENT);
 }
 
 static void no_trace_flag(void *obj, void *ctx)
@@ -134,6 +134,6 @@ Test(heap, reachability_uses_its_own_flag)
     /* The trace after a refusal is cleared as well. */
     b[0] = (mp_img_word)(a + 1);
     mp_img_error err;
-    cr_assert_eq(mp_img_heap_reachable(h, &n, &err), MP_IMG_ERR_NOT_ON_HEAP);
+    cr_assert_eq(mp_img_heap_reachable(h, &n, &err), MP_IMG_E_NOT_ON_HEAP);
     img_chain_walk(h, no_trace_flag, NULL);
 }

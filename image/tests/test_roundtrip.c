@@ -335,7 +335,7 @@ Test(roundtrip, refused_foreign_kinds_name_the_entry)
     mp_img_heap *back = NULL;
     mp_img_error err;
     cr_assert_eq(mp_img_registry_allow_foreign(f.reg, MP_IMG_ALLOW_CODE, &err), MP_IMG_OK);
-    cr_assert_eq(mp_img_load(f.reg, dl, &back, &err), MP_IMG_ERR_FOREIGN);
+    cr_assert_eq(mp_img_load(f.reg, dl, &back, &err), MP_IMG_E_FOREIGN);
     cr_assert_null(back);
     const char *tail = ", abs): this loader does not allow dlsym entries (loading it would open "
                        "that library)";
@@ -346,7 +346,7 @@ Test(roundtrip, refused_foreign_kinds_name_the_entry)
     mp_img_heap_free(h);
     cr_assert_eq(mp_img_heap_new(f.reg, &h, NULL), MP_IMG_OK);
     char *fd = write_one((mp_img_word)stderr, "allow-fd.mpimg");
-    cr_assert_eq(mp_img_load(f.reg, fd, &back, &err), MP_IMG_ERR_FOREIGN);
+    cr_assert_eq(mp_img_load(f.reg, fd, &back, &err), MP_IMG_E_FOREIGN);
     cr_assert_str_eq(err.detail, "foreign entry 1 is of kind fd, which this loader does not allow");
     cr_assert_eq(mp_img_registry_allow_foreign(f.reg, MP_IMG_ALLOW_ALL & ~MP_IMG_ALLOW_DLSYM, &err),
                  MP_IMG_OK);
@@ -359,8 +359,8 @@ Test(roundtrip, refused_foreign_kinds_name_the_entry)
     cr_assert_eq(fnp(-3), 3, "the dlsym entry is reacquired once allowed");
     mp_img_heap_free(back);
 
-    cr_assert_eq(mp_img_registry_allow_foreign(NULL, MP_IMG_ALLOW_ALL, &err), MP_IMG_ERR_ARGUMENT);
-    cr_assert_eq(mp_img_registry_allow_foreign(f.reg, 1u << 7, &err), MP_IMG_ERR_ARGUMENT);
+    cr_assert_eq(mp_img_registry_allow_foreign(NULL, MP_IMG_ALLOW_ALL, &err), MP_IMG_E_ARGUMENT);
+    cr_assert_eq(mp_img_registry_allow_foreign(f.reg, 1u << 7, &err), MP_IMG_E_ARGUMENT);
     cr_assert_str_eq(err.detail, "foreign kinds 0x80: unknown bits 0x80");
     free(dl);
     free(fd);

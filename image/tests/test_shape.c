@@ -61,14 +61,14 @@ Test(shape, bad_spellings_are_refused)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mp_img_shape s;
         mp_img_error err;
-        cr_assert_eq(mp_img_shape_parse(bad[i], &s, &err), MP_IMG_ERR_ARGUMENT, "%s", bad[i]);
+        cr_assert_eq(mp_img_shape_parse(bad[i], &s, &err), MP_IMG_E_ARGUMENT, "%s", bad[i]);
         cr_assert_neq(err.detail[0], '\0');
     }
     char many[400] = "";
     for (int i = 0; i < 33; i++)
         strcat(many, "word ");
     mp_img_shape s;
-    cr_assert_eq(mp_img_shape_parse(many, &s, NULL), MP_IMG_ERR_ARGUMENT);
+    cr_assert_eq(mp_img_shape_parse(many, &s, NULL), MP_IMG_E_ARGUMENT);
 }
 
 Test(shape, format_round_trips)
@@ -96,27 +96,27 @@ Test(shape, registration_refusals)
     /* bytes without a length function */
     cr_assert_eq(mp_img_type_register(reg, "s", &(mp_img_type_options){.spelling = "word bytes"},
                                       NULL, &err),
-                 MP_IMG_ERR_ARGUMENT);
+                 MP_IMG_E_ARGUMENT);
     cr_assert_str_eq(err.detail, "type 's' has bytes units but no bytes_length function");
     /* two shape declarations */
     cr_assert_eq(mp_img_type_register(reg, "t",
                                       &(mp_img_type_options){.spelling = "word", .shape = &sh},
                                       NULL, &err),
-                 MP_IMG_ERR_ARGUMENT);
+                 MP_IMG_E_ARGUMENT);
     /* callbacks policy without callbacks */
     cr_assert_eq(mp_img_type_register(reg, "u",
                                       &(mp_img_type_options){.spelling = "foreign",
                                                              .foreign = MP_IMG_FOREIGN_CALLBACKS},
                                       NULL, &err),
-                 MP_IMG_ERR_ARGUMENT);
+                 MP_IMG_E_ARGUMENT);
     /* a dynamic shape whose unit 0 is a reference */
     mp_img_shape dyn = {true, 0, 0, 0};
     cr_assert_eq(mp_img_type_register(reg, "v", &(mp_img_type_options){.shape = &dyn}, NULL, &err),
-                 MP_IMG_ERR_ARGUMENT);
+                 MP_IMG_E_ARGUMENT);
     /* names */
-    cr_assert_eq(mp_img_type_register(reg, "", NULL, NULL, &err), MP_IMG_ERR_ARGUMENT);
+    cr_assert_eq(mp_img_type_register(reg, "", NULL, NULL, &err), MP_IMG_E_ARGUMENT);
     cr_assert_eq(mp_img_type_register(reg, "w", NULL, NULL, &err), MP_IMG_OK);
-    cr_assert_eq(mp_img_type_register(reg, "w", NULL, NULL, &err), MP_IMG_ERR_ARGUMENT);
+    cr_assert_eq(mp_img_type_register(reg, "w", NULL, NULL, &err), MP_IMG_E_ARGUMENT);
     cr_assert_str_eq(err.detail, "type 'w' is already registered");
     const mp_img_type *w = mp_img_type_find(reg, "w");
     cr_assert_not_null(w);

@@ -67,7 +67,7 @@ Test(refusal, unnameable_foreign_value_word_for_word)
              "object 2 (type 'fn') unit 0: foreign value 0x%lx cannot be named: it is not nil, "
              "a standard stream or the start of an exported symbol",
              (unsigned long)fn[0]);
-    refused(MP_IMG_ERR_UNNAMEABLE, expect);
+    refused(MP_IMG_E_UNNAMEABLE, expect);
 }
 
 Test(refusal, foreign_without_a_policy_word_for_word)
@@ -75,8 +75,8 @@ Test(refusal, foreign_without_a_policy_word_for_word)
     mp_img_word *raw = mp_img_alloc(h, f.raw, 1);
     raw[0] = 0x1000;
     mp_img_root_set(h, "raw", raw, NULL);
-    refused(MP_IMG_ERR_UNNAMEABLE, "object 1 (type 'raw') unit 0: foreign value 0x1000 cannot be "
-                                   "named: the type declares no foreign policy");
+    refused(MP_IMG_E_UNNAMEABLE, "object 1 (type 'raw') unit 0: foreign value 0x1000 cannot be "
+                                 "named: the type declares no foreign policy");
 }
 
 Test(refusal, externalise_refusal_and_code_outside_modules)
@@ -84,8 +84,8 @@ Test(refusal, externalise_refusal_and_code_outside_modules)
     mp_img_word *hd = mp_img_alloc(h, f.handle, 1);
     hd[0] = 5000; /* the fixture names handles below 1000 only */
     mp_img_root_set(h, "h", hd, NULL);
-    refused(MP_IMG_ERR_UNNAMEABLE, "object 1 (type 'handle') unit 0: foreign value 0x1388 cannot "
-                                   "be named: the type's externalise callback refused it");
+    refused(MP_IMG_E_UNNAMEABLE, "object 1 (type 'handle') unit 0: foreign value 0x1388 cannot "
+                                 "be named: the type's externalise callback refused it");
     hd[0] = 5;
     void *heap_mem = malloc(64);
     mp_img_word *code = mp_img_alloc(h, f.code, 2);
@@ -96,7 +96,7 @@ Test(refusal, externalise_refusal_and_code_outside_modules)
              "object 1 (type 'code') unit 0: foreign value 0x%lx cannot be named: no loaded "
              "module contains it",
              (unsigned long)code[0]);
-    refused(MP_IMG_ERR_UNNAMEABLE, expect);
+    refused(MP_IMG_E_UNNAMEABLE, expect);
     free(heap_mem);
 }
 
@@ -105,8 +105,8 @@ Test(refusal, missing_shape_word_for_word)
     mp_img_word *list = mp_img_alloc(h, f.node, 2);
     list[1] = (mp_img_word)mp_img_alloc(h, f.blob, 3);
     mp_img_root_set(h, "main", list, NULL);
-    refused(MP_IMG_ERR_NO_SHAPE, "object 2 (type 'blob'): the type has no shape; declare one, or "
-                                 "a shape callback if its instances differ");
+    refused(MP_IMG_E_NO_SHAPE, "object 2 (type 'blob'): the type has no shape; declare one, or "
+                               "a shape callback if its instances differ");
 }
 
 Test(refusal, references_not_on_the_heap)
@@ -120,16 +120,16 @@ Test(refusal, references_not_on_the_heap)
     snprintf(expect, sizeof expect,
              "object 1 (type 'node') unit 0: reference 0x%lx is not an object on this heap",
              (unsigned long)a[0]);
-    refused(MP_IMG_ERR_NOT_ON_HEAP, expect);
+    refused(MP_IMG_E_NOT_ON_HEAP, expect);
     free(m);
     /* an interior pointer */
     a[0] = (mp_img_word)(a + 1);
-    refused(MP_IMG_ERR_NOT_ON_HEAP, NULL);
+    refused(MP_IMG_E_NOT_ON_HEAP, NULL);
     /* another heap's object */
     mp_img_heap *other;
     mp_img_heap_new(f.reg, &other, NULL);
     a[0] = (mp_img_word)mp_img_alloc(other, f.leaf, 1);
-    refused(MP_IMG_ERR_NOT_ON_HEAP, NULL);
+    refused(MP_IMG_E_NOT_ON_HEAP, NULL);
     mp_img_heap_free(other);
     /* a root */
     a[0] = 0;
@@ -137,7 +137,7 @@ Test(refusal, references_not_on_the_heap)
     mp_img_root_set(h, "b", &local, NULL);
     snprintf(expect, sizeof expect, "root 'b': 0x%lx is not an object on this heap",
              (unsigned long)(uintptr_t)&local);
-    refused(MP_IMG_ERR_NOT_ON_HEAP, expect);
+    refused(MP_IMG_E_NOT_ON_HEAP, expect);
 }
 
 Test(refusal, contradicted_shapes)
@@ -145,13 +145,13 @@ Test(refusal, contradicted_shapes)
     mp_img_word *v = mp_img_alloc(h, f.vec, 3);
     v[0] = 3; /* claims 3 units after slot 0, has 2 */
     mp_img_root_set(h, "v", v, NULL);
-    refused(MP_IMG_ERR_SHAPE,
+    refused(MP_IMG_E_SHAPE,
             "object 1 (type 'vec'): its slot-0 count 3 exceeds the 2 units allocated after it");
     v[0] = 2;
     mp_img_word *var = mp_img_alloc(h, f.var, 2);
     var[0] = 9; /* the per-object shape callback refuses it */
     v[1] = (mp_img_word)var;
-    refused(MP_IMG_ERR_SHAPE, "object 2 (type 'var'): its shape callback refused the instance");
+    refused(MP_IMG_E_SHAPE, "object 2 (type 'var'): its shape callback refused the instance");
 }
 
 Test(refusal, failed_write_keeps_the_existing_file)
@@ -160,7 +160,7 @@ Test(refusal, failed_write_keeps_the_existing_file)
     cr_assert_eq(fx_write(path, "previous", 8), 0);
     mp_img_word *b = mp_img_alloc(h, f.blob, 1);
     mp_img_root_set(h, "b", b, NULL);
-    cr_assert_eq(mp_img_write(h, path, NULL), MP_IMG_ERR_NO_SHAPE);
+    cr_assert_eq(mp_img_write(h, path, NULL), MP_IMG_E_NO_SHAPE);
     size_t len;
     unsigned char *data = fx_read(path, &len);
     cr_assert_eq(len, 8);
@@ -178,10 +178,10 @@ Test(refusal, failed_write_keeps_the_existing_file)
 Test(refusal, io_errors_are_reported)
 {
     mp_img_error err;
-    cr_assert_eq(mp_img_write(h, "/nonexistent-dir/x.mpimg", &err), MP_IMG_ERR_IO);
+    cr_assert_eq(mp_img_write(h, "/nonexistent-dir/x.mpimg", &err), MP_IMG_E_IO);
     cr_assert(strstr(err.detail, "/nonexistent-dir/x.mpimg") != NULL, "%s", err.detail);
     mp_img_heap *out;
-    cr_assert_eq(mp_img_load(f.reg, "/nonexistent-dir/x.mpimg", &out, &err), MP_IMG_ERR_IO);
+    cr_assert_eq(mp_img_load(f.reg, "/nonexistent-dir/x.mpimg", &out, &err), MP_IMG_E_IO);
     cr_assert_null(out);
 }
 
@@ -200,7 +200,7 @@ Test(refusal, a_write_failing_midway_leaves_nothing)
         setrlimit(RLIMIT_FSIZE, &lim);
         mp_img_error err;
         mp_img_status st = mp_img_write(h, path, &err);
-        _exit(st == MP_IMG_ERR_IO && strstr(err.detail, "File too large") ? 0 : 1);
+        _exit(st == MP_IMG_E_IO && strstr(err.detail, "File too large") ? 0 : 1);
     }
     int status;
     waitpid(pid, &status, 0);
@@ -241,7 +241,7 @@ Test(refusal, objects_allocated_during_the_write)
     mp_img_root_set(rogue_heap, "a", a, NULL);
     char *path = fx_path("rogue.mpimg");
     mp_img_error err;
-    cr_assert_eq(mp_img_write(rogue_heap, path, &err), MP_IMG_ERR_ARGUMENT, "%s", err.detail);
+    cr_assert_eq(mp_img_write(rogue_heap, path, &err), MP_IMG_E_ARGUMENT, "%s", err.detail);
     cr_assert_str_eq(err.detail,
                      "object 1 unit 1: references an object allocated during the write");
     cr_assert_neq(access(path, F_OK), 0);

@@ -469,7 +469,7 @@ static mp_img_status build_and_write(mp_img_registry *reg, const mp_himg_types *
         return st;
     b.obj_ok = calloc(maps->nobjs ? maps->nobjs : 1, 1);
     if (b.obj_ok == NULL || !build(&b, p, sn)) {
-        st = MP_IMG_ERR_NOMEM;
+        st = MP_IMG_E_NOMEM;
         if (err != NULL)
             err->status = st;
     } else {
@@ -505,11 +505,11 @@ static mp_prof_status from_img(mp_img_status st)
     switch (st) {
     case MP_IMG_OK:
         return MP_PROF_OK;
-    case MP_IMG_ERR_NOMEM:
+    case MP_IMG_E_NOMEM:
         return MP_PROF_E_NOMEM;
-    case MP_IMG_ERR_IO:
+    case MP_IMG_E_IO:
         return MP_PROF_E_IO;
-    case MP_IMG_ERR_LIMIT:
+    case MP_IMG_E_LIMIT:
         return MP_PROF_E_UNSUPPORTED;
     default:
         return MP_PROF_E_INTERNAL;
@@ -582,10 +582,10 @@ mp_prof_status mp_profiler_write_image(mp_profiler *p, const char *path)
     uint64_t write_ns = 0;
     mp_img_error err;
     mp_img_status ist = build_and_write(reg, &T, maps, p, &sn, false, path, &err, &write_ns);
-    if (ist == MP_IMG_ERR_UNNAMEABLE) {
+    if (ist == MP_IMG_E_UNNAMEABLE) {
         mp_report_cache_refresh(p->cache);
         ist = build_and_write(reg, &T, maps, p, &sn, false, path, &err, &write_ns);
-        if (ist == MP_IMG_ERR_UNNAMEABLE)
+        if (ist == MP_IMG_E_UNNAMEABLE)
             ist = build_and_write(reg, &T, maps, p, &sn, true, path, &err, &write_ns);
     }
     st = from_img(ist);

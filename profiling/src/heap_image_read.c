@@ -643,7 +643,7 @@ int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return fail(err, errlen, "%s: cannot open: %s", mp_img_strerror(MP_IMG_ERR_IO),
+        return fail(err, errlen, "%s: cannot open: %s", mp_img_strerror(MP_IMG_E_IO),
                     strerror(errno));
     unsigned char *buf = NULL;
     size_t len = 0, cap = 0;
@@ -653,7 +653,7 @@ int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
                 free(buf);
                 fclose(f);
                 return fail(err, errlen, "%s: larger than the limit of %zu MiB",
-                            mp_img_strerror(MP_IMG_ERR_IO), MP_HIMG_MAX_FILE >> 20);
+                            mp_img_strerror(MP_IMG_E_IO), MP_HIMG_MAX_FILE >> 20);
             }
             size_t nc = cap ? cap * 2 : (size_t)1 << 20;
             unsigned char *b = realloc(buf, nc);
@@ -672,7 +672,7 @@ int mp_himg_load(const char *path, mp_himg **out, char *err, size_t errlen)
     }
     bool bad = ferror(f) != 0;
     fclose(f);
-    int rc = bad ? fail(err, errlen, "%s: read error", mp_img_strerror(MP_IMG_ERR_IO))
+    int rc = bad ? fail(err, errlen, "%s: read error", mp_img_strerror(MP_IMG_E_IO))
                  : mp_himg_load_memory(buf, len, out, err, errlen);
     free(buf);
     return rc;

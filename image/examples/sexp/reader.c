@@ -30,7 +30,7 @@ struct reader {
 static int fail(struct reader *r, const char *what)
 {
     if (r->err) {
-        r->err->status = MP_IMG_ERR_ARGUMENT;
+        r->err->status = MP_IMG_E_ARGUMENT;
         snprintf(r->err->detail, sizeof r->err->detail, "offset %zu: %s", (size_t)(r->p - r->text),
                  what);
     }

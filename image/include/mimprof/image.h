@@ -59,21 +59,21 @@ typedef uintptr_t mp_img_word;
 
 /** The result of every fallible call. */
 typedef enum mp_img_status {
-    MP_IMG_OK = 0,       /**< success */
-    MP_IMG_ERR_ARGUMENT, /**< invalid argument (NULL, bad name, bad shape spelling, duplicate) */
-    MP_IMG_ERR_NOMEM,    /**< out of memory */
-    MP_IMG_ERR_IO,       /**< a system call on the file failed (errno in the detail) */
-    MP_IMG_ERR_NO_SHAPE, /**< write: a reachable object's type declares no shape */
-    MP_IMG_ERR_SHAPE,    /**< write: an instance contradicts its shape (slot-0 count, callback) */
-    MP_IMG_ERR_NOT_ON_HEAP, /**< write: a reference or root is not an object on the heap */
-    MP_IMG_ERR_UNNAMEABLE,  /**< write: a foreign value the vocabulary cannot name */
-    MP_IMG_ERR_LIMIT,       /**< more types, units or bytes than the format can carry */
-    MP_IMG_ERR_NOT_IMAGE,   /**< load: too short for a header, or wrong magic */
-    MP_IMG_ERR_MISMATCH,    /**< load: a header field differs from this process or registry */
-    MP_IMG_ERR_INCOMPLETE,  /**< load: the writer never cleared the incomplete marker */
-    MP_IMG_ERR_CHECKSUM,    /**< load: the checksum does not match the contents */
-    MP_IMG_ERR_CORRUPT,     /**< load: sizes, offsets or indices are inconsistent */
-    MP_IMG_ERR_FOREIGN,     /**< load: a foreign entry could not be reacquired */
+    MP_IMG_OK = 0,        /**< success */
+    MP_IMG_E_ARGUMENT,    /**< invalid argument (NULL, bad name, bad shape spelling, duplicate) */
+    MP_IMG_E_NOMEM,       /**< out of memory */
+    MP_IMG_E_IO,          /**< a system call on the file failed (errno in the detail) */
+    MP_IMG_E_NO_SHAPE,    /**< write: a reachable object's type declares no shape */
+    MP_IMG_E_SHAPE,       /**< write: an instance contradicts its shape (slot-0 count, callback) */
+    MP_IMG_E_NOT_ON_HEAP, /**< write: a reference or root is not an object on the heap */
+    MP_IMG_E_UNNAMEABLE,  /**< write: a foreign value the vocabulary cannot name */
+    MP_IMG_E_LIMIT,       /**< more types, units or bytes than the format can carry */
+    MP_IMG_E_NOT_IMAGE,   /**< load: too short for a header, or wrong magic */
+    MP_IMG_E_MISMATCH,    /**< load: a header field differs from this process or registry */
+    MP_IMG_E_INCOMPLETE,  /**< load: the writer never cleared the incomplete marker */
+    MP_IMG_E_CHECKSUM,    /**< load: the checksum does not match the contents */
+    MP_IMG_E_CORRUPT,     /**< load: sizes, offsets or indices are inconsistent */
+    MP_IMG_E_FOREIGN,     /**< load: a foreign entry could not be reacquired */
 } mp_img_status;
 
 /** Size of mp_img_error::detail. */
@@ -131,7 +131,7 @@ typedef struct mp_img_shape {
  * and then the first kind must be `word` (unit 0 holds the count).
  * `""` and `"0:"` are zero units.
  *
- * @return ::MP_IMG_OK, or ::MP_IMG_ERR_ARGUMENT naming the bad token.
+ * @return ::MP_IMG_OK, or ::MP_IMG_E_ARGUMENT naming the bad token.
  */
 MP_IMG_API mp_img_status mp_img_shape_parse(const char *spelling, mp_img_shape *out,
                                             mp_img_error *err);
@@ -174,14 +174,14 @@ typedef enum mp_img_foreign_policy {
 
 /**
  * Length in bytes of the bytes at `obj[unit]` (a non-NULL bytes unit).
- * Return SIZE_MAX to refuse (the write fails with ::MP_IMG_ERR_SHAPE).
+ * Return SIZE_MAX to refuse (the write fails with ::MP_IMG_E_SHAPE).
  */
 typedef size_t (*mp_img_bytes_length_fn)(void *ctx, const mp_img_word *obj, size_t unit);
 
 /**
  * The shape of one instance of a type whose instances differ. `units` is the
  * count the object was allocated with; the returned shape must be fixed with
- * `count <= units`. Return false to refuse (::MP_IMG_ERR_SHAPE).
+ * `count <= units`. Return false to refuse (::MP_IMG_E_SHAPE).
  */
 typedef bool (*mp_img_shape_fn)(void *ctx, const mp_img_word *obj, size_t units, mp_img_shape *out);
 
@@ -196,7 +196,7 @@ typedef long (*mp_img_externalise_fn)(void *ctx, uintptr_t value, unsigned char 
 
 /**
  * Reacquires a foreign value from its name, in the loading process, before
- * any object is allocated. Returns false to refuse the load (::MP_IMG_ERR_FOREIGN).
+ * any object is allocated. Returns false to refuse the load (::MP_IMG_E_FOREIGN).
  */
 typedef bool (*mp_img_internalise_fn)(void *ctx, const unsigned char *name, size_t len,
                                       uintptr_t *value);
@@ -261,11 +261,11 @@ enum {
  * Restricts the foreign entries that images loaded with `reg` may hold to
  * `kinds` (MP_IMG_ALLOW_* bits; the default is ::MP_IMG_ALLOW_ALL). The
  * loader refuses an image holding an entry of another kind with
- * ::MP_IMG_ERR_FOREIGN and a detail naming the entry, after verifying the
+ * ::MP_IMG_E_FOREIGN and a detail naming the entry, after verifying the
  * file and before it reacquires any entry or allocates any object. A program
  * that loads images it did not write itself excludes ::MP_IMG_ALLOW_DLSYM:
  * a `dlsym` entry makes the loader dlopen() the library it names.
- * ::MP_IMG_ERR_ARGUMENT for a NULL registry or a bit outside
+ * ::MP_IMG_E_ARGUMENT for a NULL registry or a bit outside
  * ::MP_IMG_ALLOW_ALL.
  */
 MP_IMG_API mp_img_status mp_img_registry_allow_foreign(mp_img_registry *reg, unsigned kinds,
@@ -276,7 +276,7 @@ MP_IMG_API mp_img_status mp_img_registry_allow_foreign(mp_img_registry *reg, uns
  * registered once. The registration order is part of the type table, so the
  * writer and the loader must register the same types in the same order.
  *
- * Refused (::MP_IMG_ERR_ARGUMENT): two of spelling/shape/shape_of; a dynamic
+ * Refused (::MP_IMG_E_ARGUMENT): two of spelling/shape/shape_of; a dynamic
  * shape whose unit 0 is not a word; bytes units without bytes_length;
  * ::MP_IMG_FOREIGN_CALLBACKS without both callbacks; more than 65535 types.
  */
@@ -371,7 +371,7 @@ MP_IMG_API const char *mp_img_root_at(const mp_img_heap *heap, size_t i, void **
  * Traces from the roots and counts the reachable objects into `*count`,
  * exactly as the writer does (the trace flag is set by the trace and cleared
  * by a chain walk; user flags are untouched). Refuses like the writer's trace:
- * ::MP_IMG_ERR_NOT_ON_HEAP, ::MP_IMG_ERR_NO_SHAPE, ::MP_IMG_ERR_SHAPE.
+ * ::MP_IMG_E_NOT_ON_HEAP, ::MP_IMG_E_NO_SHAPE, ::MP_IMG_E_SHAPE.
  */
 MP_IMG_API mp_img_status mp_img_heap_reachable(mp_img_heap *heap, size_t *count, mp_img_error *err);
 
@@ -389,9 +389,9 @@ MP_IMG_API mp_img_status mp_img_heap_reachable(mp_img_heap *heap, size_t *count,
  * (an existing file there is untouched). The same graph gives the same
  * bytes, whatever the allocation order or addresses.
  *
- * Refusals name the type, object index and unit: ::MP_IMG_ERR_NOT_ON_HEAP,
- * ::MP_IMG_ERR_NO_SHAPE, ::MP_IMG_ERR_SHAPE, ::MP_IMG_ERR_UNNAMEABLE,
- * ::MP_IMG_ERR_LIMIT; system failures are ::MP_IMG_ERR_IO.
+ * Refusals name the type, object index and unit: ::MP_IMG_E_NOT_ON_HEAP,
+ * ::MP_IMG_E_NO_SHAPE, ::MP_IMG_E_SHAPE, ::MP_IMG_E_UNNAMEABLE,
+ * ::MP_IMG_E_LIMIT; system failures are ::MP_IMG_E_IO.
  */
 MP_IMG_API mp_img_status mp_img_write(mp_img_heap *heap, const char *path, mp_img_error *err);
 

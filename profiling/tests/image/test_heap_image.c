@@ -665,18 +665,18 @@ Test(image, damaged_files_are_refused_with_the_image_packages_sentences, .timeou
 
     b[len - 9] ^= 0x40; /* inside the object region or the blob */
     spit(bad, b, len);
-    load_refused(bad, mp_img_strerror(MP_IMG_ERR_CHECKSUM));
+    load_refused(bad, mp_img_strerror(MP_IMG_E_CHECKSUM));
     b[len - 9] ^= 0x40;
 
     spit(bad, b, len / 2);
-    load_refused(bad, mp_img_strerror(MP_IMG_ERR_CORRUPT));
+    load_refused(bad, mp_img_strerror(MP_IMG_E_CORRUPT));
 
     uint64_t marker = UINT64_C(0x454C504D4F434E49); /* FORMAT.md: incomplete */
     unsigned char *c = malloc(len);
     memcpy(c, b, len);
     memcpy(c + 16, &marker, 8);
     spit(bad, c, len);
-    load_refused(bad, mp_img_strerror(MP_IMG_ERR_INCOMPLETE));
+    load_refused(bad, mp_img_strerror(MP_IMG_E_INCOMPLETE));
 
     memcpy(c, b, len);
     memcpy(c + 88, "riscv64\0\0\0\0\0\0\0\0\0", 16); /* the arch field */
@@ -684,13 +684,13 @@ Test(image, damaged_files_are_refused_with_the_image_packages_sentences, .timeou
     load_refused(bad, "arch");
 
     spit(bad, (const unsigned char *)"not an image at all, just text\n", 31);
-    load_refused(bad, mp_img_strerror(MP_IMG_ERR_NOT_IMAGE));
+    load_refused(bad, mp_img_strerror(MP_IMG_E_NOT_IMAGE));
     memcpy(c, "GIF89a", 6);
     spit(bad, c, len);
-    load_refused(bad, mp_img_strerror(MP_IMG_ERR_NOT_IMAGE));
+    load_refused(bad, mp_img_strerror(MP_IMG_E_NOT_IMAGE));
 
     char *none = path_in(dir, "absent.mpimg");
-    load_refused(none, mp_img_strerror(MP_IMG_ERR_IO));
+    load_refused(none, mp_img_strerror(MP_IMG_E_IO));
     free(none);
     free(c);
     free(b);
@@ -718,7 +718,7 @@ Test(image, another_programs_image_is_refused_by_its_type_table, .timeout = 60)
     mp_img_heap_free(h);
     mp_img_registry_free(reg);
     load_refused(file, "type");
-    load_refused(file, mp_img_strerror(MP_IMG_ERR_MISMATCH));
+    load_refused(file, mp_img_strerror(MP_IMG_E_MISMATCH));
     free(file);
     rm_rf(dir);
 }
