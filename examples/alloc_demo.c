@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Example: a program that allocates through libmimprof-allocator.
  * Builds a word-frequency table from generated text with the four
  * operations and says what the provider did. */

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Sets the workspace version and every package's version at once.
 
   bump_version.py [--root WORKSPACE] NEW_VERSION

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """mimprof release tool: packs, tests, publishes and verifies the workspace's
 packages for one `v<VERSION>` tag (see release/README.md).
 

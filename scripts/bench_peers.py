@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The peer table: mimprof next to other allocators' own heap profilers
 (Python 3 stdlib only).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """A/B/B/A overhead comparison of two frozen executables (Python 3 stdlib only).
 
 Each side is an executable (the workload program, tests/bench/workload.c)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Instructions per malloc/free pair of every allocator and profiler on one
 # churn (tests/bench/pairs.c: one thread, a sliding window of 4,096 live
 # blocks, 16..2063 B), counted by callgrind over the whole process as the

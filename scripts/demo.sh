@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job on the bundled example: run by `./dev demo` after the build.
 #
 # `mimprof run` profiles the example program (a toy request loop with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libmimprof-allocator: the four operations over the provider chosen at
  * configure time (MP_ALLOC_PROVIDER, e.g. mp_sys_mimalloc). Each function
  * is one inlined provider call. */

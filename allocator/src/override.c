@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libmimprof-allocator-override.so: the malloc family over the configured
  * provider, from the template in mimprof-sys. */
 #define _GNU_SOURCE /* sysconf, and the glibc prototypes of the family */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library's four operations, its identity, and its failure contract. */
 #include <criterion/criterion.h>
 #include <errno.h>

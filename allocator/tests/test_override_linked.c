@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program linking the override gets the provider's malloc family. The
  * provider's usable_size agreeing with malloc_usable_size for blocks from
  * malloc, calloc, realloc and the aligned entry points proves they came

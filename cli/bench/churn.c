@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof-churn: a fixed amount of allocation churn, for timing `mimprof
  * run` against the plain allocator (bench/run.sh, with hyperfine).
  *

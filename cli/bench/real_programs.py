@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The overhead of `mimprof run` on real programs nobody here wrote.
 
 Each program runs under the plain mimalloc preload (the baseline:

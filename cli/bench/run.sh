@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The overhead of `mimprof run` on an allocation-churn program, against the
 # same program with only the mimalloc preload (libmimprof-allocator-override.so),
 # measured side by side in one hyperfine run. Not a test: numbers go to

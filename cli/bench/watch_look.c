@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One look of the memory watch (cli/runtime/rt_watch.c, --report-above):
  * pread() of /proc/self/statm and the parse of its RSS field, 100,000
  * times; prints the CPU time of one look. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof-example: a toy request loop with distinct allocation sites, one
  * of them a leak that grows. Plain malloc/free: it knows nothing of
  * mimprof; run it under `mimprof run` (./dev demo does).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the control socket's request parser
  * (runtime/ctl_proto.h), which reads what any local process of the
  * network namespace may send. Every input must be refused or parsed into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the pprof reader of the mimprof command (untrusted
  * files: gzip + protobuf + reference checks) and the three views over
  * whatever it accepts. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libmimprof-preload-<provider>.so: the malloc family over the sampling
  * allocator over one provider (MP_PRELOAD_PROVIDER, e.g. mp_sys_mimalloc),
  * for LD_PRELOAD. The session is the preload runtime's

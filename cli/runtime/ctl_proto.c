@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The control protocol's request parser (ctl_proto.h; fuzzed:
  * ../fuzz/fuzz_ctl_request.c) and the HTTP endpoint's address. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The control protocol of `mimprof ctl` (the client, ../src/ctl.c) and
  * the runtime's control socket (rt_ctl.c): one request line, one
  * response. Not installed.

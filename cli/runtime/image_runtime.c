@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Heap images in the preload runtime (image_runtime.h). */
 #define _GNU_SOURCE
 #include "image_runtime.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Heap images in the preload runtime (runtime mode: `mimprof run`, see
  * preload_runtime.h): the environment's image triggers, an image thread,
  * and the calls preload_runtime.c makes at start, SIGUSR2, fork and exit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The preload runtime: environment -> session, the reporter thread and
  * its signals, fork and exec (see preload_runtime.h for the contract).
  * Its helpers: rt_env.c (the environment), rt_output.c (report files),

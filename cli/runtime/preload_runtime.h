@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal contract between the LD_PRELOAD objects of mimprof-cli
  * (libmimprof-preload-mimalloc.so / -jemalloc.so, built from ../preload/)
  * and the `mimprof run` command: how a preloaded process is told to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bump allocation on mmap()ed chunks (rt_arena.h). */
 #define _GNU_SOURCE
 #include "rt_arena.h"

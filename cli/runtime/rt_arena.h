@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bump allocation on mmap()ed chunks for the runtime's own work on the
  * control thread (the cumulative profile, rt_cumul.c): nothing it holds
  * passes through the malloc the profiler samples, so none of it shows up

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the preload runtime's reports and heap images (rt_common.h). */
 #define _GNU_SOURCE
 #include "rt_common.h"

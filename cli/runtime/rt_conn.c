@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The control thread's connections (rt_conn.h). */
 #define _GNU_SOURCE
 #include "rt_conn.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The connections of the runtime's control thread (rt_ctl.c): a poll()
  * loop over listening sockets, each with its protocol, and a fixed table
  * of MPT_CTL_MAX_CONN non-blocking connections. Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's control socket and its thread (rt_ctl.h for the
  * contract, ctl_proto.h for the protocol).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Control of a running process: the runtime's control socket (rt_ctl.c)
  * and the session operations it calls, which preload_runtime.c
  * implements. Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The session's cumulative profile (rt_cumul.h).
  *
  * Every table interns a key of bytes: a string's bytes, or for the other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The session's cumulative profile, for the HTTP endpoint (rt_http.h):
  * Go's /debug/pprof/heap semantics over the runtime's reports. Not
  * installed.

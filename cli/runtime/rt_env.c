@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's environment variables: one table, read once (rt_env.h). */
 #define _GNU_SOURCE
 #include "rt_env.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every environment variable the preload runtime reads: its name, default,
  * parser and documentation in one table (rt_env.c), read once from the
  * process's initial environment and never written. Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libcurl's own descriptors out of the program's way. The adapter's
  * connections are opened by its own socket callback (at the top of the
  * range, close-on-exec), but libcurl also makes socketpairs for itself:

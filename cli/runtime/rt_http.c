@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's HTTP endpoint (rt_http.h): address parsing, the
  * listener, and the request handler run by the control thread's loop
  * (rt_conn.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's HTTP endpoint: Go's /debug/pprof/heap for C and C++
  * programs (MIMPROF_HTTP=ADDR:PORT, `mimprof run --http`). Not installed.
  *

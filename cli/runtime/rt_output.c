@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Report names and atomic, non-destructive writes (rt_output.h). */
 #define _GNU_SOURCE
 #include "rt_output.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where the runtime's reports go and how they are written, for every mode
  * (bare preload, `mimprof run`, uploads with files). Not installed.
  *

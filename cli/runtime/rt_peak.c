@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The peak profile's file name (rt_peak.h). */
 #include "rt_peak.h"
 

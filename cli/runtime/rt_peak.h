@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The peak profile next to each report of the preload runtime: the
  * window's high-water mark (mp_profiler_report_peak) written as
  * DIR/heap.<pid>.<seq>.peak.pb.gz beside DIR/heap.<pid>.<seq>.pb.gz (the

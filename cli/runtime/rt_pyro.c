@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The preload runtime's bridge to the Pyroscope adapter: loads
  * libmimprof-pyroscope (dlopen: a process that does not upload never
  * pays for libcurl), keeps the agents' configuration, starts this

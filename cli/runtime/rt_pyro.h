@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the preload runtime: uploads to Pyroscope through the
  * dlopen()ed adapter (rt_pyro.c). */
 #ifndef MIMPROF_CLI_RT_PYRO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The program's view of the dispositions the runtime took (rt_signals.h).
  *
  * State per signal, under one spin lock taken with every signal blocked

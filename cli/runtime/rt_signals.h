@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's signal handlers, and the program's view of its own
  * dispositions. Not installed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The preload's allocator statistics hook: the provider's optional
  * P_stats() (<mimprof/sys.h>) as the session's mp_prof_allocator_stats_fn.
  * Compiled into each preload object with MP_PRELOAD_PROVIDER naming its

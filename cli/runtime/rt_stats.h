@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The preload's allocator statistics hook (rt_stats.c). */
 #ifndef MIMPROF_RT_STATS_H
 #define MIMPROF_RT_STATS_H

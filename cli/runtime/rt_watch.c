@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory watch (rt_watch.h): the threshold, its steps, and reading
  * RSS or the cgroup's memory with one pread() of a descriptor kept open.
  * No stdio, no allocation: it runs in the preload's constructor and on

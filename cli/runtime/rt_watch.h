@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory watch of the preload runtime (`mimprof run --report-above`,
  * MIMPROF_REPORT_ABOVE): a report, and a heap image when the image options
  * are on, as soon as the process's memory crosses a threshold, and again

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ages of in-use memory in a profile (ages.h). mimprof labels each in-use
  * sample with the lower bound of its age bucket, so a filter at a bucket
  * bound is exact and one between bounds is exact to the bound below it;

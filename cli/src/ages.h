@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command: the ages of in-use memory, as mimprof's
  * reports label them (the numeric label `age`, profiling/src/age.c), for
  * the --older-than / --younger-than filters of top, flame and diff and

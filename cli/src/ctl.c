@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof ctl: controls a profiled process while it runs, over the
  * runtime's control socket (../runtime/rt_ctl.h: the socket and who may
  * use it; ../runtime/ctl_proto.h: the protocol).

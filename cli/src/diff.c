@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof diff: what grew and shrank per function between two profiles
  * (matched by function name), the leak hunter's view. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Error messages into a caller's buffer (fail.h). */
 #include "fail.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the command: error messages into a caller's buffer. */
 #ifndef MIMPROF_CLI_FAIL_H
 #define MIMPROF_CLI_FAIL_H

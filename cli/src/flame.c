@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof flame: a self-contained SVG flame graph. No external script,
  * style or font is referenced; the JavaScript and CSS are inline.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Creating directories (fsutil.h). */
 #define _GNU_SOURCE
 #include "fsutil.h"

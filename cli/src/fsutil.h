@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command and its preload runtime: creating
  * directories (mkdir -p). No allocation; safe to call from the preload's
  * constructor. */

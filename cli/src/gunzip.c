@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bounded gzip inflation with zlib (gunzip.h). */
 #include "gunzip.h"
 

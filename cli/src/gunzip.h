@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the command: inflating gzip input with a bound. */
 #ifndef MIMPROF_CLI_GUNZIP_H
 #define MIMPROF_CLI_GUNZIP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof image pprof|top|diff|info: heap images (mp_profiler_write_image)
  * read in another process, later, possibly on another machine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof: profile any program's heap, read the result, see it as a flame
  * graph. Dispatches to the subcommands. */
 #define _GNU_SOURCE

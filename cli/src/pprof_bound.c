@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The unpacked size of a pprof message, from its wire bytes
  * (pprof_bound.h). Field numbers: profile.proto. */
 #include "pprof_bound.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command's pprof reader: how much memory
  * protobuf-c would allocate to unpack a pprof message, computed from the
  * wire bytes without allocating, so that a small input that expands

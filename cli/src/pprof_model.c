@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Queries of a decoded profile (pprof_reader.h): sample types, totals,
  * per-function totals, display names. */
 #define _GNU_SOURCE

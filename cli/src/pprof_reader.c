@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading pprof: gzip (gunzip.c) -> protobuf-c (profile.proto, generated
  * by src/report's build) -> the flat model of pprof_reader.h, checking
  * every reference on the way. Queries of the model: pprof_model.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command: reading any pprof file (gzip-compressed
  * or not; mimprof's, Go's, or another producer's) into a flat model the
  * top / flame / diff views work on.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dlopen() of libmimprof-pyroscope (see pyro_api.h). */
 #define _GNU_SOURCE
 #include "pyro_api.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command and its preload runtime: the entry
  * points of libmimprof-pyroscope, resolved with dlopen()/dlsym().
  *

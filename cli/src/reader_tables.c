@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pprof reader's tables (reader_tables.h). */
 #define _GNU_SOURCE
 #include "reader_tables.h"

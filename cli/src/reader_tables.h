@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the pprof reader: an id -> index map (pprof ids are
  * arbitrary 64-bit numbers) and a string interner (one id per distinct
  * function name). Both open addressing, at most half full. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof run: runs a command with the profiling preload.
  *
  * The command runs as a child: mimprof waits for it, forwards SIGTERM,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof top: a terminal table of the top functions, flat and cumulative,
  * like `pprof -top`. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command and its preload runtime: parsing sizes
  * and durations given on the command line or in MIMPROF_* variables, and
  * formatting values in human units. No allocation; safe to call from the

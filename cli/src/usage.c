@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The help texts of the mimprof command and its subcommands. */
 #include <stdio.h>
 #include <string.h>

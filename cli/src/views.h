@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command: the subcommands and the views they
  * print, as functions the tests and the fuzzer can call directly. */
 #ifndef MIMPROF_TOOL_VIEWS_H

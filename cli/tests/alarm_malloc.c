@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program that allocates in a signal handler (undefined behaviour:
  * malloc is not async-signal-safe; glibc usually survives it): a SIGALRM
  * every 200 us mallocs and frees while the main loop churns, for a fixed

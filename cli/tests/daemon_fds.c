@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A daemon-like program for test_run.py's Descriptors test: it closes descriptors 0-1023, reopens 0-2 on /dev/null, opens
  * a read-write data file and a write-only log, then allocates from many
  * call sites while using both. It writes its /proc/self/fd table at three

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program with known heap phases (issue 18's test program):
  *   keep_old     40 MiB allocated at the start and kept to the end
  *   spike        120 MiB allocated after that and freed again

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A test-only pprof (profile.proto) wire encoder and decoder, standard
 library only, independent of the C reader under test.
 

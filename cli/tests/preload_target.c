@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program that knows nothing of mimprof: run by test_preload.c under
  * LD_PRELOAD=libmimprof-preload-<provider>.so. It allocates a known
  * population through the plain malloc family and prints what it did.

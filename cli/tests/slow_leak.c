@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A long-running service that leaks slowly, for the tests of a process
  * controlled while it runs (test_ctl.py): every 2 ms leak_slowly() keeps
  * 4 KiB for good and churn() allocates and frees a few blocks. It prints

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The flame graph in a real browser: headless Chromium renders a non-blank
 image in which the top function's frame colour appears, its name is in the
 DOM, the inline script ran (data-ready), and the zoom and search work

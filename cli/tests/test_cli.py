@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mimprof top / flame / diff / usage on profiles with known answers
 (built here with an independent encoder), and error handling.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """CPython's own test suite under `mimprof run`: the
 threading, signal, subprocess, faulthandler and os tests give the same
 result profiled as unprofiled. They check, among much else, that Python

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A process profiled while it runs: `mimprof run --dormant` (and
 MIMPROF_DORMANT), `mimprof ctl PID ...` over the runtime's control socket,
 and `--http`'s /debug/pprof endpoint read by real clients (`go tool pprof`,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """C++ names end to end: cxx/shop.cpp built here with g++ -O2 -g,
 with g++ -O2 -g0 -rdynamic and stripped, and with clang++ -O2 -g where
 clang++ is installed, profiled by `mimprof run` in both symbolize modes.

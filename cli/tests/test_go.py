@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mimprof top / diff on Go-produced pprof files: one rewritten by
 `go tool pprof -proto` (Go's encoder, gzip, its own id and string order)
 and a real Go runtime heap profile (runtime/pprof). Skips (77) without Go.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """What mimprof must never do to the program it profiles, and options that
 must do what they say: the environment is read, never written (bash keeps
 its own copy of it); an exec that replaces the profiled process continues

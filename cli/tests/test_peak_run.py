@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mimprof run on a program with known phases (cli/tests/phases.c: 40 MiB
 kept, a 120 MiB spike freed, 20 MiB at the end, 64 KiB blocks): the peak
 profile next to each report holds the spike while the report at exit does

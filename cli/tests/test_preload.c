@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The LD_PRELOAD objects on programs that know nothing of mimprof: the
  * bundled preload_target (a known population), fork children, real
  * programs (sort, python3), the environment variables and their errors.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mimprof run --pyroscope and the bare preload's PYROSCOPE_* variables,
 against the workspace's Pyroscope stand-in (tests/pyroscope-server), every
 result queried back through its query API (ProfileTypes, LabelValues,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pieces of the control socket and the HTTP endpoint that need no
  * process around them (plain C: these run in the sanitizer trees too):
  * the request parser, the endpoint's address rules, and the cumulative

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's environment table (tool/runtime/rt_env.c): every value
  * is parsed as documented, malformed ones are named, nothing is read
  * through getenv (a program's own environment copy cannot change what

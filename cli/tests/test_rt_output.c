@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime's output module (tool/runtime/rt_output.h) on its own, so
  * that the sanitizer trees (which run no preload) check it too: names,
  * refusals of non-regular targets, symlinks, atomic replacement, gzip. */

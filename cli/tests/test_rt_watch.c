@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The memory watch's cgroup limit (rt_watch.h) on a made-up cgroup2 tree:
  * the smallest memory.high / memory.max on the way from the process's
  * cgroup to the root names the memory.current that is watched. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """mimprof run: the bundled example (known answer), exit statuses, signals,
 periodic and on-demand reports, fork/exec following, and real programs
 nobody here wrote (python3, sort, sqlite3) keeping their output and exit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests of the mimprof command's internals: size/duration parsing,
  * value formatting, display-name sanitizing, and the pprof reader on
  * crafted, corrupt and oversized inputs (runs under ASan/UBSan). */

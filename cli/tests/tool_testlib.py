@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared helpers of the mimprof command's tests (standard library only)."""
 import glob
 import os

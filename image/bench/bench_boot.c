@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Boot elision: restoring an interpreter-like heap from its image against
  * building it by parsing its s-expression text, side by side in one run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a load of a given image cannot go below on this machine: the cost
  * of the memory work every load does, without any checking.
  *

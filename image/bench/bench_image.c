@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Write and load throughput of 1M-object graphs: a cons list, a balanced
  * tree, and a string-heavy list. Each graph is written (trace, resolve,
  * write(2), fsync, rename) and loaded back (read, verify, checksum,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clocks and medians shared by the image benchmark programs: CPU time of
  * the process (what the work costs, whatever else the machine runs) and
  * monotonic wall time (reported beside it), and the comparison qsort()

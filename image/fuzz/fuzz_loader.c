@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the loader. Every input goes through the loader
  * (with the fixture registry, so that images of the fixture types reach the
  * foreign resolution, allocation and patch passes; once allowing every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz-make-corpus DIR: writes the loader's seed corpus, small valid images
  * of the fixture types and crafted broken ones, as DIR/<name>.mpimg. The
  * committed corpus (fuzz/corpus/loader) was made with it:

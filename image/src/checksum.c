@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* XXH3-64, seed 0, default secret, written from the published algorithm
  * (Yann Collet's xxHash specification, version 0.8). Reads are
  * little-endian by definition, so the value of a byte sequence is the same

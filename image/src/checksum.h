@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* XXH3-64 (seed 0, default secret): the image checksums and the type-table
  * digest. Streaming, so that the writer hashes what it writes as it writes
  * it and the loader hashes what it reads in the pass that places it. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Image files: mapped (or read) into memory for mp_img_load() and
  * mp_img_verify(). */
 #define _GNU_SOURCE

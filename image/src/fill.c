@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fast fill: the load pass for the common image (no metadata words,
  * no per-object shapes), with the careful pass's checks in loops lean
  * enough to stay in registers. */

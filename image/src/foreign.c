@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The foreign vocabulary, both directions. It is closed: nil, dlsym(library,
  * symbol), fd(role), code(build-id, path, offset) and a type's own
  * externalise/internalise. The writer names a value only when the name

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The on-disk layout of an image (image/FORMAT.md is the prose version).
  *
  * Every integer is in the writer's byte order, every table entry is a 64-bit

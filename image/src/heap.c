@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The heap: objects in chunks (the chain, in allocation order), an exact
  * membership test, and named roots. Objects are never freed one by one; a
  * heap is a region that lives until mp_img_heap_free(). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* In-memory structures shared by the implementation files. Nothing here is
  * part of the public API. */
 #ifndef MP_IMG_INTERNAL_H

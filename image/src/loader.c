@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loader: verify and arm (view.c), resolve foreign, allocate, then one
  * pass over the object region that copies it into the heap, relocating
  * every unit by its kind, and hashes the file as it goes (the fast fill,

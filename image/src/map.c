@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Linear probing over a power-of-two table; grows at half full. */
 #include "map.h"
 

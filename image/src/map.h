@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An open-addressing map from a two-word key to a word, for the writer's
  * foreign values and name de-duplication. Keys are compared exactly. */
 #ifndef MP_IMG_MAP_H

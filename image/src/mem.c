@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory helpers: growable arrays, and large blocks.
  *
  * On a fresh process most of a load's cost is first-touch page faults, so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The loaded modules of this process (dl_iterate_phdr): the span of their
  * PT_LOAD segments and their GNU build-id, for naming and resolving `code`.
  * A snapshot holds pointers into the modules themselves (their names, their

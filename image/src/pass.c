@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The careful pass over the object region: every header word checked
  * against the type table, every unit range-checked by its kind before it
  * is used, with (fill) or without (verify) writing the heap, and every

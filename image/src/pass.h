@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The object pass's shared state: the per-type plans (plan.c) and the
  * state of one pass over the object region, used by the careful pass
  * (pass.c), the fast fill (fill.c) and the loader that runs them

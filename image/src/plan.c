@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The load pass's plan of each type: the header word a sound instance has
  * and its units split into a head of any kinds and a tail of one kind,
  * with the fast fill's own case for the commonest shapes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The platform an image is tied to: the OS and architecture this library
  * was compiled for, as the header spells them. */
 #include "format.h"

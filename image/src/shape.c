@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shapes: a unit count and a 2-bit kind per unit, and their readable
  * spelling ("*: word ref", "word ref bytes", "6: word ref"). */
 #include "internal.h"

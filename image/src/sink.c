@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The writer's output: one buffer, drained by write(2) calls in file order,
  * hashing every byte as it is written out (see hash_span). */
 #define _GNU_SOURCE

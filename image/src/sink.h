@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A buffered writer over a file descriptor that hashes what it writes. */
 #ifndef MP_IMG_SINK_H
 #define MP_IMG_SINK_H

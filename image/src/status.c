@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status codes, their descriptions, and the detail sentence. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trace: "a mark phase that emits". Breadth first from the roots in
  * name order, so an object's index depends on the graph alone, never on
  * allocation order or addresses; with `emit`, each object's record is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry: types in registration order, their shapes and foreign
  * policies, and the type table the writer stores and the loader compares. */
 #include "format.h"

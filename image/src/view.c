@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Verify and arm, the first half: every header field checked, in the order
  * FORMAT.md lists them, each refusal naming its field; then sizes, the
  * head checksum, and the tables. Nothing here allocates an object or reacquires

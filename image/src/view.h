@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A verified view of an image in memory: the header checked field by field,
  * the sections located, the head checksum confirmed and the small tables
  * (types, foreign entries, roots) parsed and checked. The pass over the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The writer: a mark phase that emits.
  *
  *   1. trace - stamp an index on every object reachable from the roots and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared test fixture (see fixture.h). */
 #define _GNU_SOURCE
 #include "fixture.h"

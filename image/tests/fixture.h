@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The types every test, the test loader and the fuzzer register, in one
  * order, so that their images agree on the type table. */
 #ifndef MP_IMG_TEST_FIXTURE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* image-test-loader [--dlopen LIB] IMAGE: loads an image written by another
  * process (the tests) with the fixture types and reports, one line each:
  *   call N             root "fn": the reacquired function called with 14

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The checksum is XXH3-64 (seed 0): known answers from the reference
  * implementation, for every stripe kernel this CPU has, one-shot and
  * streamed in pieces of every awkward size. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Damaged images are refused, never crash and never leak: truncation at
  * every length, every byte flipped, and structural damage under a valid
  * checksum (which only the per-object checks can catch). */

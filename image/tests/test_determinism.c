@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Determinism: the same graph gives byte-identical files, whatever the
  * allocation order, the addresses, or the order roots were named in. */
 #include "fixture.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Verify and arm: every header field that differs from this process or
  * registry is refused, with the field named, before anything is allocated
  * and before any foreign value is reacquired (the image holds an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The heap: allocation by shape, hidden header, exact membership, roots by
  * name, and a trace flag of its own that never disturbs the user's flags. */
 #include "fixture.h"

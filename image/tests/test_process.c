@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Across processes: an image written here is loaded by another program
  * (fork + exec of image-test-loader), where a `dlsym` foreign unit is
  * reacquired and called, and a `code` unit is resolved by build-id when a

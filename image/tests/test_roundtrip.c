@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Round trips: generated graphs written and loaded back, compared
  * structurally and by identity (shared stays shared, distinct stays
  * distinct), in-process. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shapes: the readable spelling compiles to count + mask; units past the
  * mask take the last kind; a zero mask means all references; registration
  * refuses what it cannot keep. */

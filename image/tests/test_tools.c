@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The package's programs: mimprof-sexp turns text into a heap and an image
  * back into the same text; mimprof-image reports and verifies images. */
 #define _GNU_SOURCE

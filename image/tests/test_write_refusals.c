@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the writer refuses, with a sentence naming the type, object index
  * and unit; and that a refusal never leaves a file under the final name. */
 #define _GNU_SOURCE

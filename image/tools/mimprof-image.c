@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof-image info|verify|census FILE: what an image holds and whether it
  * is sound, without the program that wrote it (no registry needed).
  * Exit status: 0 sound, 1 refused, 2 usage or I/O error. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_image: the cost of mp_profiler_write_image() with 100,000 live
  * samples, and the longest any allocating thread waits meanwhile.
  *

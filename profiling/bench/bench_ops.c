@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-operation cost of the sampling allocator against the raw provider
  * (mimalloc), measured in the same run, interleaved (A B A B ...), the
  * median of the rounds reported. Not a test: it prints numbers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One stack capture at depth 19, warm, with libunwind's unw_backtrace
  * (what sampler.c uses: a per-thread trace cache, validation only for
  * frames it has not seen) against libgcc's _Unwind_Backtrace (no memory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cost of one memory validation of the unwinder, each way it can be
  * done (BENCHMARKS.md "Memory validation"):
  *   pipe     libunwind's own: read one byte from its pipe (drain), write

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Instructions per operation of the sampling allocator against raw
 # mimalloc, counted by callgrind around the measured loop only
 # (bench_ops icount ...), as the difference between N and 2N iterations so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: mp_prof_classify_symbols' decoder on arbitrary bytes:
  * either a typed refusal or a valid class, never a crash or a leak. */
 #include <stddef.h>

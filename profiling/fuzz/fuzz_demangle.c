@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: mp_demangle / mp_prof_demangle (src/report/demangle.c)
  * on arbitrary names: a refusal or a human name, never a crash, a read
  * past the name or a write past the buffer; the length is the same for

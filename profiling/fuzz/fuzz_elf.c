@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the report side's ELF reader (symbol tables, build-id
  * notes) on arbitrary bytes. Every entry point must refuse malformed input
  * without reading outside it (ASan) or undefined behaviour (UBSan). */

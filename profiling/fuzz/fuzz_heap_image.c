@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: reading heap images (src/heap_image_read.c) and
  * turning them into pprof (src/heap_image_pprof.c, symbolize none).
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes the seed corpus of fuzz_heap_image.c into DIR:
 
   make_heap_image_corpus.py DIR [IMAGE...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Age buckets. A live sample knows when it was allocated (the monotonic
  * clock, read once per sample on the sampling path); a report sums a
  * stack's live samples per bucket of age and labels each in-use sample

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Age buckets of live samples (see age.c): how a live sample's allocation
  * time becomes the pprof numeric label `age` (unit "seconds") of the
  * in-use sample it is summed into. Not installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-stack sums for one report. Keys are depot pointers (equal stacks are
  * one depot entry) and age buckets. Values are the estimator's unrounded sums: rounding
  * happens once, in the encoder. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-stack aggregation of one report (see aggregate.c). */
 #ifndef MIMPROF_PROFILING_AGGREGATE_H
 #define MIMPROF_PROFILING_AGGREGATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stack depot: every distinct captured stack is stored once, so that
  * records and live entries carry one pointer, and a report can aggregate
  * by pointer identity.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The two transcendental functions of the sampling path, computed inline
  * instead of through libm: a sample drew its next interval with log() and
  * weighed itself with expm1(), about 130 instructions and a dozen cache

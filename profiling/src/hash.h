@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to mimprof-profiling: the hash functions of its tables off
  * the allocation path (the report side, aggregation). The live table and
  * the stack depot keep their own, tuned for the sampling path. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Heap images: mp_profiler_write_image() saves the running session's
  * state through the image package (schema: heap_image_schema.h).
  *

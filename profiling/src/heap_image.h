@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: reading heap images (mp_profiler_write_image's files) in any
  * process, and turning them into pprof with the report side's builder and
  * symbolizer. Used by `mimprof image`, the tests and the fuzzer; not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A heap image as pprof, offline (heap_image.h): the report side's own
  * builder, mappings and symbolizer, given the image's mappings instead of
  * this process's, and symbol files found by build-id.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading heap images (heap_image.h): load through the image package,
  * then check every object the schema names before copying it out.
  *

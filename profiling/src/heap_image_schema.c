@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The heap-image schema's registry (heap_image_schema.h). */
 #include "heap_image_schema.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the schema of a heap image, shared by the writer
  * (heap_image.c, in the profiled process) and the reader
  * (heap_image_read.c, in `mimprof image` or any other process).

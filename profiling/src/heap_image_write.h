@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: what the last heap image write cost (the benchmark reads it). */
 #ifndef MIMPROF_PROFILING_HEAP_IMAGE_WRITE_H
 #define MIMPROF_PROFILING_HEAP_IMAGE_WRITE_H

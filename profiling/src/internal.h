@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal declarations of the profiling core (not installed).
  *
  * Modules, one concept each:

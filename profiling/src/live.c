@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The live table: sampled pointer -> (stack, size, weight, generation, id,
  * allocation time),
  * and the free-path filter that keeps unsampled frees away from it.

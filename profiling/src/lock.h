@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A mutex for the sampling path's short critical sections (live-table
  * stripes, a thread's ring): on Linux three states in one atomic word
  * and a futex (Drepper, "Futexes Are Tricky", mutex 2), so that taking

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The window's peak: the estimated live heap (the weighted sum that the
  * in-use values are made of) and, for each report window, the sampled
  * live set as it was at the window's high-water mark.

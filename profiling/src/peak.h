@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The window's peak: the estimated live heap and the sampled live set at
  * its high-water mark, per report window (see peak.c). Internal. */
 #ifndef MIMPROF_PROFILING_PEAK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The comments of a peak profile (mp_profiler_report_peak, and the peak a
  * heap image holds): the peak's size and time, in words and numbers. */
 #include <stdio.h>

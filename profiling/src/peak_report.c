@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mp_profiler_report_peak: the peak set the last report kept (peak.c,
  * session.c) as an in-use-only pprof whose comments give the peak's size
  * and time. Encoded on demand, so a caller that never asks pays only the

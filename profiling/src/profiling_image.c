@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public reader of heap images (<mimprof/profiling_image.h>): an
  * opaque handle over the checked image of heap_image_read.c, its totals,
  * its mappings and their symbol files, and its pprof (heap_image_pprof.c).

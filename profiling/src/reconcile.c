@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reconciling a report with RSS: every report states, in its comments,
  * where the process's resident memory went (profiling/README.md,
  * "Reconciling with RSS", is the user's account of the same sums):

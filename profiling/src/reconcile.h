@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A report's memory reconciliation (reconcile.c). Not installed. */
 #ifndef MIMPROF_PROFILING_RECONCILE_H
 #define MIMPROF_PROFILING_RECONCILE_H

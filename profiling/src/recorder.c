@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Thread rings, the registry and the overflow shards.
  *
  * A thread's ring accepts records only once registered (the registry is a

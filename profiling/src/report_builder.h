@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal contract between the recorder (src/recorder, src/session) and
  * the report side (src/pprof, src/symbols): how aggregated samples become
  * pprof bytes. Not installed; not part of the public API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The record FIFO shared by thread rings and overflow shards: a fixed
  * array with head/length indices.
  *

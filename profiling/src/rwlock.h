@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A writer-preferring reader/writer lock whose read side is one atomic
  * read-modify-write each way, with an explicit fork protocol.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampling side: per-thread state, the countdown and its RNG, the
  * recursion guard, stack capture, and the entry points the sampling
  * allocator template calls (mp_prof_hook_*).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: which instruction addresses belong to the profiler itself, so
  * that captured stacks start at the application's frame. By address range,
  * never by name: an application function named like a profiler function,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The process recorder and its one session: start / report / stop / free,
  * fork handling, diagnostics and status strings.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the session handle, for the modules that work on a running
  * session besides session.c (heap_image.c). Not installed. */
 #ifndef MIMPROF_PROFILING_SESSION_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampling path's stack walk (unwind_fast.h): a cache of each return
  * address's frame rule in front of libunwind.
  *

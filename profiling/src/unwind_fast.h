@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the sampling path's stack walk, a fast path in front of
  * libunwind (unwind_fast.c). */
 #ifndef MIMPROF_PROFILING_UNWIND_FAST_H

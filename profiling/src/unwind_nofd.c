@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libunwind without file descriptors.
  *
  * libunwind (1.6 to 1.8, every architecture) checks that an address is

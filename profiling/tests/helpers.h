@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers of the profiling core's tests. */
 #ifndef MIMPROF_TEST_HELPERS_H
 #define MIMPROF_TEST_HELPERS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test-only pprof wire decoder (see pprof_decode.h).
  *
  * Protobuf wire format: each field is a varint key (field << 3 | wire

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A test-only decoder of the pprof wire format (Google's profile.proto),
  * written from the protobuf encoding rules and independent of the
  * encoder under test (which uses protobuf-c). Decodes the fields the tests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ages of live objects and the memory reconciliation of every report:
  * the age buckets (src/age.c), the builder's age labels and comments,
  * ages through a session (old against young, cross-thread frees, fork),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stack depot never loops forever, even when its
  * chains hold a cycle -- what happens when the allocator hands out a block
  * the depot still uses (a program that allocates in a signal handler that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A profiled program's file descriptors are its own:
  * a daemon-like program that closes every descriptor, reopens 0-2 on
  * /dev/null and opens a data file and a log, then allocates (and is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The unbiased estimator, end to end through the sampling allocator and a
  * decoded pprof: the reference population, the size x interval grid over
  * several seeds, and fractional aggregation. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampling path's inline logarithm and estimator weight
  * (src/fastmath.h) against libm, over their whole input ranges: every
  * power of two and its neighbours, and a million pseudo-random inputs. */

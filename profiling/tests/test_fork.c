@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fork(): the child keeps a working allocator, the parent's session is
  * ended there (its handle answers INACTIVE), a new session can start in
  * the child, and nothing deadlocks, also while other threads sample. */

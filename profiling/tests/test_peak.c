@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The window's peak (mp_profiler_report_peak): a phased program whose
  * spike the peak profile holds and the report at its end does not, the
  * documented step checked exactly with every block sampled, windows, and

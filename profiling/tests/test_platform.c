@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The platform backend (src/platform), from the public API, in every build:
  * sessions work, reports decode, stacks are captured (libunwind or
  * backtrace()) and start at the application's frame, mappings are what the

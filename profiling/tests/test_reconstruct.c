@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Allocator-to-pprof reconstruction: a known population is allocated
  * through the sampling allocator from distinct call sites, part of it kept
  * live; the decoded report must give each site's allocation and in-use

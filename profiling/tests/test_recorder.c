@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The recorder's FIFO (head/length ring: wraparound, partial drains that
  * move only what they consumed) and, end to end, partial report drains
  * with fair budgets between thread rings and overflow shards. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Session rules and pointer lifecycle: missing-allocator rejection, BUSY,
  * INACTIVE for a stopped owner that cannot clear the next session, session
  * restart with stale pointers, realloc failure rollback, moving and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency: 8 threads allocating with cross-thread frees while another
  * thread reports; thread exit with buffered records; sampling hits after a
  * thread's ring was handed over (teardown drops). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampling path's fast stack walk (src/unwind_fast.c) against
  * libunwind's unw_backtrace on the same stacks: frames with RSP- and
  * RBP-based rules, variable-length frames, a realigned stack, frames in

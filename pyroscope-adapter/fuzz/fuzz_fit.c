@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the fitter (src/fit.c) on any bytes. Oracle: for an
  * accepted profile, every part is within the bounds, holds no __delta__
  * sample label, and the parts' values sum, type by type, to the input's

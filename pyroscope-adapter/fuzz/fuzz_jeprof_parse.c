@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the jemalloc heap_v2 parser, the unbiasing rule and
  * the pprof encoding of whatever parses (decoded back by protobuf-c). */
 #include <math.h>

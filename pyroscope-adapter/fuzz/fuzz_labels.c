@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: application name and tag validation. Oracle: whatever
  * the validator accepts, Pyroscope's own `name` parser (reference section
  * 1, reimplemented here from the rules) reads back unchanged. Input:

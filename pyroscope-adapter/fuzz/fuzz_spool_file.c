@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the spool file reader (src/spool_file.c) on any
  * bytes. The first byte picks the input's shape: even, the file as it is
  * (the magic line and owner check reject most of it); odd, the rest after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's life cycle and public functions (see agent_internal.h for its
  * threads and invariants). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent's state, shared by agent.c (life cycle, public functions),
  * reporter.c (the reporter thread) and uploader.c (the uploader thread,
  * retries, spool). Not installed.

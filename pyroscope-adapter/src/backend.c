@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generic backend handle: a vtable and its state. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backend handle behind the opaque mp_pyro_backend. Not installed. */
 #ifndef MP_PYRO_BACKEND_INTERNAL_H
 #define MP_PYRO_BACKEND_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jemalloc's own heap profiler as a backend (the role jemalloc_pprof plays
  * for Rust): for programs already running jemalloc with prof:true. Each
  * report dumps the heap with mallctl("prof.dump") into a private

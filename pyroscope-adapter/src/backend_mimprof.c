@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The mimprof profiler as a backend. Its profiles carry interval samples (alloc_*,
  * label __delta__="false") and the live snapshot (inuse_*), already
  * unbiased by the profiler's estimator: nothing is rescaled here. */

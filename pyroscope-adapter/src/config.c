@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mp_pyro_config: defaults, setters (each validates its value) and the
  * whole-config check run at agent start. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The configuration object behind the opaque mp_pyro_config. Not installed. */
 #ifndef MP_PYRO_CONFIG_INTERNAL_H
 #define MP_PYRO_CONFIG_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* PYROSCOPE_* environment variables: read (mp_pyro_config_from_env) and
  * written back for a child process (mp_pyro_config_export_env). */
 #define _GNU_SOURCE

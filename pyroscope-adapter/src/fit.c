@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shaping a pprof for Pyroscope: no `__delta__` or `age` sample label, samples
  * merged by stack, parts within the server's limits (see fit.h). */
 #define _GNU_SOURCE

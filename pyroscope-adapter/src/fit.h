@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shaping a backend's pprof into what every supported Pyroscope server
  * keeps in full. Not installed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* gzip compression of profiles (zlib, gzip wrapper). */
 #include <stdlib.h>
 #include <zlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HTTP transport over libcurl. Redirects are never followed (Pyroscope's
  * Go client does the same: a redirected request would lose or, worse,
  * leak its Authorization header); a 3xx is a rejection with the Location

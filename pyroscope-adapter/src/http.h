@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One HTTP client per agent (libcurl multi + one reused easy handle, so
  * connections are kept alive and a transfer can be abandoned at a
  * deadline). Not installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* POST /ingest: what the Go and Node clients send. Multipart with one
  * file part `profile` (filename set, else the server ignores the part and
  * answers 200 having stored nothing), gzipped pprof, no `format`

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jemalloc heap_v2 dump parser. The format (jemalloc 5.x prof_data.c):
  *
  *   heap_v2/<period>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Parser of jemalloc's heap profile dump ("heap_v2", what
  * mallctl("prof.dump") writes) and jeprof's unbiasing rule.
  * Pure: no I/O, bounded allocation; fuzzed (fuzz/fuzz_jeprof_parse.c).

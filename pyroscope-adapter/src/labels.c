@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pyroscope's rules for application names, labels, tenants and headers,
  * checked when a value is set so that a bad configuration is a typed
  * error at start, never a 400 from the server later. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pyroscope's naming rules (protocol reference, section 1) and the series
  * name `app{k=v,...}`. Pure functions: no allocation except where a
  * series is modified. Not installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Log lines through the configured sink, stderr by default. */
 #define _GNU_SOURCE
 #include <stdio.h>

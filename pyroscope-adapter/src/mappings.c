@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Executable PT_LOAD segments of every loaded object, as pprof mappings:
  * start/limit/offset page-aligned like /proc/self/maps, the GNU build-id
  * from PT_NOTE so that a server can symbolize. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The process's executable segments (dl_iterate_phdr) with GNU build-ids,
  * for pprof mappings. Takes the loader lock: never call from an
  * allocation hook. Not installed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The credentials' identity of a spooled profile (see owner.h). */
 #define _GNU_SOURCE
 #include "owner.h"

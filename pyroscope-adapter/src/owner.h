@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Who a spooled profile was meant for: the server, the tenant and a
  * salted SHA-256 of the credentials (never the credentials), so that only
  * an agent configured the same resends it. Not installed. */

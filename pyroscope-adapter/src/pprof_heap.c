@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pprof encoding of a jemalloc heap dump (protobuf-c, generated from the
  * profiling package's profile.proto: meson.build, `protodir`). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A parsed jemalloc heap dump -> pprof inuse_objects/inuse_space.
  * Not installed. */
 #ifndef MP_PYRO_PPROF_HEAP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* POST /push.v1.PusherService/Push (Connect unary, application/proto).
  * The series carries __delta__="false": the alloc_* values mimprof sends
  * are per interval already, so a v1 ingester must not delta them again

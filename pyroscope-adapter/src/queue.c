@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The bounded FIFO of profiles waiting for upload. */
 #include "queue.h"
 

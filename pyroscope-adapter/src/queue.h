@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The bounded FIFO of profiles waiting for upload, and the spool that
  * keeps undeliverable ones on disk. Not installed. */
 #ifndef MP_PYRO_QUEUE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reporter thread: one backend report per wall-clock multiple of the
  * interval, a final one at stop; each queued gzipped with its window. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The two ingestion requests, built as plain bytes (URL, content type,
  * body) so that tests can compare them exactly. Not installed. */
 #ifndef MP_PYRO_REQUEST_H

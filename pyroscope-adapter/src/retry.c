@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Retry policy: exponential backoff with jitter inside a budget. */
 #include "retry.h"
 

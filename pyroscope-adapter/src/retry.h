@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What happens to a profile after a failed attempt, and when the next
  * attempt may start. Not installed. */
 #ifndef MP_PYRO_RETRY_H

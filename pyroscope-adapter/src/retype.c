@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Renaming a pprof's sample types (retype.h). */
 #define _GNU_SOURCE
 #include "retype.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Renaming a pprof's sample types, so that a profile of another kind
  * (the window's peak) is its own profile type on the server
  * (`memory:peak_inuse_space:bytes:space:bytes` next to

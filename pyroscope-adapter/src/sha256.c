@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-256 (FIPS 180-4). */
 #define _GNU_SOURCE
 #include "sha256.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-256 (FIPS 180-4), for the spool's identity of the credentials a
  * profile was meant for: a salted hash, never the secret. Not installed. */
 #ifndef MP_PYRO_SHA256_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The spool: one file per undeliverable profile in a directory owned by
  * one agent at a time (flock on .lock). File names sort by the profile's
  * start time, the timestamp Pyroscope measures a profile's age from:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The content of one spool file (spool_file.h):
  *
  *   MPPYROSPOOL 2\n server <url>\n tenant <id or empty>\n

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The format of one spool file (spool_file.c): written by the spool,
  * read back by it and by fuzz_spool_file. Not installed. */
 #ifndef MP_PYRO_SPOOL_FILE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status sentences and the package version. */
 #include <mimprof/pyroscope.h>
 

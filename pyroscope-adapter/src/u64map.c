@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Open-addressing map from a 64-bit key to an index (see u64map.h). */
 #include "u64map.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Open-addressing map from a 64-bit key to an index (+1; 0 = empty),
  * shared by the pprof encoder and the profile fitter. Not installed. */
 #ifndef MP_PYRO_U64MAP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One profile, one request: the agent's unit of work, and the synchronous
  * mp_pyro_upload(). */
 #define _GNU_SOURCE

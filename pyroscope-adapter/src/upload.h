@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sending one gzipped profile: request building + transport. Shared by
  * the agent's uploader and mp_pyro_upload(). Not installed. */
 #ifndef MP_PYRO_UPLOAD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The uploader thread: the queue oldest first, retries with backoff, the
  * spool when idle, the flush at stop; and what happens to a profile that
  * cannot be delivered (spool or a drop counter). */

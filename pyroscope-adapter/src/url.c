@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The server URL: parsed with libcurl's URL API, so that what is accepted
  * here is exactly what the transfer will use. */
 #define _GNU_SOURCE

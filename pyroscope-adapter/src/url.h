@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Server URL normalisation and endpoint URLs. Not installed. */
 #ifndef MP_PYRO_URL_H
 #define MP_PYRO_URL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small shared helpers: clocks, strings, byte buffers, RNG, base64. */
 #define _GNU_SOURCE
 #include "util.h"

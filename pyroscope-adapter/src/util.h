@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal helpers shared by the package: clocks, strings, logging, a
  * small RNG and base64. Not installed. */
 #ifndef MP_PYRO_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cost and shape of fitting a wide report to the server's limits:
  * 2^BITS live stacks (tp_build_wide, 4 KiB each), fitted with the
  * default limits (16,000 samples, 2 MiB burst less 200 label bytes).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The shared library exports exactly the functions that
 include/mimprof/pyroscope.h declares, each marked MP_PYRO_API."""
 import re

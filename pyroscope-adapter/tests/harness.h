@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test harness of mimprof-pyroscope: the Python stand-in (or a real
  * server from MIMPROF_PYROSCOPE_URL), a raw capture server, an
  * independent protobuf/pprof reader and writer, and a fixed-bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fixed-bytes test backend: fixed_values() encoded by tp_build_heap(),
  * recording the windows it was asked for. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A raw HTTP/1.1 capture server on 127.0.0.1: records every request byte
  * for byte and answers with a fixed status, headers and body. One thread,
  * one connection at a time, keep-alive supported. */

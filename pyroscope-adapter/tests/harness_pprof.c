@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pprof for the tests, both ways, written by hand: a decoder to read
  * what came back (from the library or from a server) and the encoder of
  * the fixed test profile; plus the fixed-bytes backend. */

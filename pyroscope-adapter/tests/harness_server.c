@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The Python stand-in as a subprocess (or a real server), its control
  * port, and the Connect query API (protobuf), for the tests. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Buffers, gunzip and a protobuf wire reader/writer for the tests,
  * independent of protobuf-c and of the library's encoders. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The agent against the stand-in's fault modes: retries, timeouts,
  * resets, rejections, queue overflow, an outage with nothing lost, the
  * spool across a restart. Stand-in only (faults need its control port);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Configuration through the public API: setters, validation, the
  * PYROSCOPE_* environment and its export for a child process. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The integration recipe of INTEGRATION.md, as the LD_PRELOAD runtime will
  * run it: no link-time dependency on libmimprof-pyroscope; dlopen() it,
  * look the entry points up, start a sink agent from PYROSCOPE_*, submit a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clear, typed errors: unreachable hosts, bad URLs, TLS failures. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

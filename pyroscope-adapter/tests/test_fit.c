@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The shaping of a report before upload (src/fit.c): no `__delta__`
  * sample label, one sample per stack, and parts within the server's
  * limits that hold every sample exactly once. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* End to end: the agent uploads, the server stores, the query API gives
  * back exactly what was sent, interval (alloc_*) and live (inuse_*)
  * values, in both storage modes (no double delta), with labels, tenant

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The jemalloc backend on a real jemalloc (5.3) heap profiler, run with
  * MALLOC_CONF=prof:true,lg_prof_sample:12 (set by meson). A known
  * population is allocated with mallocx() (jemalloc's own API, so that it

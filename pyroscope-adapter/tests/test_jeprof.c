@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The heap_v2 parser, jeprof's unbiasing rule and the pprof encoding of a
  * dump, on fixed inputs. */
 #define _GNU_SOURCE

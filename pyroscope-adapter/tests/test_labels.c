@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pyroscope's naming rules, checked when a value is set. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

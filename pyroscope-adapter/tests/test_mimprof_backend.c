@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The mimprof profiler backend end to end: a sampling allocator over
  * mimalloc in this test, a known population, an agent pushing to the
  * stand-in (or a real server), and the values queried back. Built only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SHA-256 (src/sha256.c) and the spool's identity of credentials
  * (src/owner.c). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What real Pyroscope servers do that a naive uploader loses data to,
  * against the stand-in in each version mode (--version 1.13 and 2.0) and
  * both protocols, or against the real server of MIMPROF_PYROSCOPE_URL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Exact requests, byte for byte, as a raw capture server receives them:
  * path, query, headers, multipart layout, gzip, protobuf fields; auth,
  * tenant, redirects. */

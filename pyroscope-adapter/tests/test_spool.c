@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The spool directory holds only what the agent wrote: it refuses a
  * directory that is not one and a lock file that is a symbolic link,
  * and it never opens (or blocks on) an entry that is not a regular file,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The allocator-only consumer of a release (release.py consumer-test):
  * links mimprof-allocator and nothing of the profiler, and uses it. */
 #include <mimprof/allocator.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Profile round trip of a release's consumer (release.py consumer-test):
  * a sampling allocator instantiated over the provider named by
  * -DROUNDTRIP_PROVIDER (mp_sys_mimalloc or mp_sys_jemalloc), a session,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libmimprof-sys carries the package's identity. The providers themselves
  * are static inline functions in the public headers, so that wrappers
  * instantiated over them call the allocator directly. */

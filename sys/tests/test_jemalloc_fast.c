@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The jemalloc provider's fast entry points: jemalloc's own malloc and
  * free, found in the object that defines mallocx (never a malloc that
  * another object interposes), and the lookup that refuses a definition

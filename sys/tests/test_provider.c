@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A provider's identity functions. Its allocation behaviour is covered by
  * the shared contract suite (tests/contracts in the workspace). */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libmimprof-sys reports the package version the build was configured with. */
 #include <criterion/criterion.h>
 #include <mimprof/sys.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mimprof-bench-pairs: a fixed number of malloc/free pairs, for counting
  * instructions per pair under callgrind (scripts/callgrind_peers.sh) with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Accuracy helper for the peer table: preloaded after libtcmalloc.so.4, it
 // writes tcmalloc's sampled heap profile (MallocExtension::GetHeapSample,
 // the data behind gperftools' /pprof/heap) at process exit to the file

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Tests of scripts/bench_profiling_abba.py.
 
 The driver's logic runs against fake workloads: small Python programs that

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Tests of scripts/bench_peers.py: the profile decoders (pprof wire format,
 jemalloc heap_v2 dumps, gperftools heap samples) on synthetic profiles, the
 interleaving schedule, the paired ratios and the configurations."""

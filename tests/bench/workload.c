@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mimprof-bench-workload: the reference workloads of the overhead benchmarks.
  *

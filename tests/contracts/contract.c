@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The shared provider contract (see <mimprof/sys.h>), written against the
  * provider interface only. Compiled once per provider with
  *   -DCONTRACT_PROVIDER=<prefix>    e.g. mp_sys_mimalloc

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Set-up of the contract suite over the sampling allocator (see
  * contract_sampling.h). Built with -DCONTRACT_SOURCE="<path of
  * tests/contracts/contract.c>", which it includes: the suite itself is the

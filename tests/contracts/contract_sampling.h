@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampling allocator instantiated over every provider this build has,
  * for the shared provider contract suite (tests/contracts/contract.c in
  * the workspace). Compile contract.c with

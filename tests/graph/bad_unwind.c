@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A library that links libunwind: the graph checker must reject it. This
  * proves the allocator-graph test can fail. */
 #include <libunwind.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Checks that a package's dependency graph contains none of a set of
 forbidden components, from the files the build produced.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Preloaded after the override, this library proves who served a foreign
  * program's allocations: at exit it asks mimalloc whether a block from
  * malloc() is in its heap and how much memory mimalloc committed at its

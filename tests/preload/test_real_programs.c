@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The override under LD_PRELOAD runs programs nobody here wrote: their
  * output is unchanged, and mimalloc served their allocations (the check
  * library reports a malloc() block inside mimalloc's heap and mimalloc's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Request parsing of the two ingestion paths (protocol reference
 sections 1 and 2): the `name` parameter, timestamps, multipart bodies and
 the Push protobuf/JSON message."""

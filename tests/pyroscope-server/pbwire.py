@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Protocol-buffers wire format, written by hand (standard library only).
 
 Independent of any C encoder of the project: the test server decodes what

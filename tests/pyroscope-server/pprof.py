@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """pprof (perftools.profiles.Profile == google.v1.Profile) decode, validate
 and encode, on top of pbwire. Field numbers from profile.proto."""
 

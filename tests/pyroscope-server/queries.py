@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Connect query API of the stand-in (protocol reference section 6):
 request decoding and response encoding in JSON and protobuf."""
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """A Pyroscope-compatible server for tests (standard library only).
 
 Implements sections 1, 2, 3 and 6 of ../../../shared/reference/

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Storage and queries of the Pyroscope stand-in (protocol reference
 sections 3 and 6): series labels, v1 server-side delta or v2 as-sent
 storage, and the four query methods."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Checks the Pyroscope stand-in against the protocol reference
 (sections 1, 2, 3, 6) with raw HTTP requests. Standard library only."""
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """A registry for tests (release/REGISTRY.md protocol), on loopback only.
 
   PUT <base>/<package>/<version>/<archive>   store (201; 200 if identical;

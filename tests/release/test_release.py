@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """End-to-end tests of the release pipeline on the real workspace (its HEAD
 commit), against the loopback registry of registry_server.py.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Fast tests of the release tool: the refusal rules (tag/version mismatch,
 CHANGELOG section), the archive normalizer, the test registry itself and
 bump_version.py. No archive is built here (see test_release.py).

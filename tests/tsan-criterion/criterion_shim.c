@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runner of the TSan stand-in for Criterion (see criterion/criterion.h). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

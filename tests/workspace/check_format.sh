@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every tracked C source and header is clang-formatted (.clang-format at
 # the root): the same check as the GitHub workflow's format job.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Installs the workspace build to a temporary directory and checks what
 an install is:
 

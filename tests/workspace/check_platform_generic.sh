@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The profiling package's non-ELF path, proven on Linux: configure and build
 # profiling alone with the generic platform backend (-Dplatform=generic: no
 # dl_iterate_phdr, no ELF build-ids, no libunwind, no libdw, no preload;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Each package is a complete Meson project: configure and build it alone,
 # out of the workspace, with its own tests off (the workspace runs them).
 # Usage: check_standalone.sh WORKSPACE_ROOT PACKAGE...

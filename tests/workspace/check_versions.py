@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Fails when the workspace's versions disagree.
 
 1. Every package's project() version equals the workspace version (the

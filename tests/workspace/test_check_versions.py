@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The version checker itself catches a drifting package version, a
 drifting minimum version, and a dependency() that bypasses min_versions."""
 import pathlib

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file allocator.h
  * @brief mimprof-allocator: the allocator a program links (or LD_PRELOADs)

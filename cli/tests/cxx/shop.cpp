@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A small C++ program that allocates through the kinds of functions
 // C++ names are made of: a member of a class template in a namespace
 // (shop::Cache<shop::Item>::put, into a std::map of std::unique_ptr), a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program that profiles itself and saves a heap image and, at the same
  * instant, its own report (test_image.py compares the two; it also
  * symbolizes the image after this process has exited, stripped, moved or

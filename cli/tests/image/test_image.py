@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`mimprof image` on images written by a process that has exited
 (himg-target): the image's pprof equals the report the process took at the
 same instant; offline symbolization from the mappings' files, checked by

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Heap-image triggers of `mimprof run` on the bundled example (LD_PRELOAD:
 not in sanitizer trees): --image-on-exit (the exit image equals the final
 report of the same instant), --image-every, SIGUSR2 with MIMPROF_IMAGE,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The C builtins closures hold, found the way an interpreter with a C
  * interface finds them: by name, through dlsym. They are exported (the
  * executable is linked with -rdynamic), which is also what lets the image

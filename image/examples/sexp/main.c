@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof-sexp: build an interpreter-like heap from s-expression text, or
  * restore it from an image.
  *

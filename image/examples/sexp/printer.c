@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The printer: heap objects back to canonical s-expression text, the
  * reader's grammar with one spelling per value (so parse . print is the
  * identity on canonical text). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reader: s-expression text to heap objects.
  *
  *   form    := list | vector | closure | string | integer | symbol

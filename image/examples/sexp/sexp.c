@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sexp heap: its types, interning, constructors and byte arena. */
 #include "sexp.h"
 

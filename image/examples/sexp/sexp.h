@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mimprof-sexp: an interpreter-like heap on mimprof-image, built by parsing
  * s-expression text or by loading an image of it. The example behind the
  * boot-elision benchmark: both roads end in the same heap.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file image.h
  * @brief mimprof-image: typed object-graph images. Build a graph of typed

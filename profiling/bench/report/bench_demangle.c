@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Benchmark of the demangler (src/report/demangle.c): CPU time per name
  * over the linkage names read from standard input (one a line), each
  * demangled ten times, e.g. every C++ name libstdc++ exports:

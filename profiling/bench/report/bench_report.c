@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Benchmark of the report side: one report of 100,000 live samples with
  * distinct real stacks of this program (depth ~24, 16 functions with 16
  * call sites each), symbolization `lines` (DWARF + inlined frames).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The C++ variant of bench_report.c's stacks (bench-report-cxx): the same
 // shape (24 frames through 16 functions with 16 call sites each), but the
 // functions are members of class templates in a namespace taking a

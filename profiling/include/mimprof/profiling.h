@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file profiling.h
  * @brief mimprof-profiling: a sampling heap profiler wrapped around any

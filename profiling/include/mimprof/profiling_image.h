@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file profiling_image.h
  * Reading heap images offline: the files mp_profiler_write_image() writes,

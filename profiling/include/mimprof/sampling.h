@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file sampling.h
  * @brief The sampling allocator: a compile-time template over a provider.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The macOS backend of the platform layer (platform.h): Mach-O images
  * through dyld's documented API (<mach-o/dyld.h>) and dladdr().
  *

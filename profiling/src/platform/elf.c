@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ELF backend of the platform layer (platform.h): Linux, FreeBSD.
  *
  * Loaded objects come from dl_iterate_phdr: one mapping per executable

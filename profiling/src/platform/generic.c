@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The generic backend of the platform layer (platform.h): any POSIX
  * system, and what `-Dplatform=generic` builds on Linux to exercise the
  * non-ELF paths.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the platform layer. Everything that depends on the object
  * format or on the dynamic loader is here, behind these functions; one
  * backend is compiled in, chosen at build time (Meson option `platform`,

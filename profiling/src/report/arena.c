@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A bump arena (arena.h). */
 #include "arena.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the report side: a bump arena. What it hands out never
  * moves and lives until mp_arena_clear; chunks of at least 60,000 bytes,
  * each allocation aligned to max_align_t. */

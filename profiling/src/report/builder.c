@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The report builder: aggregated samples in, each stack interned as a
  * list of location indices (one location per distinct return address),
  * equal (stack, kind, age bucket) triples summed (report_builder.h), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the report side: the state a report builder collects
  * (builder.c) and the encoder reads (encode.c), and the process-lifetime
  * cache both use (cache.c). Nothing outside src/report includes it. */

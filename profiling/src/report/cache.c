@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The report side's process-lifetime cache: the mappings and the
  * symbols resolved so far, kept between reports (report_builder.h). */
 #ifndef _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Symbol quality classifier (public: mp_prof_classify_symbols). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Linkage names -> human names (see demangle.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the human name of a linkage name (see mp_prof_demangle in
  * <mimprof/profiling.h> for the rule and why it drops parameter lists).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the ELF definitions the reader needs: <elf.h> where the C
  * library has it (glibc, musl, the BSDs), else the few used here, with the
  * values of the ELF specification, so that the package compiles on

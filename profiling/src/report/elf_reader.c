@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small, bounds-checked ELF reader: function symbols and GNU build-id.
  * See elf_reader.h. Every structure is copied out with memcpy, so
  * unaligned input is fine; every offset is checked before use. */

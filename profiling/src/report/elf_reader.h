@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: a small, bounds-checked ELF reader for the report side.
  *
  * Everything here parses untrusted bytes (a file on disk may be truncated,

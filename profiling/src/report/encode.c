@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The report encoder: a builder's samples -> pprof bytes (report_builder.h).
  *
  * Location addresses: the recorder hands return addresses; a Location's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Loaded objects and their executable segments (see maps.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

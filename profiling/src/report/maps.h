@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the loaded objects of the process and their executable
  * segments, as pprof mappings. Read through the platform layer
  * (../platform/platform.h: dl_iterate_phdr on ELF systems, dyld's image

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The string and function tables of one pprof profile (pprof_tables.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the report side: the string table and the function table
  * of one pprof profile, each an array plus an open-addressing index (at
  * most half full). Zero-initialised tables are empty; free with

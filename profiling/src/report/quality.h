@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the symbol quality rule shared by the encoder (diagnostics)
  * and mp_prof_classify_symbols (decoded profiles). */
 #ifndef MIMPROF_PROFILING_REPORT_QUALITY_H

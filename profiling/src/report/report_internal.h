@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the report side (and its tests/benchmarks): knobs and views
  * of mp_report_cache that the recorder does not need. */
 #ifndef MIMPROF_PROFILING_REPORT_INTERNAL_H

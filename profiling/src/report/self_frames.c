@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Which instruction addresses are the profiler's own (self_frames.h).
  *
  * A fixed table of address ranges, filled by mp_self_frames_init (the

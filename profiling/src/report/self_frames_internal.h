@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal views of the profiler-frame table, for tests and diagnostics. */
 #ifndef MIMPROF_PROFILING_REPORT_SELF_FRAMES_INTERNAL_H
 #define MIMPROF_PROFILING_REPORT_SELF_FRAMES_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Report-time symbolization (see symbols.h): the symbolizer's state, its
  * interned strings and human names, the pc cache, and mp_syms_resolve,
  * which asks syms_elf.c or syms_dwarf.c by mode. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: report-time symbolization of instruction addresses, cached
  * across reports.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Functions, files and lines from DWARF through libdw (syms_state.h):
  * offline debug-file lookup, the unit of an address, the chain of inlined
  * scopes, and the naming of each frame (linkage name demangled, else the

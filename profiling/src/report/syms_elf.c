@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Function names from ELF symbol tables (syms_state.h): the object's own
  * .symtab, a separate debug file's, or its .dynsym; and where separate
  * debug files live. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to the report side's symbolizer: the state symbols.c keeps
  * (interned strings, human names, the pc cache) and the per-object state
  * its two readers fill: syms_elf.c (function names from ELF symbol

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A module for heap-image tests, built twice (with and without a GNU
  * build-id): it allocates through the caller's function, so that the
  * allocation's stack has a frame in this module. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Heap images in process: mp_profiler_write_image()'s rules, an image
  * equals the report of the same state, the image does not consume what the
  * next report gets, writing while 4 threads allocate and free, and the

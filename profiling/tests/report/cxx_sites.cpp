@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // C++ call sites with known names (see cxx_sites.h). Compiled -O2 -g.
 #include "cxx_sites.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* C++ call sites with known names (cxx_sites.cpp, compiled -O2 -g as
  * C++): each entry point runs one kind of C++ function that calls
  * sites_capture() (sites.h), so sites_pc lies in it. Declared for C. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A dlopen'd library with one call site (compiled -O2 -g). */
 #include <stdint.h>
 

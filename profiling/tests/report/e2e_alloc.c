@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The end-to-end test's sampling allocator over mimalloc, instantiated in
  * a translation unit of its own (external definitions). */
 #include <mimprof/sampling.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Allocation sites of the end-to-end test (see e2e_sites.h); -O2 -g. */
 #include "e2e_sites.h"
 

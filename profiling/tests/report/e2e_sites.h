@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Allocation sites of the end-to-end test, compiled -O2 -g (e2e_sites.c). */
 #ifndef MIMPROF_REPORT_E2E_SITES_H
 #define MIMPROF_REPORT_E2E_SITES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reports its own known sites into the file argv[1] (symbolization
  * argv[2]: `lines`, the default, or `functions`), then prints "alpha=<hex pc> gamma=<hex pc>
  * hook=<hex pc>". Run as built and as a `strip --strip-all` copy by test_stripped.c. */

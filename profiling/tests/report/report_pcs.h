@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Criterion helpers of the tests that report known return addresses
  * through the builder and look their locations up (test_symbolize.c,
  * test_cxx_names.c). */

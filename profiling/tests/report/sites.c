@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Call sites with known lines (see sites.h). Compiled -O2 -g. */
 #define _GNU_SOURCE
 #include "sites.h"

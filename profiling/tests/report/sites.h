@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Known call sites with known lines, compiled -O2 -g (sites.c): each calls
  * sites_capture(__LINE__) which records its return address and the line of
  * the call. */

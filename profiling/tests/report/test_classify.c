@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The symbol quality classifier: every threshold of <mimprof/profiling.h>
  * tested on both sides, on profiles encoded here independently of the
  * report encoder. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Demangled, qualified names of C++ frames (cxx_sites.cpp, -O2 -g) in
  * both symbolize modes: Function.name is the human name, system_name the
  * linkage name; a C function's two names are equal; inlined frames of C++

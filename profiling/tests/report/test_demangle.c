@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mp_prof_demangle / mp_demangle (src/report/demangle.c): the naming rule
  * on real linkage names (C++, Rust legacy and v0), names left alone (C,
  * refused, too long), snprintf-style truncation, argument checks. */

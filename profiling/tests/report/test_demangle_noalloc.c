@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The demangler allocates nothing (demangle.h): this program's malloc
  * family counts the calls made while mp_demangle runs on real names, so
  * that a report's names can never reach a hooked allocator's lock or the

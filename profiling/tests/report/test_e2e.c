@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* End to end: allocations through a sampling allocator instantiated over
  * mimalloc, a Profiler session, mp_profiler_report(), and the report
  * side's mappings, symbols, frame filtering and truncation marker, checked

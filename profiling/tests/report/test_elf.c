@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ELF reader: build-ids (file, loaded image, readelf agree), symbol
  * tables (.symtab, .dynsym fallback), and robustness to malformed files. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pprof encoder (report_builder.h): structure, aggregation, rounding
  * once, labels, the truncation marker; decoded by the test's own
  * unpacker, by `protoc --decode` and by `go tool pprof`. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Profiler-frame filtering by address, with the profiler's code linked
  * into the main executable (static mode): hook sections are registered
  * as the sampling allocator does, and frames up to the outermost hook

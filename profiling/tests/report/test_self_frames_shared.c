@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Profiler-frame filtering with the profiler in a shared object of its
  * own (as libmimprof-profiling.so or the preload object): its executable
  * segments are profiler code; the application's are not, whatever the

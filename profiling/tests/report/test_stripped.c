@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A stripped build (strip --strip-all copy of the probe): exported
  * functions are named from .dynsym, the others are addresses whose
  * mapping carries the build-id `readelf -n` prints, and the classifier

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Mappings (vs /proc/self/maps, readelf -n) and symbolization of known
  * sites of this -O2 -g test program, of libc and of a dlopen'd library. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the report-side tests: running tools, files, decoding
  * a pprof with the test's own protobuf-c unpacker. */
 #ifndef MIMPROF_REPORT_TEST_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A shared object with a versioned definition (.symver), as glibc has:
  * its .symtab names the function "mp_report_versioned@@MPTEST_1".
  * test_elf.c checks that the reader names it "mp_report_versioned". */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file pyroscope.h
  * @brief mimprof-pyroscope: scheduled heap-profile uploads to Grafana

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file sys-jemalloc.h
  * @brief The `mp_sys_jemalloc` provider: jemalloc's non-standard API

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file sys-mimalloc.h
  * @brief The `mp_sys_mimalloc` provider: mimalloc behind the provider

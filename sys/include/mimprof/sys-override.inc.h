@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file sys-override.inc.h
  * @brief Template: the malloc family over one provider, for LD_PRELOAD or

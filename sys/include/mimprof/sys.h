@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file sys.h
  * @brief mimprof-sys: native allocator bindings as uniform, statically

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A stand-in for the subset of Criterion 2.4 that mimprof's tests use, for
  * the ThreadSanitizer tree only: Criterion cannot start under TSan (its
  * boxfort arena fails, Snaipe/Criterion#274). `./dev` builds this as
