@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "rt_common.h"
 
+#include "rt_owned.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,11 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static struct {
-    int fd; /* -1: none */
-    dev_t dev;
-    ino_t ino;
-} msg = {.fd = -1};
+static mpt_owned msg = {.fd = -1};
 
 int mpt_rt_fd_high(int fd)
 {
@@ -35,21 +33,11 @@ int mpt_rt_fd_high(int fd)
 
 void mpt_rt_msg_init(void)
 {
-    struct stat st;
-    if (msg.fd >= 0 && fstat(msg.fd, &st) == 0 && st.st_dev == msg.dev && st.st_ino == msg.ino)
+    if (mpt_owned_check(&msg))
         return; /* inherited across fork: still ours */
-    msg.fd = -1;
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0)
-        return; /* no stderr: messages have nowhere to go */
-    fd = mpt_rt_fd_high(fd);
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return;
-    }
-    msg.dev = st.st_dev;
-    msg.ino = st.st_ino;
-    msg.fd = fd;
+    if (fd >= 0) /* else no stderr: messages have nowhere to go */
+        mpt_owned_take(&msg, mpt_rt_fd_high(fd));
 }
 
 void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
@@ -73,8 +61,7 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
             unlink(path);
         }
     }
-    struct stat st;
-    if (msg.fd >= 0 && fstat(msg.fd, &st) == 0 && st.st_dev == msg.dev && st.st_ino == msg.ino) {
+    if (mpt_owned_check(&msg)) {
         ssize_t w = write(msg.fd, buf, len);
         (void)w;
     }

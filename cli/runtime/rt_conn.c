@@ -46,7 +46,7 @@ static void conn_close(mpt_conn *c)
 {
     if (!c->used)
         return;
-    close(c->fd);
+    mpt_owned_close(&c->own);
     if (c->proto->on_close != NULL)
         c->proto->on_close(c);
     if (c->body != NULL && c->body_free != NULL)
@@ -135,10 +135,13 @@ static void conn_read(mpt_conn *c)
 static void accept_all(const mpt_loop_listener *l)
 {
     for (;;) {
-        int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = accept4(l->own->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* EAGAIN, or an error the next poll retries */
-        fd = mpt_rt_fd_high(fd);
+        mpt_owned own;
+        if (!mpt_owned_take(&own, mpt_rt_fd_high(fd)))
+            continue;
+        fd = own.fd;
         mpt_conn *c = NULL;
         for (int i = 0; i < MPT_CTL_MAX_CONN && c == NULL; i++)
             if (!g_conns[i].used)
@@ -153,6 +156,7 @@ static void accept_all(const mpt_loop_listener *l)
         memset(c, 0, offsetof(mpt_conn, in));
         c->used = true;
         c->fd = fd;
+        c->own = own;
         c->proto = l->proto;
         c->deadline_ms = mono_ms() + MPT_CONN_DEADLINE_MS;
         c->answering = false;
@@ -171,7 +175,21 @@ static void accept_all(const mpt_loop_listener *l)
     }
 }
 
-void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *stop)
+/* Whether the loop's own descriptors are still its own after a poll:
+ * none reported invalid, each still naming the file it was opened on.
+ * Checked before any event is acted on, so a number the program took
+ * back is never read, accepted on or written. */
+static bool still_ours(const struct pollfd *pf, mpt_owned *wake, const mpt_loop_listener *ls, int n)
+{
+    if ((pf[0].revents & POLLNVAL) || !mpt_owned_check(wake))
+        return false;
+    for (int i = 0; i < n; i++)
+        if ((pf[1 + i].revents & POLLNVAL) || !mpt_owned_check(ls[i].own))
+            return false;
+    return true;
+}
+
+void mpt_loop_run(const mpt_loop_listener *ls, int n, mpt_owned *wake, atomic_bool *stop)
 {
     enum { MAXL = 4 };
     struct pollfd pf[1 + MAXL + MPT_CTL_MAX_CONN];
@@ -180,9 +198,9 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *
         n = MAXL;
     while (!atomic_load(stop)) {
         int np = 0;
-        pf[np++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+        pf[np++] = (struct pollfd){.fd = wake->fd, .events = POLLIN};
         for (int i = 0; i < n; i++)
-            pf[np++] = (struct pollfd){.fd = ls[i].fd, .events = POLLIN};
+            pf[np++] = (struct pollfd){.fd = ls[i].own->fd, .events = POLLIN};
         int nc = 0;
         int64_t now = mono_ms(), next = -1;
         for (int i = 0; i < MPT_CTL_MAX_CONN; i++) {
@@ -209,15 +227,19 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *
             pf[np++] = (struct pollfd){.fd = c->fd,
                                        .events = c->answering && !c->draining ? POLLOUT : POLLIN};
         }
-        int timeout = next < 0 ? -1 : (int)(next - now) + 1;
+        /* A second at most: a stop is seen even when the program closed
+         * the pipe's write end (the waker then cannot write). */
+        int timeout = next < 0 || next - now >= 1000 ? 1000 : (int)(next - now) + 1;
         int r = poll(pf, (nfds_t)np, timeout);
         if (r < 0 && errno != EINTR)
             break;
         if (r <= 0)
             continue;
+        if (!still_ours(pf, wake, ls, n))
+            break; /* the program closed them: nothing here is ours to serve */
         if (pf[0].revents & POLLIN) {
-            uint64_t v;
-            ssize_t rd = read(wake_fd, &v, sizeof v);
+            char v[64];
+            ssize_t rd = read(wake->fd, v, sizeof v);
             (void)rd;
         }
         for (int i = 0; i < nc; i++) {
@@ -225,6 +247,10 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *
             short ev = pf[1 + n + i].revents;
             if (ev == 0 || !c->used)
                 continue;
+            if ((ev & POLLNVAL) || !mpt_owned_check(&c->own)) {
+                conn_close(c); /* closed by the program: forgotten, not closed */
+                continue;
+            }
             if (c->draining)
                 conn_drain(c);
             else if (c->answering)

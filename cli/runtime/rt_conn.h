@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt_owned.h"
+
 enum { MPT_CONN_IN = 16384, MPT_CONN_HEAD = 2048, MPT_CONN_DEADLINE_MS = 10000 };
 
 typedef struct mpt_conn mpt_conn;
@@ -37,6 +39,7 @@ typedef struct {
 struct mpt_conn {
     bool used; /* false: a free slot */
     int fd;
+    mpt_owned own; /* fd with its identity (rt_owned.h) */
     const mpt_conn_proto *proto;
     int64_t deadline_ms; /* the protocol may move it (a delayed answer) */
     int64_t timer_ms;    /* nonzero: waiting for it, neither reading nor writing */
@@ -61,13 +64,16 @@ void mpt_conn_head(mpt_conn *c, const char *fmt, ...) __attribute__((format(prin
 void mpt_conn_body(mpt_conn *c, void *body, size_t len, void (*release)(void *, size_t));
 
 typedef struct {
-    int fd; /* listening, non-blocking; -1: none */
+    mpt_owned *own; /* listening, non-blocking */
     const mpt_conn_proto *proto;
 } mpt_loop_listener;
 
-/* Serves until *stop is set and `wake_fd` (an eventfd) is written. Closes
- * every connection before it returns. */
-void mpt_loop_run(const mpt_loop_listener *ls, int n, int wake_fd, atomic_bool *stop);
+/* Serves until *stop is set (seen when `wake`, the read end of a pipe,
+ * is written, and at least once a second), or until the program has
+ * closed `wake` or a listener (rt_owned.h: their numbers are then left
+ * alone and the loop ends for good). Closes every connection that is
+ * still its own before it returns. */
+void mpt_loop_run(const mpt_loop_listener *ls, int n, mpt_owned *wake, atomic_bool *stop);
 
 /* In a forked child: closes the inherited connections, releases their
  * bodies. */

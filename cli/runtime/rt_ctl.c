@@ -3,7 +3,8 @@
  * contract, ctl_proto.h for the protocol).
  *
  * One thread runs a poll() loop over the listening socket, a wake-up
- * eventfd and at most MPT_CTL_MAX_CONN connections. Every socket is
+ * pipe and at most MPT_CTL_MAX_CONN connections, every descriptor
+ * identity-checked before use (rt_owned.h). Every socket is
  * non-blocking: a connection reads its request line, is answered
  * (the answer is built at once, on this thread), then writes as the peer
  * reads, and is closed when the answer is sent, on any error, or at its
@@ -27,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,11 +42,13 @@
 #include "rt_conn.h"
 #include "rt_http.h"
 
+/* Every descriptor is an mpt_owned (rt_owned.h): the program may close
+ * them all and reuse their numbers. */
 static struct {
-    int listen_fd;      /* -1: none */
-    int http_fd;        /* -1: none */
-    char http_addr[96]; /* where it listens, for status */
-    int wake_fd;
+    mpt_owned listen;           /* the control socket */
+    mpt_owned http;             /* the /debug/pprof listener */
+    char http_addr[96];         /* where it listens, for status */
+    mpt_owned wake_rd, wake_wr; /* a pipe: mpt_ctl_stop wakes the thread */
     pthread_t thread;
     bool have_thread;
     atomic_bool stop;
@@ -54,7 +56,7 @@ static struct {
     bool told_refused; /* another user's connection was logged */
     char name[108];
     size_t name_len;
-} g = {.listen_fd = -1, .http_fd = -1, .wake_fd = -1};
+} g = {.listen = {.fd = -1}, .http = {.fd = -1}, .wake_rd = {.fd = -1}, .wake_wr = {.fd = -1}};
 
 /* ---- answers ---------------------------------------------------------- */
 
@@ -92,7 +94,7 @@ static void answer_status(mpt_conn *c)
                   (unsigned long long)st.interval, (unsigned long long)st.next_interval, every,
                   (unsigned long long)ps.samples_taken, (unsigned long long)ps.live_samples, drops,
                   st.reports, last, st.output[0] != '\0' ? st.output : "none", upload,
-                  g.http_fd >= 0 ? g.http_addr : "off");
+                  g.http.fd >= 0 ? g.http_addr : "off");
 }
 
 static void free_report(void *p, size_t len)
@@ -239,11 +241,11 @@ static void *ctl_main(void *arg)
     mp_prof_thread_exclude();
     mpt_loop_listener ls[2];
     int n = 0;
-    if (g.listen_fd >= 0)
-        ls[n++] = (mpt_loop_listener){.fd = g.listen_fd, .proto = &CTL_PROTO};
-    if (g.http_fd >= 0)
-        ls[n++] = (mpt_loop_listener){.fd = g.http_fd, .proto = &mpt_http_proto};
-    mpt_loop_run(ls, n, g.wake_fd, &g.stop);
+    if (g.listen.fd >= 0)
+        ls[n++] = (mpt_loop_listener){.own = &g.listen, .proto = &CTL_PROTO};
+    if (g.http.fd >= 0)
+        ls[n++] = (mpt_loop_listener){.own = &g.http, .proto = &mpt_http_proto};
+    mpt_loop_run(ls, n, &g.wake_rd, &g.stop);
     return NULL;
 }
 
@@ -265,8 +267,7 @@ static int bind_socket(void)
         errno = e;
         return -1;
     }
-    g.listen_fd = fd;
-    return 0;
+    return mpt_owned_take(&g.listen, fd) ? 0 : -1;
 }
 
 /* Where the HTTP endpoint listens, as "host:port" (the port bound). */
@@ -276,7 +277,7 @@ static void http_name(void)
     socklen_t len = sizeof ss;
     char host[64] = "?";
     unsigned port = 0;
-    if (getsockname(g.http_fd, (struct sockaddr *)&ss, &len) == 0) {
+    if (getsockname(g.http.fd, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET6) {
             struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
             host[0] = '[';
@@ -300,22 +301,27 @@ static int serve(bool ctl, const char *http, bool wildcard)
                    strerror(errno));
     if (http != NULL) {
         char why[512];
-        g.http_fd = mpt_http_listen(http, wildcard, why, sizeof why);
-        if (g.http_fd < 0)
+        int fd = mpt_http_listen(http, wildcard, why, sizeof why);
+        if (fd < 0)
             mpt_rt_say(false, "mimprof: http: %s; not serving /debug/pprof\n", why);
-        else
+        else if (mpt_owned_take(&g.http, fd))
             http_name();
     }
-    if (g.listen_fd < 0 && g.http_fd < 0)
+    if (g.listen.fd < 0 && g.http.fd < 0)
         return -1;
-    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (efd >= 0)
-        g.wake_fd = mpt_rt_fd_high(efd);
+    /* A pipe, not an eventfd: every eventfd shares one inode, so a
+     * program's own could not be told from ours (rt_owned.h). */
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+        mpt_owned_take(&g.wake_rd, mpt_rt_fd_high(p[0]));
+        mpt_owned_take(&g.wake_wr, mpt_rt_fd_high(p[1]));
+    }
     atomic_store(&g.stop, false);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    g.have_thread = g.wake_fd >= 0 && pthread_create(&g.thread, NULL, ctl_main, NULL) == 0;
+    g.have_thread = g.wake_rd.fd >= 0 && g.wake_wr.fd >= 0 &&
+                    pthread_create(&g.thread, NULL, ctl_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!g.have_thread) {
         mpt_rt_say(g.quiet, "mimprof: ctl: no control thread: %s\n", strerror(errno));
@@ -331,20 +337,17 @@ int mpt_ctl_start(bool quiet, bool ctl, const char *http, bool http_wildcard)
     return serve(ctl, http, http_wildcard);
 }
 
-bool mpt_ctl_http_on(void) { return g.http_fd >= 0; }
+bool mpt_ctl_http_on(void) { return g.http.fd >= 0; }
 
 void mpt_ctl_after_fork(bool serve_child)
 {
     /* The parent's thread does not exist here; its descriptors are
      * copies (closing them leaves the parent's socket alone). */
     g.have_thread = false;
-    if (g.listen_fd >= 0)
-        close(g.listen_fd);
-    if (g.http_fd >= 0)
-        close(g.http_fd); /* the port is the parent's */
-    if (g.wake_fd >= 0)
-        close(g.wake_fd);
-    g.listen_fd = g.http_fd = g.wake_fd = -1;
+    mpt_owned_close(&g.listen);
+    mpt_owned_close(&g.http); /* the port is the parent's */
+    mpt_owned_close(&g.wake_rd);
+    mpt_owned_close(&g.wake_wr);
     mpt_loop_after_fork();
     g.told_refused = false;
     if (serve_child)
@@ -356,9 +359,10 @@ void mpt_ctl_stop(void)
     if (!g.have_thread)
         return;
     atomic_store(&g.stop, true);
-    uint64_t one = 1;
-    ssize_t w = write(g.wake_fd, &one, sizeof one);
-    (void)w;
+    if (mpt_owned_check(&g.wake_wr)) { /* else the thread sees the stop within a second */
+        ssize_t w = write(g.wake_wr.fd, "x", 1);
+        (void)w;
+    }
     pthread_join(g.thread, NULL);
     g.have_thread = false;
     mpt_ctl_after_fork(false);

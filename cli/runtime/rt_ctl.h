@@ -28,9 +28,11 @@
  * per connection from accept to the last byte of the response; every
  * socket is non-blocking, so no client can stall the thread.
  *
- * Descriptors: the listening socket, the thread's wake-up eventfd and
+ * Descriptors: the listening socket, the thread's wake-up pipe and
  * every accepted connection are close-on-exec and moved to the top of the
- * descriptor range (mpt_rt_fd_high), out of the program's way. An
+ * descriptor range (mpt_rt_fd_high), out of the program's way, and
+ * identity-checked before each use (rt_owned.h): a program that closes
+ * them all ends the thread, never shares a number with it. An
  * accepted connection holds the lowest free number for the instant
  * between accept4() and that move: a program thread opening a file at
  * that very moment gets the next number instead.

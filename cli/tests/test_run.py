@@ -347,17 +347,14 @@ class Descriptors(TempDirTest):
             # of the stderr it started with (a pipe here), close-on-exec,
             # at the top of the range, where the daemon's close of 0-1023
             # and its open() calls never reach (rt_common.h).
-            # So are the control socket and its thread's eventfd
-            # (rt_ctl.h), in each process that serves one.
-            kept = re.findall(r"^(\d+) -> pipe:\[\d+\] \(cloexec\)\n", tables, re.M)
-            self.assertEqual(len(kept), 3, tables)  # in each of the three tables
-            ctl = re.findall(r"^(\d+) -> (?:socket:\[\d+\]|anon_inode:\[eventfd\]) \(cloexec\)\n",
-                             tables, re.M)
-            self.assertEqual(len(ctl), 6, tables)
-            self.assertTrue(all(int(n) >= 960 for n in kept + ctl), kept + ctl)
-            tables = re.sub(r"^\d+ -> pipe:\[\d+\] \(cloexec\)\n", "", tables, flags=re.M)
-            return re.sub(r"^\d+ -> (?:socket:\[\d+\]|anon_inode:\[eventfd\]) \(cloexec\)\n",
-                          "", tables, flags=re.M)
+            # So are the control socket and its thread's wake-up pipe
+            # (rt_ctl.h), in each process that serves one: per table, the
+            # messages' pipe, the socket and the pipe's two ends.
+            kept = re.findall(r"^(\d+) -> (?:pipe|socket):\[\d+\] \(cloexec\)\n", tables, re.M)
+            self.assertEqual(len(kept), 12, tables)  # in the three tables
+            self.assertTrue(all(int(n) >= 960 for n in kept), kept)
+            return re.sub(r"^\d+ -> (?:pipe|socket):\[\d+\] \(cloexec\)\n", "", tables,
+                          flags=re.M)
         plain = run(False, 0)
         self.assertEqual(plain[0], 0)
         self.assertEqual(plain[2], "".join("%d\n" % i for i in range(2000)))
@@ -367,6 +364,24 @@ class Descriptors(TempDirTest):
             self.assertEqual((status, without_message_fd(tables), log, size), plain,
                              "run %d: status, descriptor tables, log, data size" % i)
 
+
+    def test_program_that_closes_every_descriptor_keeps_its_numbers(self):
+        # Regression: after the program's close_range(3, ~0U) the control
+        # thread kept polling its old numbers. Reused by the program's own
+        # listening socket, the thread accepted the program's connections
+        # (10 of 10 exchanges lost) and a dormant one never let the
+        # program finish; left closed, it spun on POLLNVAL at a full core.
+        prog = os.environ["MIMPROF_FD_REUSE"]
+        plain = subprocess.run([prog], capture_output=True, text=True, timeout=60)
+        self.assertEqual(plain.returncode, 0, plain.stdout + plain.stderr)
+        for mode in (["-e", "100ms", "-o", self.path("out")], ["--dormant"]):
+            r = subprocess.run([MIMPROF, "run", "-q", *mode, "--", prog], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, (mode, r.stdout, r.stderr))
+            m = re.match(r"cpu ([0-9.]+) failed 0$", r.stdout.strip())
+            self.assertTrue(m, (mode, r.stdout))
+            # the program sleeps 1.5 s; a spinning thread would add ~1.5 s
+            self.assertLess(float(m.group(1)), 0.75, (mode, r.stdout))
 
     def test_unprofiled_child_has_no_descriptor_of_ours(self):
         # A program run by the profiled one (not followed: it keeps the
