@@ -14,6 +14,7 @@
 
 #include "rt_common.h"
 #include "rt_env.h"
+#include "rt_owned.h"
 #include "units.h"
 
 static struct {
@@ -24,10 +25,10 @@ static struct {
     uint64_t limit;     /* the cgroup limit the percentage is of */
     uint64_t next;      /* the next report at this many bytes */
     char usage[4096];   /* the cgroup's memory.current */
-    int fd;             /* the descriptor read, -1 until mpt_watch_start */
+    mpt_owned fd;       /* the descriptor read (rt_owned.h), -1 until mpt_watch_start */
     pid_t pid;          /* the process that opened fd */
     long page;
-} w = {.fd = -1};
+} w = {.fd = {.fd = -1}};
 
 /* Reads the whole (small) file into buf, NUL-terminated. Length, or -1. */
 static ssize_t slurp(const char *path, char *buf, size_t cap)
@@ -176,21 +177,23 @@ void mpt_watch_start(void)
 {
     if (!w.configured || w.pid == getpid())
         return;
-    if (w.fd >= 0)
-        close(w.fd); /* the parent's (a fork child): /proc/self named the parent */
+    mpt_owned_close(&w.fd); /* the parent's (a fork child): /proc/self named the parent */
     int fd = open(w.cgroup ? w.usage : "/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    w.fd = fd >= 0 ? mpt_rt_fd_high(fd) : -1;
+    if (fd >= 0)
+        mpt_owned_take(&w.fd, mpt_rt_fd_high(fd));
     w.pid = getpid();
     w.next = w.threshold;
 }
 
-bool mpt_watch_on(void) { return w.configured && w.fd >= 0 && w.pid == getpid(); }
+bool mpt_watch_on(void) { return w.configured && w.fd.fd >= 0 && w.pid == getpid(); }
 
 /* The memory now, bytes; 0 when it cannot be read. */
 static uint64_t memory_now(void)
 {
     char buf[128];
-    ssize_t n = pread(w.fd, buf, sizeof buf - 1, 0);
+    if (!mpt_owned_check(&w.fd))
+        return 0; /* the program closed it: its number is not ours to read */
+    ssize_t n = pread(w.fd.fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
