@@ -4,20 +4,12 @@
  * are on, as soon as the process's memory crosses a threshold, and again
  * at each further step. Not installed.
  *
- * Memory. With a size (`100m`), the process's resident set (RSS, the
- * second field of /proc/self/statm). With a percentage (`90%`), the
- * cgroup v2 memory the kernel charges against the limits: among the
- * process's own cgroup and its ancestors (the `0::` line of
- * /proc/self/cgroup under the cgroup2 mount of /proc/self/mountinfo), the
- * one with the smallest `memory.high` or `memory.max`; the threshold is N%
- * of that limit and the memory its `memory.current`. No such limit: one
- * line says so and nothing is watched (profiling goes on).
- *
- * Steps. The first report is written when the memory reaches the
- * threshold T; the next ones at T + T/10, T + 2T/10, ... (each further
- * tenth of T), one report per look however many steps were passed. When
- * the memory falls below T - T/10 the watch re-arms at T: each spike that
- * crosses T gets its report.
+ * Memory and steps: the library's watch (mp_prof_watch_new in
+ * <mimprof/profiling.h>): with a size (`100m`) the RSS, with a percentage
+ * (`90%`) the cgroup v2 memory against the smallest memory.high or
+ * memory.max on the way up; a report at the threshold T, at each further
+ * tenth of T, and again after the memory fell below T - T/10. No cgroup
+ * limit: one line says so and nothing is watched (profiling goes on).
  *
  * Cost. The reporter thread (never the allocation path) reads the one
  * descriptor every MPT_WATCH_POLL_MS with pread(): a report fires within
@@ -50,11 +42,5 @@ bool mpt_watch_on(void);
 /* Reads the memory now. True when it reached the next threshold: `why`
  * then holds one sentence for the report's comments. */
 bool mpt_watch_check(char *why, size_t len);
-
-/* For tests: in the cgroup2 tree mounted at `mount`, the smallest of
- * memory.high and memory.max of `cgroup` (a path like "/a/b") and its
- * ancestors; its memory.current's path into `usage`. 0, or -1 (none). */
-int mpt_watch_cgroup_limit(const char *mount, const char *cgroup, uint64_t *limit, char *usage,
-                           size_t cap);
 
 #endif

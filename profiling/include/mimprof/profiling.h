@@ -370,6 +370,62 @@ MP_PROF_API mp_prof_status mp_profiler_set_allocator_stats(mp_profiler *p, const
 MP_PROF_API void mp_prof_thread_exclude(void);
 
 /**
+ * A memory watch: says when this process's memory crosses a threshold,
+ * and again at each further tenth of it, so that a program can take a
+ * report (or a heap image) before the memory runs out rather than at the
+ * next period. `mimprof run --report-above` is built on it.
+ *
+ * Memory: with `bytes`, the process's RSS (/proc/self/statm). With
+ * `percent` (1..100), the cgroup v2 memory the kernel charges: of the
+ * process's own cgroup and its ancestors, the one with the smallest
+ * memory.high or memory.max; the threshold is that percentage of it and
+ * the memory its memory.current.
+ *
+ * Steps: the first event when the memory reaches the threshold T, the
+ * next ones at T + T/10, T + 2T/10, ... (one event per check however
+ * many steps were passed); when the memory falls below T - T/10 the watch
+ * re-arms at T, so each spike that crosses T gets its event.
+ *
+ * The watch keeps one descriptor (close-on-exec, near the top of the
+ * descriptor range, checked to still be its file before each read). In a
+ * forked child /proc/self named the parent: make a new watch there.
+ */
+typedef struct mp_prof_watch mp_prof_watch;
+
+/** What mp_prof_watch_check() saw when it says the memory crossed. */
+typedef struct mp_prof_watch_event {
+    uint64_t memory;    /**< bytes now (RSS, or the cgroup's memory.current) */
+    uint64_t crossed;   /**< the step reached: T, T + T/10, ... */
+    uint64_t threshold; /**< T */
+    uint64_t next;      /**< the next step */
+    uint64_t limit;     /**< the cgroup limit a percentage is of; 0 for a size */
+    unsigned percent;   /**< as given; 0 for a size */
+    bool cgroup;        /**< memory is the cgroup's (else the RSS) */
+} mp_prof_watch_event;
+
+/**
+ * Makes a watch of `bytes` of RSS, or (bytes = 0) of `percent` of the
+ * cgroup limit. Reads /proc and the cgroup files; allocates.
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (both or neither given,
+ *         percent > 100, NULL out, a percentage of less than a byte),
+ *         MP_PROF_E_UNSUPPORTED (a percentage and no cgroup v2 memory limit
+ *         on the way up; not Linux), MP_PROF_E_IO (the file to watch could
+ *         not be opened), MP_PROF_E_NOMEM.
+ */
+MP_PROF_API mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch **out);
+
+/**
+ * Reads the memory now (one pread(), about a microsecond; no allocation)
+ * and says whether it reached the next step; then `ev` (may be NULL)
+ * holds the figures. One thread at a time per watch; never from a
+ * signal handler.
+ */
+MP_PROF_API bool mp_prof_watch_check(mp_prof_watch *w, mp_prof_watch_event *ev);
+
+/** Closes the watch's descriptor (if still its own) and frees it. NULL: no-op. */
+MP_PROF_API void mp_prof_watch_free(mp_prof_watch *w);
+
+/**
  * Saves the session's state as a *heap image* at `path`: a mimprof-image
  * file (<mimprof/image.h>) that another process, later and on another
  * machine with the same binaries, turns into pprof, diffs or inspects
