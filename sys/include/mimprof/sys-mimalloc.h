@@ -18,6 +18,8 @@
 #include <mimprof/sys.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /** "mimalloc". */
 static inline const char *mp_sys_mimalloc_name(void) { return "mimalloc"; }
@@ -79,12 +81,81 @@ static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
 /** Usable bytes at `p`. */
 static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usable_size(p); }
 
+/* Internal to mp_sys_mimalloc_stats: the "reserved:" line of
+ * mi_stats_print_out's text, collected across its output calls. */
+typedef struct mp_sys_mimalloc_text {
+    char line[256];
+    size_t len;
+    unsigned long long reserved; /* MP_SYS_STAT_NONE until the line is read */
+} mp_sys_mimalloc_text;
+
+/* "32.0 MiB" or "0": a value of mimalloc's stats table, in bytes; *s moves
+ * past it. False when no number is there. */
+static inline bool mp_sys_mimalloc_value(const char **s, unsigned long long *out)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    char *end;
+    while (**s == ' ')
+        (*s)++;
+    double v = strtod(*s, &end);
+    if (end == *s)
+        return false;
+    *s = end;
+    while (**s == ' ')
+        (*s)++;
+    double scale = 1;
+    for (int i = 0; i < 5; i++, scale *= 1024) {
+        size_t n = strlen(units[i]);
+        if (strncmp(*s, units[i], n) == 0 && ((*s)[n] == ' ' || (*s)[n] == '\0')) {
+            *s += n;
+            v *= scale;
+            break;
+        }
+    }
+    *out = (unsigned long long)(v + 0.5);
+    return true;
+}
+
+static inline void mp_sys_mimalloc_text_line(mp_sys_mimalloc_text *t)
+{
+    t->line[t->len] = '\0';
+    const char *s = t->line;
+    while (*s == ' ')
+        s++;
+    unsigned long long v[4];
+    if (strncmp(s, "reserved:", 9) != 0)
+        return;
+    s += 9;
+    for (int i = 0; i < 4; i++) /* peak, total, freed, current */
+        if (!mp_sys_mimalloc_value(&s, &v[i]))
+            return;
+    t->reserved = v[3];
+}
+
+static inline void mp_sys_mimalloc_text_out(const char *msg, void *arg)
+{
+    mp_sys_mimalloc_text *t = (mp_sys_mimalloc_text *)arg;
+    for (; *msg != '\0'; msg++) {
+        if (*msg == '\n') {
+            mp_sys_mimalloc_text_line(t);
+            t->len = 0;
+        } else if (t->len + 1 < sizeof t->line) {
+            t->line[t->len++] = *msg;
+        }
+    }
+}
+
 /**
  * The statistics hook (mp_sys_stats): mimalloc's committed bytes, from
  * mi_process_info() (its process-wide statistics, kept with atomic updates
- * by the operating-system layer, so exact at any moment; no lock). The
- * other figures are MP_SYS_STAT_NONE: mimalloc 2.0 has no public call for
- * them (mi_stats_print_out only prints rounded text). Always true.
+ * by the operating-system layer, so exact at any moment; no lock), and its
+ * reserved address space, read from the "reserved:" line of
+ * mi_stats_print_out (mimalloc 2.0 has no numeric call for it: the text
+ * is rounded to three significant digits, e.g. "32.0 MiB"; no allocation,
+ * the text goes through a stack buffer). Resident, allocated, active and
+ * mapped are MP_SYS_STAT_NONE: mimalloc 2.0 keeps no such figure (its
+ * "touched" counts pages ever touched, not pages resident now; the
+ * process's RSS is in the report's comments). Always true.
  */
 static inline bool mp_sys_mimalloc_stats(mp_sys_stats *out)
 {
@@ -92,6 +163,9 @@ static inline bool mp_sys_mimalloc_stats(mp_sys_stats *out)
     mp_sys_stats_init(out);
     mi_process_info(&elapsed, &user, &sys, &rss, &peak_rss, &commit, &peak_commit, &faults);
     out->committed = commit;
+    mp_sys_mimalloc_text t = {.len = 0, .reserved = MP_SYS_STAT_NONE};
+    mi_stats_print_out(mp_sys_mimalloc_text_out, &t);
+    out->reserved = t.reserved;
     return true;
 }
 

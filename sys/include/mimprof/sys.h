@@ -84,9 +84,9 @@ void __tsan_release(void *addr);
  * The allocator's own view of its memory, in bytes, as `P_stats()` fills it
  * (the optional statistics hook of the provider contract); a figure the
  * allocator does not give is MP_SYS_STAT_NONE. Names follow jemalloc's
- * `stats.*` (see its manual); mimalloc gives `committed` (and, from its
- * process information, nothing else exact: its reserved and resident
- * figures are not in the public API of mimalloc 2.0).
+ * `stats.*` (see its manual); mimalloc gives `committed` (exact) and
+ * `reserved` (from its printed statistics, rounded to three significant
+ * digits); it keeps no resident figure.
  */
 typedef struct mp_sys_stats {
     unsigned long long allocated; /**< bytes in blocks the program holds (jemalloc) */
@@ -95,7 +95,7 @@ typedef struct mp_sys_stats {
         resident;              /**< bytes of the allocator's memory that are resident (jemalloc) */
     unsigned long long mapped; /**< bytes the allocator has mapped (jemalloc) */
     unsigned long long committed; /**< bytes the allocator has committed (mimalloc) */
-    unsigned long long reserved;  /**< bytes of address space reserved (none of ours gives it) */
+    unsigned long long reserved;  /**< bytes of address space reserved (mimalloc, rounded) */
 } mp_sys_stats;
 
 /** Sets every figure of `s` to MP_SYS_STAT_NONE. */
