@@ -525,7 +525,7 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  * The human name of a linkage (mangled) name, by the rule reports use for
  * `Function.name` (the linkage name itself is `Function.system_name`):
  *
- * - C++ (Itanium ABI) and Rust (legacy and v0) names are demangled and
+ * - C++ (Itanium ABI) and Rust legacy names are demangled and
  *   fully qualified, with template arguments, lambdas and anonymous
  *   namespaces as the compiler names them, e.g.
  *   @verbatim

@@ -18,7 +18,7 @@ bool mp_demangle_available(void) { return MP_HAVE_LIBIBERTY != 0; }
 
 bool mp_demangle_looks_mangled(const char *name)
 {
-    return name != NULL && name[0] == '_' && (name[1] == 'Z' || name[1] == 'R');
+    return name != NULL && name[0] == '_' && name[1] == 'Z';
 }
 
 #if MP_HAVE_LIBIBERTY
@@ -27,8 +27,10 @@ bool mp_demangle_looks_mangled(const char *name)
  * Invariant: the walk never prints more than MP_DEMANGLE_MAX_OUTPUT bytes.
  * Both demanglers re-walk a back-reference each time it is printed, so a
  * short name can print exponentially much (a 201-byte Rust v0 name found
- * by fuzz_demangle ran for minutes); the time of a walk is proportional
- * to what it prints, so bounding the output bounds the time. Past the
+ * by fuzz_demangle ran for minutes); for the C++ and Rust legacy
+ * demanglers the time of a walk is proportional to what it prints, so
+ * bounding the output bounds the time (v0 names are not demangled at all:
+ * demangle.h says why). Past the
  * bound, put() leaves the walk with siglongjmp: the callback API keeps
  * all its state on the stack (no malloc, no lock), so unwinding its
  * frames leaks nothing. */

@@ -3,13 +3,17 @@
  * <mimprof/profiling.h> for the rule and why it drops parameter lists).
  *
  * The demangler is GNU libiberty's callback API (cplus_demangle_v3_callback
- * for C++, rust_demangle_callback for Rust legacy and v0), linked
+ * for C++, rust_demangle_callback for Rust legacy names), linked
  * statically (feature `demangle`). It was chosen over libstdc++'s
  * __cxa_demangle because the callback API allocates nothing (its work
  * arrays are on the caller's stack: no malloc, so no lock and no path back
  * into a hooked allocator, whatever thread builds the report), it needs no
  * libstdc++ in a C program, and it reads Rust as well. D is left out: its
  * demangler has no callback API and exits the process when xmalloc fails.
+ * Rust v0 names (_R...) are left out too: libiberty's v0 demangler has
+ * short inputs (found by fuzz_demangle: 225 bytes) that it walks for
+ * minutes while printing nothing, which no bound on its output can stop;
+ * such names stay as they are (go tool pprof and rustfilt read them).
  *
  * Safe to call from any thread, reentrant; never from an allocation hook
  * (it uses up to ~80 KiB of stack for the longest accepted name).
@@ -42,7 +46,7 @@
 bool mp_demangle_available(void);
 
 /* Whether `name` has the prefix of a name the demangler reads (_Z: C++
- * and Rust legacy; _R: Rust v0); says nothing about it being valid. */
+ * and Rust legacy); says nothing about it being valid. */
 bool mp_demangle_looks_mangled(const char *name);
 
 /* Demangles `name` into out[cap]. Returns the length of the whole human
