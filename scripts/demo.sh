@@ -24,8 +24,10 @@ rm -rf "$out"
 echo "\$ mimprof run --every 1s --interval 64k -o mimprof-out -- mimprof-example"
 "$mimprof" run --every 1s --interval 64k -o "$out" -- "$example"
 
-# The example's reports, in order: heap.<pid>.<seq>.pb.gz
-mapfile -t reports < <(cd "$out" && ls heap.*.pb.gz | sort -t. -k3,3n | sed "s|^|$out/|")
+# The example's reports, in order: heap.<pid>.<seq>.pb.gz (each window's
+# peak, heap.<pid>.<seq>.peak.pb.gz, stands beside its report)
+mapfile -t reports < <(cd "$out" && ls heap.*.pb.gz | grep -v '\.peak\.pb\.gz$' |
+  sort -t. -k3,3n | sed "s|^|$out/|")
 first=${reports[0]}
 last=${reports[${#reports[@]}-1]}
 
