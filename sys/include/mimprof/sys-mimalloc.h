@@ -81,16 +81,16 @@ static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
 /** Usable bytes at `p`. */
 static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usable_size(p); }
 
-/* Internal to mp_sys_mimalloc_stats: the "reserved:" line of
- * mi_stats_print_out's text, collected across its output calls. */
+/** Internal to mp_sys_mimalloc_stats: the "reserved:" line of
+ *  mi_stats_print_out's text, collected across its output calls. */
 typedef struct mp_sys_mimalloc_text {
-    char line[256];
-    size_t len;
-    unsigned long long reserved; /* MP_SYS_STAT_NONE until the line is read */
+    char line[256];              /**< the line being collected */
+    size_t len;                  /**< its length so far */
+    unsigned long long reserved; /**< MP_SYS_STAT_NONE until the line is read */
 } mp_sys_mimalloc_text;
 
-/* "32.0 MiB" or "0": a value of mimalloc's stats table, in bytes; *s moves
- * past it. False when no number is there. */
+/** Internal: "32.0 MiB" or "0", a value of mimalloc's stats table, in
+ *  bytes; `*s` moves past it. False when no number is there. */
 static inline bool mp_sys_mimalloc_value(const char **s, unsigned long long *out)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -116,6 +116,7 @@ static inline bool mp_sys_mimalloc_value(const char **s, unsigned long long *out
     return true;
 }
 
+/** Internal: reads the reserved figure (current column) from a whole line. */
 static inline void mp_sys_mimalloc_text_line(mp_sys_mimalloc_text *t)
 {
     t->line[t->len] = '\0';
@@ -132,6 +133,7 @@ static inline void mp_sys_mimalloc_text_line(mp_sys_mimalloc_text *t)
     t->reserved = v[3];
 }
 
+/** Internal: mi_stats_print_out's output function (`arg`: the text state). */
 static inline void mp_sys_mimalloc_text_out(const char *msg, void *arg)
 {
     mp_sys_mimalloc_text *t = (mp_sys_mimalloc_text *)arg;
