@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "reply.h"
 #include "retry.h"
 #include "util.h"
 
@@ -84,34 +85,6 @@ static size_t on_write(char *p, size_t size, size_t n, void *user)
     r->len += take;
     r->data[r->len] = '\0';
     return len;
-}
-
-/* The "message" string of a JSON error body {"code":..,"message":..}, else
- * the body's first line; JSON escapes other than \" and \\ are kept. Either
- * way a byte outside printable ASCII becomes '?': the message is printed
- * to terminals, and a server's bytes must not drive them. */
-static void server_message(const response *r, char *out, size_t len)
-{
-    const char *m = strstr(r->data, "\"message\"");
-    if (m) {
-        m = strchr(m + 9, ':');
-        if (m)
-            m = strchr(m, '"');
-    }
-    size_t o = 0;
-    if (m) {
-        /* printable ASCII only: the message goes to logs and terminals,
-         * where an escape sequence from the server must not act */
-        for (m++; *m && *m != '"' && o + 1 < len; m++) {
-            if (*m == '\\' && (m[1] == '"' || m[1] == '\\'))
-                m++;
-            out[o++] = (*m >= 0x20 && *m < 0x7F) ? *m : '?';
-        }
-    } else {
-        for (const char *p = r->data; *p && *p != '\n' && *p != '\r' && o + 1 < len && o < 200; p++)
-            out[o++] = (*p >= 0x20 && *p < 0x7F) ? *p : '?';
-    }
-    out[o] = '\0';
 }
 
 static mp_pyro_status classify_curl(CURLcode rc)
@@ -327,7 +300,7 @@ void mp_pyro_http_send(mp_pyro_http *h, const mp_pyro_config *cfg, const mp_pyro
         return;
     }
     char smsg[300];
-    server_message(resp, smsg, sizeof smsg);
+    mp_pyro_server_message(resp->data, smsg, sizeof smsg);
     if (code >= 300 && code < 400) {
         char *loc = NULL;
         curl_easy_getinfo(h->easy, CURLINFO_REDIRECT_URL, &loc);
