@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,15 +149,7 @@ static bool own_cgroup(char *out, size_t cap)
  * when there is no room), with its identity recorded. */
 static bool keep_fd(mp_prof_watch *w, int fd)
 {
-    struct rlimit rl;
-    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    if (top > 4096)
-        top = 4096;
-    int high = top > 64 ? fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64)) : -1;
-    if (high >= 0) {
-        close(fd);
-        fd = high;
-    }
+    fd = mp_prof_fd_high(fd);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         close(fd);

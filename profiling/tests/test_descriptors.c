@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -181,4 +182,96 @@ Test(descriptors, daemon_keeps_its_descriptors_and_files)
     }
     cr_assert(*a == '\0' && *b == '\0', "descriptor tables differ:\nplain:\n%s\nprofiled:\n%s",
               plain, profiled);
+}
+
+/* Every descriptor open in this process, 0-2 and the listing's own
+ * aside, that is below `floor` or lacks close-on-exec, as "fd -> target"
+ * lines. */
+static void stray_fds(int floor, char *out, size_t cap)
+{
+    out[0] = '\0';
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    int self = dirfd(d);
+    size_t o = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == self || fd <= 2)
+            continue;
+        int flags = fcntl(fd, F_GETFD);
+        if (fd >= floor && flags >= 0 && (flags & FD_CLOEXEC))
+            continue;
+        char link[300], target[512];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        int w = snprintf(out + o, cap - o, "%d -> %s%s\n", fd, target,
+                         flags >= 0 && (flags & FD_CLOEXEC) ? "" : " (inherited by exec)");
+        if (w > 0 && (size_t)w < cap - o)
+            o += (size_t)w;
+    }
+    closedir(d);
+}
+
+/* Symbolizing with file:line keeps each object's file (and its separate
+ * debug file) open in libdw for the process's life. Regression: libdw
+ * opened them itself at the lowest free numbers (3, 4, ...) without
+ * close-on-exec, so a program found its next open() elsewhere and every
+ * program it executed inherited them. Now each is at the top of the range
+ * and close-on-exec (mp_prof_fd_high). Run in a child with a fresh
+ * descriptor table: Criterion's own descriptors are not ours to judge. */
+Test(descriptors, symbolized_report_keeps_its_files_out_of_the_programs_range)
+{
+    char *shared = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(shared, MAP_FAILED);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        sink = tfd_alloc(64, 16); /* observed */
+        tfd_dealloc(sink, 64, 16);
+        mp_prof_config c;
+        mp_prof_config_init(&c);
+        c.sample_interval_bytes = 4096;
+        c.seed = 7;
+        c.symbolize = MP_PROF_SYMBOLIZE_LINES;
+        mp_profiler *prof = NULL;
+        mp_prof_status st = mp_profiler_start(&c, &prof);
+        if (st == MP_PROF_E_UNSUPPORTED)
+            _exit(77); /* built without libdw: nothing kept open */
+        CHILD_CHECK(st == MP_PROF_OK, 30 + (int)st);
+        for (int i = 0; i < 200; i++)
+            level_a(i % 17, 4096);
+        uint8_t *pb = NULL;
+        size_t len = 0;
+        CHILD_CHECK(mp_profiler_report(prof, &pb, &len) == MP_PROF_OK && len > 0, 21);
+        mp_prof_buffer_free(pb);
+        struct rlimit rl;
+        CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, 22);
+        rlim_t top = rl.rlim_cur > 4096 ? 4096 : rl.rlim_cur;
+        stray_fds((int)top - 64, shared, 8192);
+        if (shared[0] != '\0')
+            _exit(0); /* the parent shows them */
+        /* libdw holds files: the test looked where it means to */
+        int held = 0;
+        for (int fd = (int)top - 64; fd < (int)top; fd++)
+            held += fcntl(fd, F_GETFD) >= 0;
+        CHILD_CHECK(held > 0, 23);
+        mp_profiler_free(prof);
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "child died");
+    if (WEXITSTATUS(status) == 77) {
+        munmap(shared, 8192);
+        cr_skip_test("built without libdw");
+    }
+    cr_assert_eq(WEXITSTATUS(status), 0, "child exit code %d", WEXITSTATUS(status));
+    cr_assert_str_empty(shared, "descriptors in the program's range or inherited by exec:\n%s",
+                        shared);
+    munmap(shared, 8192);
 }

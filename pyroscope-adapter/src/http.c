@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "http.h"
 
+#include <mimprof/profiling.h>
+
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -189,7 +191,7 @@ static void url_path(const char *url, char *out, size_t len)
 }
 
 /* The agent's sockets are close-on-exec and at the top of the descriptor
- * range (mp_pyro_fd_high): a daemon that closes 0-1023 and reopens its
+ * range (mp_prof_fd_high): a daemon that closes 0-1023 and reopens its
  * files never finds a socket of ours there, and a program that closed
  * stderr never has its next file become our connection. */
 static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
@@ -197,7 +199,7 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
     (void)clientp;
     (void)purpose;
     int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-    return fd < 0 ? CURL_SOCKET_BAD : mp_pyro_fd_high(fd);
+    return fd < 0 ? CURL_SOCKET_BAD : mp_prof_fd_high(fd);
 }
 
 static void setup(CURL *e, const mp_pyro_config *cfg, const mp_pyro_request *req,

@@ -19,6 +19,8 @@
 
 #include <sys/random.h>
 
+#include <mimprof/profiling.h>
+
 #include "labels.h"
 #include "owner.h"
 #include "queue.h"
@@ -131,7 +133,7 @@ mp_pyro_status mp_pyro_spool_open(const char *dir, uint64_t max_bytes, uint32_t 
     /* O_NOFOLLOW: a symbolic link named .lock is refused, never created
      * or locked where it points. */
     sp->lock_fd =
-        mp_pyro_fd_high(openat(dfd, ".lock", O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600));
+        mp_prof_fd_high(openat(dfd, ".lock", O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600));
     mp_pyro_status st = MP_PYRO_OK;
     if (sp->lock_fd < 0) {
         mp_pyro_fmt(err, errlen, "spool directory '%s': cannot create .lock: %s", dir,

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,19 +27,6 @@ int64_t mp_pyro_now_mono_ns(void)
 }
 
 char *mp_pyro_strdup(const char *s) { return s ? strdup(s) : NULL; }
-
-int mp_pyro_fd_high(int fd)
-{
-    struct rlimit rl;
-    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    if (top > 4096)
-        top = 4096;
-    int high = fd >= 0 && top > 64 ? fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64)) : -1;
-    if (high < 0)
-        return fd;
-    close(fd);
-    return high;
-}
 
 void mp_pyro_free_secret(char *s)
 {

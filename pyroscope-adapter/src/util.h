@@ -18,15 +18,6 @@ int64_t mp_pyro_now_mono_ns(void);
 
 /* strdup that returns NULL for NULL. */
 char *mp_pyro_strdup(const char *s);
-
-/* Moves `fd` (close-on-exec) to the top of the descriptor range: below
- * RLIMIT_NOFILE, at most 4096 (the kernel's table grows to the highest
- * number in use), where the program's open() would reach last. The agent's
- * lasting descriptors (sockets, the spool's lock) live there, never at a
- * number a program that closes and reopens its files gets back. Returns
- * the new descriptor (the old one closed), or `fd` when
- * there is no room. */
-int mp_pyro_fd_high(int fd);
 /* Frees a secret after overwriting it. NULL is a no-op. */
 void mp_pyro_free_secret(char *s);
 /* snprintf into a fixed buffer, always NUL-terminated. */

@@ -370,6 +370,19 @@ MP_PROF_API mp_prof_status mp_profiler_set_allocator_stats(mp_profiler *p, const
 MP_PROF_API void mp_prof_thread_exclude(void);
 
 /**
+ * Moves a descriptor that the profiler, or a host of it (a runtime, an
+ * uploader), keeps open out of the program's way: duplicated close-on-exec
+ * to the top of the descriptor range (from `RLIMIT_NOFILE` - 64, at most
+ * 4032) and the original closed, so that the numbers the program gets
+ * from `open()` and the descriptors the programs it executes inherit are
+ * what they would be without the profiler. Open it `O_CLOEXEC` in the
+ * first place, so that an exec between the two calls cannot inherit it.
+ * @return the new descriptor; `fd` itself when there is no room up there
+ *         or `fd` is negative.
+ */
+MP_PROF_API int mp_prof_fd_high(int fd);
+
+/**
  * A memory watch: says when this process's memory crosses a threshold,
  * and again at each further tenth of it, so that a program can take a
  * report (or a heap image) before the memory runs out rather than at the

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <mimprof/profiling.h>
 
 #include "demangle.h"
 #include "syms_state.h"
@@ -22,9 +25,17 @@
 /* Separate debug info, offline only: /usr/lib/debug/.build-id and the
  * .gnu_debuglink places. (dwfl_standard_find_debuginfo may query a
  * debuginfod server over the network; a profiler must not.) */
+/* Every descriptor handed to libdw is opened here, close-on-exec and at
+ * the top of the range (mp_prof_fd_high): libdw keeps it for as long as
+ * the module's DWARF is cached, i.e. for the process's life, and would
+ * otherwise open it itself at the lowest free number without
+ * close-on-exec, where the program and every program it executes would
+ * find it. */
+static int open_high(const char *path) { return mp_prof_fd_high(open(path, O_RDONLY | O_CLOEXEC)); }
+
 static int try_open(const char *path, char **name)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_high(path);
     if (fd >= 0) {
         *name = strdup(path);
         if (*name == NULL) {
@@ -82,6 +93,26 @@ static const Dwfl_Callbacks dwfl_cbs = {
     .debuginfo_path = &no_path,
 };
 
+/* The object's file reported to libdw through a descriptor of ours
+ * (open_high). On success libdw owns the descriptor and closes it at
+ * dwfl_end; on failure it may or may not have closed it, so it is closed
+ * here only if it still is the file opened. */
+static Dwfl_Module *report_file(Dwfl *dwfl, const mp_obj *o)
+{
+    int fd = open_high(mp_syms_file(o));
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    Dwfl_Module *mod = dwfl_report_elf(dwfl, o->path, mp_syms_file(o), fd, o->base, true);
+    struct stat now;
+    if (mod == NULL && fstat(fd, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+        close(fd);
+    return mod;
+}
+
 static Dwfl_Module *obj_module(mp_syms *s, mp_obj *o)
 {
     struct mp_obj_syms *os = mp_syms_of_obj(o);
@@ -94,7 +125,7 @@ static Dwfl_Module *obj_module(mp_syms *s, mp_obj *o)
             return NULL;
         s->dwfl_count++;
         dwfl_report_begin(os->dwfl);
-        os->mod = dwfl_report_elf(os->dwfl, o->path, mp_syms_file(o), -1, o->base, true);
+        os->mod = report_file(os->dwfl, o);
         dwfl_report_end(os->dwfl, NULL, NULL);
         if (os->mod != NULL && o->build_id[0] != '\0') {
             /* A file replaced on disk since it was loaded is not used. */
