@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    .duration_nanos = 1};
     uint8_t *out;
     size_t len;
-    if (mp_jeprof_pprof(&d, s, &opt, &out, &len) == MP_PYRO_OK) {
+    if (mp_jeprof_pprof(&d, s, &opt, &out, &len) == MP_PROF_OK) {
         Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, len, out);
         if (!p || p->n_sample_type != 2)
             abort();

@@ -155,9 +155,10 @@ static mp_pyro_status je_report(void *st, const mp_pyro_window *w, mp_pyro_profi
     mp_pyro_status s = je_dump(j, &text, &len);
     if (s != MP_PYRO_OK)
         return s;
-    if (!j->syms && mp_prof_symbolizer_new(&j->syms) != MP_PROF_OK) {
+    mp_prof_status ps = j->syms ? MP_PROF_OK : mp_prof_symbolizer_new(&j->syms);
+    if (ps != MP_PROF_OK) {
         free(text);
-        return MP_PYRO_E_NOMEM;
+        return mp_pyro_backend_prof_fail(j->self, ps, "mp_prof_symbolizer_new");
     }
     mp_jeprof_pprof_options o = {
         .allocator_code = jemalloc_code(j),
@@ -167,12 +168,12 @@ static mp_pyro_status je_report(void *st, const mp_pyro_window *w, mp_pyro_profi
         .comment = j->comment,
     };
     char err[200] = "";
-    s = mp_jeprof_pprof_text(text, len, j->syms, &o, &out->pprof, &out->len, err, sizeof err);
+    ps = mp_jeprof_pprof_text(text, len, j->syms, &o, &out->pprof, &out->len, err, sizeof err);
     free(text);
-    if (s == MP_PYRO_E_BACKEND && err[0])
+    if (ps == MP_PROF_E_INVALID_CONFIG && err[0])
         return mp_pyro_backend_fail(j->self, MP_PYRO_E_BACKEND, "%s", err);
     out->flags = MP_PYRO_PROFILE_LIVE;
-    return s;
+    return mp_pyro_backend_prof_fail(j->self, ps, "building the profile");
 }
 
 static void je_release(void *st, mp_pyro_profile *p)

@@ -5,21 +5,7 @@
 
 #include <math.h>
 
-static mp_pyro_status status_of(mp_prof_status st)
-{
-    switch (st) {
-    case MP_PROF_OK:
-        return MP_PYRO_OK;
-    case MP_PROF_E_NOMEM:
-        return MP_PYRO_E_NOMEM;
-    case MP_PROF_E_UNSUPPORTED:
-        return MP_PYRO_E_UNSUPPORTED;
-    default:
-        return MP_PYRO_E_BACKEND;
-    }
-}
-
-mp_pyro_status mp_jeprof_pprof(const mp_jeprof_dump *d, mp_prof_symbolizer *s,
+mp_prof_status mp_jeprof_pprof(const mp_jeprof_dump *d, mp_prof_symbolizer *s,
                                const mp_jeprof_pprof_options *o, uint8_t **out, size_t *len)
 {
     *out = NULL;
@@ -35,7 +21,7 @@ mp_pyro_status mp_jeprof_pprof(const mp_jeprof_dump *d, mp_prof_symbolizer *s,
     mp_prof_pprof *p;
     mp_prof_status st = mp_prof_pprof_begin(s, &po, &p);
     if (st != MP_PROF_OK)
-        return status_of(st);
+        return st;
     if (o->comment)
         st = mp_prof_pprof_comment(p, o->comment);
     for (size_t i = 0; i < d->nstacks && st == MP_PROF_OK; i++) {
@@ -56,12 +42,12 @@ mp_pyro_status mp_jeprof_pprof(const mp_jeprof_dump *d, mp_prof_symbolizer *s,
     }
     if (st != MP_PROF_OK) {
         mp_prof_pprof_abort(p);
-        return status_of(st);
+        return st;
     }
-    return status_of(mp_prof_pprof_finish(p, out, len));
+    return mp_prof_pprof_finish(p, out, len);
 }
 
-mp_pyro_status mp_jeprof_pprof_text(const char *text, size_t textlen, mp_prof_symbolizer *s,
+mp_prof_status mp_jeprof_pprof_text(const char *text, size_t textlen, mp_prof_symbolizer *s,
                                     const mp_jeprof_pprof_options *o, uint8_t **out, size_t *len,
                                     char *err, size_t errlen)
 {
@@ -69,9 +55,9 @@ mp_pyro_status mp_jeprof_pprof_text(const char *text, size_t textlen, mp_prof_sy
     if (mp_jeprof_parse(text, textlen, &d, err, errlen) != 0) {
         *out = NULL;
         *len = 0;
-        return MP_PYRO_E_BACKEND;
+        return MP_PROF_E_INVALID_CONFIG;
     }
-    mp_pyro_status st = mp_jeprof_pprof(&d, s, o, out, len);
+    mp_prof_status st = mp_jeprof_pprof(&d, s, o, out, len);
     mp_jeprof_dump_free(&d);
     return st;
 }

@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include <mimprof/profiling_pprof.h>
-#include <mimprof/pyroscope.h>
 
 #include "jeprof_parse.h"
 
@@ -24,14 +23,14 @@ typedef struct mp_jeprof_pprof_options {
 /* Unbiases every stack once (mp_jeprof_unbias), drops the stacks whose
  * values both round to zero, and builds the profile over `s` (this
  * process's objects, or the mappings it was given). `*out` is freed with
- * mp_prof_buffer_free(). */
-mp_pyro_status mp_jeprof_pprof(const mp_jeprof_dump *d, mp_prof_symbolizer *s,
+ * mp_prof_buffer_free(). Returns the builder's status. */
+mp_prof_status mp_jeprof_pprof(const mp_jeprof_dump *d, mp_prof_symbolizer *s,
                                const mp_jeprof_pprof_options *o, uint8_t **out, size_t *len);
 
 /* The same from the dump's text (`textlen` bytes): parses it
- * (mp_jeprof_parse) and builds the profile. MP_PYRO_E_BACKEND with the
- * parser's sentence in `err` when the text is refused. */
-mp_pyro_status mp_jeprof_pprof_text(const char *text, size_t textlen, mp_prof_symbolizer *s,
+ * (mp_jeprof_parse) and builds the profile. MP_PROF_E_INVALID_CONFIG with
+ * the parser's sentence in `err` when the text is refused. */
+mp_prof_status mp_jeprof_pprof_text(const char *text, size_t textlen, mp_prof_symbolizer *s,
                                     const mp_jeprof_pprof_options *o, uint8_t **out, size_t *len,
                                     char *err, size_t errlen);
 

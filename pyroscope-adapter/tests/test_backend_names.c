@@ -112,7 +112,7 @@ Test(backend_names, jemalloc_and_mimprof_agree, .timeout = 120)
     size_t jlen;
     char err[200];
     cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &jb, &jlen, err, sizeof err),
-                 MP_PYRO_OK, "%s", err);
+                 MP_PROF_OK, "%s", err);
     size_t nj = functions(jb, jlen, j, 4096);
     mp_prof_buffer_free(jb);
     mp_prof_symbolizer_free(s);

@@ -138,7 +138,7 @@ Test(jeprof, pprof_encoding)
                                  .comment = "test"};
     uint8_t *out;
     size_t len;
-    cr_assert_eq(mp_jeprof_pprof(&d, s, &o, &out, &len), MP_PYRO_OK);
+    cr_assert_eq(mp_jeprof_pprof(&d, s, &o, &out, &len), MP_PROF_OK);
     tp_profile p;
     cr_assert(tp_decode(out, len, &p));
     cr_expect_eq(p.ntypes, 2);
@@ -191,7 +191,7 @@ Test(jeprof, pprof_names_are_demangled)
     mp_jeprof_pprof_options o = {.symbolize = MP_PROF_SYMBOLIZE_FUNCTIONS};
     uint8_t *out;
     size_t len;
-    cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &out, &len, NULL, 0), MP_PYRO_OK);
+    cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &out, &len, NULL, 0), MP_PROF_OK);
     tp_profile p;
     cr_assert(tp_decode(out, len, &p));
     bool saw_new = false, saw_c = false;
