@@ -61,10 +61,11 @@ static bool overlaps_added(const mp_maps *maps, uint64_t start, uint64_t limit)
 static mp_prof_status add_mapping(mp_maps *maps, const mp_prof_mapping *m)
 {
     const char *id = m->build_id != NULL ? m->build_id : "";
+    if (!maps->fixed && maps->valid)
+        return MP_PROF_E_INVALID_CONFIG; /* this process's objects were read: too late */
     if (m->start >= m->limit || m->limit > UINTPTR_MAX || m->path == NULL ||
-        strlen(id) > 2 * MP_ELF_BUILD_ID_MAX || (!maps->fixed && maps->valid) ||
-        overlaps_added(maps, m->start, m->limit))
-        return MP_PROF_E_INVALID_CONFIG; /* (this process's objects were read: too late) */
+        strlen(id) > 2 * MP_ELF_BUILD_ID_MAX || overlaps_added(maps, m->start, m->limit))
+        return MP_PROF_E_INVALID_CONFIG;
     mp_obj *o = calloc(1, sizeof *o);
     if (o == NULL)
         return MP_PROF_E_NOMEM;
