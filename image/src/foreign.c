@@ -17,7 +17,7 @@
 
 struct img_namer {
     const mp_img_heap *heap; /* whose named code locations name themselves */
-    struct img_modules mods;
+    struct mp_img_modules mods;
     int have_mods;
     void **owned; /* strings made while naming */
     size_t n_owned, cap_owned;
@@ -126,7 +126,7 @@ static mp_img_status name_code(struct img_namer *nm, uintptr_t value, struct img
             return MP_IMG_E_NOMEM;
         nm->have_mods = 1;
     }
-    const struct img_module *m = img_modules_find_addr(&nm->mods, value);
+    const mp_img_module *m = mp_img_modules_find_addr(&nm->mods, value);
     if (!m) {
         *why = "no loaded module contains it";
         return MP_IMG_E_UNNAMEABLE;
@@ -257,10 +257,10 @@ out:
 }
 
 static mp_img_status resolve_code(mp_img_heap *h, const struct img_foreign *f, size_t index,
-                                  uintptr_t *value, const struct img_modules *mods,
+                                  uintptr_t *value, const struct mp_img_modules *mods,
                                   mp_img_error *err)
 {
-    const struct img_module *m = img_modules_find_build_id(mods, f->a, f->a_len);
+    const mp_img_module *m = mp_img_modules_find_build_id(mods, f->a, f->a_len);
     if (m) {
         uintptr_t addr = m->bias + (uintptr_t)f->n;
         if (addr < m->lo || addr >= m->hi)
@@ -292,7 +292,7 @@ static mp_img_status resolve_code(mp_img_heap *h, const struct img_foreign *f, s
 }
 
 mp_img_status img_resolve(mp_img_heap *h, const struct img_foreign *f, size_t index,
-                          uintptr_t *value, const struct img_modules *mods, mp_img_error *err)
+                          uintptr_t *value, const struct mp_img_modules *mods, mp_img_error *err)
 {
     *value = 0;
     switch (f->kind) {
@@ -333,10 +333,10 @@ bool mp_img_code_lookup(const mp_img_heap *h, uintptr_t value, mp_img_code *out)
             *out = (mp_img_code){rec->build_id, rec->build_id_len, rec->path, rec->offset, 0};
         return true;
     }
-    struct img_modules mods;
+    struct mp_img_modules mods;
     if (img_modules_load(&mods))
         return false;
-    const struct img_module *m = img_modules_find_addr(&mods, value);
+    const mp_img_module *m = mp_img_modules_find_addr(&mods, value);
     if (m && out)
         *out = (mp_img_code){m->build_id, m->build_id_len, m->path, value - m->bias, value};
     img_modules_free(&mods);

@@ -302,25 +302,15 @@ struct img_code_rec {
     uintptr_t offset;
 };
 
-/* A loaded module, for naming and resolving `code`. */
-struct img_module {
-    uintptr_t bias;   /* dlpi_addr */
-    uintptr_t lo, hi; /* span of its PT_LOAD segments */
-    const unsigned char *build_id;
-    size_t build_id_len;
-    const char *path;
-};
-
-/* Snapshot of the modules of this process (dl_iterate_phdr). */
-struct img_modules {
-    struct img_module *m;
+/* The snapshot behind mp_img_modules (modules.c). Internal users hold
+ * one by value: img_modules_load fills it, img_modules_free empties it. */
+struct mp_img_modules {
+    mp_img_module *m;
     size_t n;
+    mp_img_segment *segs; /* every module's segments, m[i].segs points in */
 };
-int img_modules_load(struct img_modules *mods);
-void img_modules_free(struct img_modules *mods);
-const struct img_module *img_modules_find_addr(const struct img_modules *mods, uintptr_t addr);
-const struct img_module *img_modules_find_build_id(const struct img_modules *mods,
-                                                   const unsigned char *id, size_t len);
+int img_modules_load(struct mp_img_modules *mods);
+void img_modules_free(struct mp_img_modules *mods);
 
 /* Writer side: names `value` per the type's policy into *out (its strings
  * live until the namer is freed). Returns MP_IMG_OK (kind NIL for a value
@@ -336,6 +326,6 @@ mp_img_status img_name_value(struct img_namer *nm, const mp_img_type *type, uint
  * unresolved `code` entry becomes h->codes[h->n_codes++], whose capacity the
  * caller reserved. */
 mp_img_status img_resolve(mp_img_heap *h, const struct img_foreign *f, size_t index,
-                          uintptr_t *value, const struct img_modules *mods, mp_img_error *err);
+                          uintptr_t *value, const struct mp_img_modules *mods, mp_img_error *err);
 
 #endif /* MP_IMG_INTERNAL_H */

@@ -70,7 +70,7 @@ static mp_img_status resolve_all(mp_img_heap *h, const struct img_view *v, uintp
             st = img_resolve(h, &v->foreign[k], (size_t)k + 1, &fvals[k + 1], NULL, err);
     if (st != MP_IMG_OK || v->n_code == 0)
         return st;
-    struct img_modules mods = {0};
+    struct mp_img_modules mods = {0};
     if (img_modules_load(&mods))
         return img_fail(err, MP_IMG_E_NOMEM, "out of memory listing modules");
     if (!(h->codes = calloc(v->n_code, sizeof *h->codes))) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "jeprof_parse.h"
-#include "pprof_heap.h"
+#include "jeprof_pprof.h"
 #include "profile.pb-c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,21 +35,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (o < (double)s->objs * 0.999999 || b < (double)s->bytes * 0.999999))
             abort(); /* unbiasing never shrinks */
     }
-    mp_pyro_mapping map = {.start = 0x1000,
+    /* One mapping of a made-up address space (nothing is read from it). */
+    static mp_prof_symbolizer *s;
+    mp_prof_mapping map = {.start = 0x1000,
                            .limit = 0x7fffffffffff,
-                           .offset = 0,
-                           .file = "fuzz",
-                           .build_id = "00",
-                           .object = 1};
-    mp_pyro_heap_options opt = {.maps = &map,
-                                .nmaps = 1,
-                                .skip_object = (size % 2) ? 1 : -1,
-                                .symbolize = false,
-                                .time_nanos = 1,
-                                .duration_nanos = 1};
+                           .file_offset = 0,
+                           .path = "fuzz",
+                           .build_id = "00"};
+    if (!s && (mp_prof_symbolizer_new(&s) != MP_PROF_OK ||
+               mp_prof_symbolizer_add_mapping(s, &map) != MP_PROF_OK))
+        abort();
+    mp_jeprof_pprof_options opt = {.allocator_code = (size % 2) ? 0x2000 : 0,
+                                   .symbolize = MP_PROF_SYMBOLIZE_NONE,
+                                   .time_nanos = 1,
+                                   .duration_nanos = 1};
     uint8_t *out;
     size_t len;
-    if (mp_pyro_heap_pprof(&d, &opt, &out, &len) == MP_PYRO_OK) {
+    if (mp_jeprof_pprof(&d, s, &opt, &out, &len) == MP_PROF_OK) {
         Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(NULL, len, out);
         if (!p || p->n_sample_type != 2)
             abort();
@@ -59,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     p->sample[i]->location_id[k] > p->n_location)
                     abort();
         perftools__profiles__profile__free_unpacked(p, NULL);
-        free(out);
+        mp_prof_buffer_free(out);
     }
     mp_jeprof_dump_free(&d);
     return 0;

@@ -37,6 +37,23 @@ const char *mp_pyro_backend_name(const mp_pyro_backend *b)
 
 const char *mp_pyro_backend_error(const mp_pyro_backend *b) { return b ? b->error : ""; }
 
+mp_pyro_status mp_pyro_backend_prof_fail(mp_pyro_backend *b, mp_prof_status s, const char *what)
+{
+    if (s == MP_PROF_OK)
+        return MP_PYRO_OK;
+    mp_pyro_backend_fail(b, MP_PYRO_E_BACKEND, "%s: %s", what, mp_prof_strerror(s));
+    switch (s) {
+    case MP_PROF_E_NOMEM:
+        return MP_PYRO_E_NOMEM;
+    case MP_PROF_E_INACTIVE:
+        return MP_PYRO_E_STATE;
+    case MP_PROF_E_UNSUPPORTED:
+        return MP_PYRO_E_UNSUPPORTED;
+    default:
+        return MP_PYRO_E_BACKEND;
+    }
+}
+
 mp_pyro_status mp_pyro_backend_fail(mp_pyro_backend *b, mp_pyro_status s, const char *fmt, ...)
 {
     va_list ap;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include <mimprof/profiling.h>
 #include <mimprof/pyroscope.h>
 
 #include "util.h"
@@ -25,5 +26,10 @@ struct mp_pyro_backend {
 /* Records the backend's failure sentence; returns `s`. */
 mp_pyro_status mp_pyro_backend_fail(mp_pyro_backend *b, mp_pyro_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A profiling library call's failure as the backend's: records "what:
+ * <mp_prof_strerror>" and returns the matching status (MP_PYRO_OK for
+ * MP_PROF_OK, nothing recorded). */
+mp_pyro_status mp_pyro_backend_prof_fail(mp_pyro_backend *b, mp_prof_status s, const char *what);
 
 #endif

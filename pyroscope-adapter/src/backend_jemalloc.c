@@ -2,8 +2,10 @@
 /* jemalloc's own heap profiler as a backend (the role jemalloc_pprof plays
  * for Rust): for programs already running jemalloc with prof:true. Each
  * report dumps the heap with mallctl("prof.dump") into a private
- * temporary file, parses the heap_v2 text, unbiases once, attaches the
- * process mappings and encodes pprof inuse_objects/inuse_space.
+ * temporary file, parses the heap_v2 text, unbiases once and builds pprof
+ * inuse_objects/inuse_space with the profiling library's foreign-stack
+ * builder (jeprof_pprof.h): the mimprof backend's mappings, symbols and
+ * names, one symbol cache kept across reports.
  *
  * jemalloc is found at run time (mallctl by dlsym, or given by the
  * caller): linking libjemalloc here would replace the malloc of every
@@ -40,9 +42,7 @@ mp_pyro_status mp_pyro_backend_jemalloc_new(const mp_pyro_jemalloc_options *opt,
 
 #else
 
-#include "jeprof_parse.h"
-#include "mappings.h"
-#include "pprof_heap.h"
+#include "jeprof_pprof.h"
 
 typedef struct je_state {
     mp_pyro_backend *self;
@@ -50,6 +50,7 @@ typedef struct je_state {
     bool mallctl_given;
     char *tmp_dir;
     bool symbolize;
+    mp_prof_symbolizer *syms; /* this process's objects and symbols, across reports */
     char version[64];
     char comment[160];
 } je_state;
@@ -136,16 +137,14 @@ static mp_pyro_status je_dump(je_state *j, char **text, size_t *len)
     return s;
 }
 
-/* The loaded object holding jemalloc's code (its frames lead every
- * backtrace); -1 when that is the executable itself (static jemalloc). */
-static int jemalloc_object(je_state *j, const mp_pyro_mapping *m, size_t n)
+/* An address of jemalloc's code (its frames lead every backtrace). */
+static uintptr_t jemalloc_code(const je_state *j)
 {
     union {
         mp_pyro_mallctl_fn f;
         void *p;
     } u = {.f = j->mallctl};
-    const mp_pyro_mapping *hit = mp_pyro_mapping_find(m, n, (uint64_t)(uintptr_t)u.p);
-    return hit && hit->object != 0 ? (int)hit->object : -1;
+    return (uintptr_t)u.p;
 }
 
 static mp_pyro_status je_report(void *st, const mp_pyro_window *w, mp_pyro_profile *out)
@@ -156,39 +155,31 @@ static mp_pyro_status je_report(void *st, const mp_pyro_window *w, mp_pyro_profi
     mp_pyro_status s = je_dump(j, &text, &len);
     if (s != MP_PYRO_OK)
         return s;
-    mp_jeprof_dump d;
-    char err[200];
-    if (mp_jeprof_parse(text, len, &d, err, sizeof err) != 0) {
+    mp_prof_status ps = j->syms ? MP_PROF_OK : mp_prof_symbolizer_new(&j->syms);
+    if (ps != MP_PROF_OK) {
         free(text);
-        return mp_pyro_backend_fail(j->self, MP_PYRO_E_BACKEND, "%s", err);
+        return mp_pyro_backend_prof_fail(j->self, ps, "mp_prof_symbolizer_new");
     }
-    free(text);
-    mp_pyro_mapping *maps = NULL;
-    size_t nmaps = 0;
-    if (mp_pyro_mappings_read(&maps, &nmaps) != 0) {
-        mp_jeprof_dump_free(&d);
-        return MP_PYRO_E_NOMEM;
-    }
-    mp_pyro_heap_options o = {
-        .maps = maps,
-        .nmaps = nmaps,
-        .skip_object = jemalloc_object(j, maps, nmaps),
-        .symbolize = j->symbolize,
+    mp_jeprof_pprof_options o = {
+        .allocator_code = jemalloc_code(j),
+        .symbolize = j->symbolize ? MP_PROF_SYMBOLIZE_FUNCTIONS : MP_PROF_SYMBOLIZE_NONE,
         .time_nanos = w->from_nanos,
         .duration_nanos = w->until_nanos - w->from_nanos,
         .comment = j->comment,
     };
-    s = mp_pyro_heap_pprof(&d, &o, &out->pprof, &out->len);
-    mp_pyro_mappings_free(maps, nmaps);
-    mp_jeprof_dump_free(&d);
+    char err[200] = "";
+    ps = mp_jeprof_pprof_text(text, len, j->syms, &o, &out->pprof, &out->len, err, sizeof err);
+    free(text);
+    if (ps == MP_PROF_E_INVALID_CONFIG && err[0])
+        return mp_pyro_backend_fail(j->self, MP_PYRO_E_BACKEND, "%s", err);
     out->flags = MP_PYRO_PROFILE_LIVE;
-    return s;
+    return mp_pyro_backend_prof_fail(j->self, ps, "building the profile");
 }
 
 static void je_release(void *st, mp_pyro_profile *p)
 {
     (void)st;
-    free(p->pprof);
+    mp_prof_buffer_free(p->pprof);
     p->pprof = NULL;
     p->len = 0;
 }
@@ -202,6 +193,7 @@ static mp_pyro_status je_stop(void *st)
 static void je_destroy(void *st)
 {
     je_state *j = st;
+    mp_prof_symbolizer_free(j->syms);
     free(j->tmp_dir);
     free(j);
 }

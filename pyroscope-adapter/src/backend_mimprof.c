@@ -23,23 +23,6 @@ static const char *m_name(void *st)
     return "mimprof";
 }
 
-static mp_pyro_status map_status(mimprof_state *m, mp_prof_status s, const char *what)
-{
-    if (s == MP_PROF_OK)
-        return MP_PYRO_OK;
-    mp_pyro_backend_fail(m->self, MP_PYRO_E_BACKEND, "%s: %s", what, mp_prof_strerror(s));
-    switch (s) {
-    case MP_PROF_E_NOMEM:
-        return MP_PYRO_E_NOMEM;
-    case MP_PROF_E_INACTIVE:
-        return MP_PYRO_E_STATE;
-    case MP_PROF_E_UNSUPPORTED:
-        return MP_PYRO_E_UNSUPPORTED;
-    default:
-        return MP_PYRO_E_BACKEND;
-    }
-}
-
 static mp_pyro_status m_start(void *st)
 {
     mimprof_state *m = st;
@@ -50,8 +33,8 @@ static mp_pyro_status m_start(void *st)
     mp_prof_config def;
     if (!m->has_cfg)
         mp_prof_config_init(&def);
-    return map_status(m, mp_profiler_start(m->has_cfg ? &m->cfg : &def, &m->prof),
-                      "mp_profiler_start");
+    return mp_pyro_backend_prof_fail(
+        m->self, mp_profiler_start(m->has_cfg ? &m->cfg : &def, &m->prof), "mp_profiler_start");
 }
 
 static mp_pyro_status m_report(void *st, const mp_pyro_window *w, mp_pyro_profile *out)
@@ -62,7 +45,8 @@ static mp_pyro_status m_report(void *st, const mp_pyro_window *w, mp_pyro_profil
         return MP_PYRO_E_STATE;
     uint8_t *p = NULL;
     size_t len = 0;
-    mp_pyro_status s = map_status(m, mp_profiler_report(m->prof, &p, &len), "mp_profiler_report");
+    mp_pyro_status s = mp_pyro_backend_prof_fail(m->self, mp_profiler_report(m->prof, &p, &len),
+                                                 "mp_profiler_report");
     if (s != MP_PYRO_OK)
         return s;
     out->pprof = p;
@@ -79,8 +63,8 @@ static mp_pyro_status m_peak(void *st, mp_pyro_profile *out)
         return MP_PYRO_E_STATE;
     uint8_t *p = NULL;
     size_t len = 0;
-    mp_pyro_status s =
-        map_status(m, mp_profiler_report_peak(m->prof, &p, &len, NULL), "mp_profiler_report_peak");
+    mp_pyro_status s = mp_pyro_backend_prof_fail(
+        m->self, mp_profiler_report_peak(m->prof, &p, &len, NULL), "mp_profiler_report_peak");
     if (s != MP_PYRO_OK)
         return s;
     out->pprof = p;
@@ -105,7 +89,7 @@ static mp_pyro_status m_stop(void *st)
     mp_prof_status s = mp_profiler_stop(m->prof);
     mp_profiler_free(m->prof);
     m->prof = NULL;
-    return map_status(m, s, "mp_profiler_stop");
+    return mp_pyro_backend_prof_fail(m->self, s, "mp_profiler_stop");
 }
 
 static void m_destroy(void *st)

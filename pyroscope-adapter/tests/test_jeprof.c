@@ -10,8 +10,7 @@
 
 #include "harness.h"
 #include "jeprof_parse.h"
-#include "mappings.h"
-#include "pprof_heap.h"
+#include "jeprof_pprof.h"
 
 /* Shaped like a jemalloc 5.3 dump (values made up). */
 static const char dump[] = "heap_v2/4096\n"
@@ -116,30 +115,30 @@ Test(jeprof, pprof_encoding)
 {
     mp_jeprof_dump d;
     cr_assert_eq(mp_jeprof_parse(dump, sizeof dump - 1, &d, NULL, 0), 0);
-    mp_pyro_mapping maps[2] = {
+    mp_prof_mapping maps[2] = {
         {.start = 0x550000000000,
          .limit = 0x560000000000,
-         .offset = 0x1000,
-         .file = "/usr/bin/app",
-         .build_id = "abcd",
-         .object = 0},
+         .file_offset = 0x1000,
+         .path = "/usr/bin/app",
+         .build_id = "abcd"},
         {.start = 0x7f0000000000,
          .limit = 0x7f0000100000,
-         .offset = 0,
-         .file = "/lib/libjemalloc.so.2",
-         .build_id = "",
-         .object = 1},
+         .file_offset = 0,
+         .path = "/lib/libjemalloc.so.2",
+         .build_id = ""},
     };
-    mp_pyro_heap_options o = {.maps = maps,
-                              .nmaps = 2,
-                              .skip_object = 1,
-                              .symbolize = false,
-                              .time_nanos = 123,
-                              .duration_nanos = 456,
-                              .comment = "test"};
+    mp_prof_symbolizer *s;
+    cr_assert_eq(mp_prof_symbolizer_new(&s), MP_PROF_OK);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(mp_prof_symbolizer_add_mapping(s, &maps[i]), MP_PROF_OK);
+    mp_jeprof_pprof_options o = {.allocator_code = 0x7f0000000010,
+                                 .symbolize = MP_PROF_SYMBOLIZE_NONE,
+                                 .time_nanos = 123,
+                                 .duration_nanos = 456,
+                                 .comment = "test"};
     uint8_t *out;
     size_t len;
-    cr_assert_eq(mp_pyro_heap_pprof(&d, &o, &out, &len), MP_PYRO_OK);
+    cr_assert_eq(mp_jeprof_pprof(&d, s, &o, &out, &len), MP_PROF_OK);
     tp_profile p;
     cr_assert(tp_decode(out, len, &p));
     cr_expect_eq(p.ntypes, 2);
@@ -166,7 +165,8 @@ Test(jeprof, pprof_encoding)
     cr_expect_eq(p.samples[0].values[0], llround(uo));
     cr_expect_eq(p.samples[0].values[1], llround(ub));
     tp_free(&p);
-    free(out);
+    mp_prof_buffer_free(out);
+    mp_prof_symbolizer_free(s);
     mp_jeprof_dump_free(&d);
 }
 
@@ -179,22 +179,22 @@ Test(jeprof, pprof_names_are_demangled)
     if (cxx == NULL)
         cr_skip_test("no libstdc++.so.6 to take C++ names from");
     uintptr_t nw = (uintptr_t)dlsym(cxx, "_Znwm");
-    uintptr_t sl = (uintptr_t)dlsym(RTLD_DEFAULT, "strerror");
+    /* libc's own strerror: under AddressSanitizer RTLD_DEFAULT finds the
+     * runtime's interceptor, a weak alias of __interceptor_strerror. */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    uintptr_t sl = (uintptr_t)dlsym(libc ? libc : RTLD_DEFAULT, "strerror");
     cr_assert(nw != 0 && sl != 0);
     char text[256];
     /* return addresses: one past a byte inside each function */
     snprintf(text, sizeof text,
              "heap_v2/4096\n  t*: 1: 64 [0: 0]\n@ 0x%lx 0x%lx\n  t*: 1: 64 [0: 0]\n",
              (unsigned long)(nw + 2), (unsigned long)(sl + 2));
-    mp_jeprof_dump d;
-    cr_assert_eq(mp_jeprof_parse(text, strlen(text), &d, NULL, 0), 0);
-    mp_pyro_mapping *maps;
-    size_t nmaps;
-    cr_assert_eq(mp_pyro_mappings_read(&maps, &nmaps), 0);
-    mp_pyro_heap_options o = {.maps = maps, .nmaps = nmaps, .skip_object = ~0u, .symbolize = true};
+    mp_prof_symbolizer *s;
+    cr_assert_eq(mp_prof_symbolizer_new(&s), MP_PROF_OK);
+    mp_jeprof_pprof_options o = {.symbolize = MP_PROF_SYMBOLIZE_FUNCTIONS};
     uint8_t *out;
     size_t len;
-    cr_assert_eq(mp_pyro_heap_pprof(&d, &o, &out, &len), MP_PYRO_OK);
+    cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &out, &len, NULL, 0), MP_PROF_OK);
     tp_profile p;
     cr_assert(tp_decode(out, len, &p));
     bool saw_new = false, saw_c = false;
@@ -207,8 +207,9 @@ Test(jeprof, pprof_names_are_demangled)
     cr_expect(saw_new, "operator new is named");
     cr_expect(saw_c, "strerror keeps its name");
     tp_free(&p);
-    free(out);
-    mp_pyro_mappings_free(maps, nmaps);
-    mp_jeprof_dump_free(&d);
+    mp_prof_buffer_free(out);
+    mp_prof_symbolizer_free(s);
     dlclose(cxx);
+    if (libc)
+        dlclose(libc);
 }

@@ -454,6 +454,69 @@ typedef struct mp_img_code {
 MP_IMG_API bool mp_img_code_lookup(const mp_img_heap *heap, uintptr_t value, mp_img_code *out);
 
 /**@}*/
+/* ------------------------------------------------------------------ */
+/** @name Loaded modules
+ * The one scan of this process's loaded modules (dl_iterate_phdr) in the
+ * workspace: `code` values are named and reacquired against it, and the
+ * profiling library builds its pprof mappings from it. It takes the
+ * loader's lock and allocates: never call it from an allocation hook. */
+/**@{*/
+
+/** One PT_LOAD segment of a loaded module. */
+typedef struct mp_img_segment {
+    uintptr_t start;      /**< its first byte in this process (bias + p_vaddr) */
+    uintptr_t limit;      /**< one past its last byte (start + p_memsz) */
+    uint64_t file_offset; /**< p_offset: where `start` comes from in the file */
+    bool exec;            /**< PF_X: it holds code */
+} mp_img_segment;
+
+/** A module (the main program, a shared object, the vDSO) loaded in this
+ *  process. Its strings and build-id point into the loader's data and the
+ *  module's mapped notes: valid while the module stays loaded. */
+typedef struct mp_img_module {
+    const char *name;              /**< the loader's name (dlpi_name): "" for the main program */
+    const char *path;              /**< `name`, or for the main program the file it was
+                                        run as (AT_EXECFN); "" when unknown */
+    uintptr_t bias;                /**< dlpi_addr: address in this process minus the
+                                        ELF virtual address */
+    uintptr_t lo;                  /**< lowest address of its PT_LOAD segments */
+    uintptr_t hi;                  /**< one past the highest */
+    const unsigned char *build_id; /**< its GNU build-id (NT_GNU_BUILD_ID), NULL if none */
+    size_t build_id_len;           /**< its length in bytes (0 if none) */
+    const mp_img_segment *segs;    /**< its PT_LOAD segments, in program-header order */
+    size_t nsegs;                  /**< how many */
+    bool is_main;                  /**< the main program (first in the loader's list) */
+} mp_img_module;
+
+/** A snapshot of the modules loaded in this process (opaque). */
+typedef struct mp_img_modules mp_img_modules;
+
+/**
+ * Takes a snapshot of the loaded modules, in the loader's order (the main
+ * program first). Modules without a PT_LOAD segment are left out.
+ * @param out receives the snapshot (free it with mp_img_modules_free())
+ * @return MP_IMG_OK; MP_IMG_E_ARGUMENT (NULL `out`), MP_IMG_E_NOMEM.
+ */
+MP_IMG_API mp_img_status mp_img_modules_load(mp_img_modules **out);
+
+/** How many modules the snapshot holds (0 for NULL). */
+MP_IMG_API size_t mp_img_modules_count(const mp_img_modules *mods);
+
+/** Module `i` (0-based, < mp_img_modules_count()), or NULL. */
+MP_IMG_API const mp_img_module *mp_img_modules_at(const mp_img_modules *mods, size_t i);
+
+/** The module whose PT_LOAD span [lo, hi) holds `addr`, or NULL. */
+MP_IMG_API const mp_img_module *mp_img_modules_find_addr(const mp_img_modules *mods,
+                                                         uintptr_t addr);
+
+/** The module with build-id `id` (`len` bytes), or NULL (also for len 0). */
+MP_IMG_API const mp_img_module *mp_img_modules_find_build_id(const mp_img_modules *mods,
+                                                             const unsigned char *id, size_t len);
+
+/** Frees a snapshot (NULL is ignored). */
+MP_IMG_API void mp_img_modules_free(mp_img_modules *mods);
+
+/**@}*/
 
 #ifdef __cplusplus
 }

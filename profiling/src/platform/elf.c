@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* The ELF backend of the platform layer (platform.h): Linux, FreeBSD.
  *
- * Loaded objects come from dl_iterate_phdr: one mapping per executable
- * PT_LOAD segment (page-aligned like /proc/self/maps), the GNU build-id
- * from the loaded image's PT_NOTE segments, the main program's real path
- * from /proc/self/exe. Change detection uses the loader's dlpi_adds and
- * dlpi_subs counters. Function names are not taken from the loader
- * (symbols.c reads .symtab/.dynsym from the files). */
+ * Loaded objects come from the image library's module scan
+ * (mp_img_modules_load: dl_iterate_phdr, the GNU build-id from each
+ * loaded image's PT_NOTE segments), the one scan of loaded modules in the
+ * workspace: one mapping per executable PT_LOAD segment (page-aligned like
+ * /proc/self/maps), the main program's real path from /proc/self/exe.
+ * Change detection uses the loader's dlpi_adds and dlpi_subs counters.
+ * Function names are not taken from the loader (symbols.c reads
+ * .symtab/.dynsym from the files). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -18,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <mimprof/image.h>
 
 #include "../report/maps.h"
 
@@ -44,22 +48,6 @@ static uintptr_t page_size(void)
     return p > 0 ? (uintptr_t)p : 4096;
 }
 
-size_t mp_maps_image_build_id(uintptr_t base, const void *phdrs, size_t phnum,
-                              uint8_t out[MP_ELF_BUILD_ID_MAX])
-{
-    const ElfW(Phdr) *ph = phdrs;
-    for (size_t i = 0; i < phnum; i++) {
-        if (ph[i].p_type != PT_NOTE || ph[i].p_memsz == 0)
-            continue;
-        /* Note segments lie inside a readable PT_LOAD of the loaded image. */
-        size_t n = mp_elf_notes_build_id((const void *)(base + ph[i].p_vaddr),
-                                         (size_t)ph[i].p_memsz, ph[i].p_align, out);
-        if (n)
-            return n;
-    }
-    return 0;
-}
-
 /* ---- change detection ---- */
 
 static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -84,21 +72,14 @@ bool mp_plat_loader_counters(unsigned long long *adds, unsigned long long *subs)
 
 /* ---- reading the loader's list ---- */
 
-typedef struct scan {
-    mp_obj **found;
-    size_t n, cap;
-    bool first;
-    bool nomem;
-    char exe[PATH_MAX];
-} scan;
-
-static mp_obj *make_obj(const struct dl_phdr_info *info, bool is_main, const char *exe)
+/* The mp_obj of module `m`: its executable segments, page-aligned; NULL
+ * when it has none (or on out-of-memory: the object is missed). */
+static mp_obj *make_obj(const mp_img_module *m, const char *exe)
 {
     uintptr_t pg = page_size();
     size_t nexec = 0;
-    for (size_t i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_LOAD && (info->dlpi_phdr[i].p_flags & PF_X))
-            nexec++;
+    for (size_t i = 0; i < m->nsegs; i++)
+        nexec += m->segs[i].exec;
     if (nexec == 0)
         return NULL;
     mp_obj *o = calloc(1, sizeof *o);
@@ -109,89 +90,67 @@ static mp_obj *make_obj(const struct dl_phdr_info *info, bool is_main, const cha
         free(o);
         return NULL;
     }
-    for (size_t i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+    for (size_t i = 0; i < m->nsegs; i++) {
+        const mp_img_segment *g = &m->segs[i];
+        if (!g->exec)
             continue;
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        uintptr_t limit = start + ph->p_memsz;
         mp_map_seg *s = &o->segs[o->nsegs++];
-        s->start = start & ~(pg - 1);
-        s->limit = (limit + pg - 1) & ~(pg - 1);
-        s->file_offset = ph->p_offset & ~(uint64_t)(pg - 1);
+        s->start = g->start & ~(pg - 1);
+        s->limit = (g->limit + pg - 1) & ~(pg - 1);
+        s->file_offset = g->file_offset & ~(uint64_t)(pg - 1);
     }
-    o->base = info->dlpi_addr;
-    o->is_main = is_main;
+    o->base = m->bias;
+    o->is_main = m->is_main;
     o->loaded = true;
 
-    const char *name = info->dlpi_name;
+    const char *name = m->name;
     char real[PATH_MAX];
-    if (is_main && exe[0]) {
+    if (m->is_main && exe[0]) {
         o->path = strdup(exe);
         o->has_file = true;
-    } else if (name != NULL && name[0] != '\0' && realpath(name, real) != NULL) {
+    } else if (name[0] != '\0' && realpath(name, real) != NULL) {
         o->path = strdup(real);
         o->has_file = true;
-    } else if (name != NULL && strstr(name, "vdso") != NULL) {
+    } else if (strstr(name, "vdso") != NULL) {
         o->path = strdup("[vdso]");
     } else {
-        o->path = strdup(name != NULL && name[0] ? name : "[unknown]");
+        o->path = strdup(name[0] ? name : "[unknown]");
     }
     if (o->path == NULL) {
         mp_obj_free(o);
         return NULL;
     }
-    uint8_t id[MP_ELF_BUILD_ID_MAX];
-    size_t idlen = mp_maps_image_build_id(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, id);
-    mp_elf_hex(id, idlen, o->build_id);
+    size_t idlen = m->build_id_len < MP_ELF_BUILD_ID_MAX ? m->build_id_len : MP_ELF_BUILD_ID_MAX;
+    mp_elf_hex(m->build_id, idlen, o->build_id);
     return o;
-}
-
-static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    scan *s = arg;
-    bool is_main = s->first;
-    s->first = false;
-    if (s->nomem)
-        return 1;
-    mp_obj *o = make_obj(info, is_main, s->exe);
-    if (o == NULL)
-        return 0; /* no executable segment (or no memory: the object is missed) */
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 32;
-        mp_obj **f = realloc(s->found, nc * sizeof *f);
-        if (f == NULL) {
-            mp_obj_free(o);
-            s->nomem = true;
-            return 1;
-        }
-        s->found = f;
-        s->cap = nc;
-    }
-    s->found[s->n++] = o;
-    return 0;
 }
 
 bool mp_plat_scan_objects(mp_obj ***out, size_t *n)
 {
-    scan *s = calloc(1, sizeof *s);
-    if (s == NULL)
+    mp_img_modules *mods;
+    if (mp_img_modules_load(&mods) != MP_IMG_OK)
         return false;
-    s->first = true;
-    ssize_t len = readlink("/proc/self/exe", s->exe, sizeof s->exe - 1);
-    s->exe[len > 0 ? (size_t)len : 0] = '\0';
-    dl_iterate_phdr(scan_cb, s);
-    if (s->nomem) {
-        for (size_t i = 0; i < s->n; i++)
-            mp_obj_free(s->found[i]);
-        free(s->found);
-        free(s);
+    size_t count = mp_img_modules_count(mods);
+    mp_obj **found = malloc((count ? count : 1) * sizeof *found);
+    char *exe = malloc(PATH_MAX);
+    if (found == NULL || exe == NULL) {
+        free(found);
+        free(exe);
+        mp_img_modules_free(mods);
         return false;
     }
-    *out = s->found;
-    *n = s->n;
-    free(s);
+    ssize_t len = readlink("/proc/self/exe", exe, PATH_MAX - 1);
+    exe[len > 0 ? (size_t)len : 0] = '\0';
+    size_t k = 0;
+    for (size_t i = 0; i < count; i++) {
+        mp_obj *o = make_obj(mp_img_modules_at(mods, i), exe);
+        if (o != NULL) /* no executable segment (or no memory: the object is missed) */
+            found[k++] = o;
+    }
+    free(exe);
+    mp_img_modules_free(mods);
+    *out = found;
+    *n = k;
     return true;
 }
 

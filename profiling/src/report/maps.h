@@ -107,9 +107,4 @@ const mp_map_ref *mp_maps_lookup(const mp_maps *m, uintptr_t addr);
 /* Total number of mappings (segments) in id order: ids 1..n. */
 size_t mp_maps_count(const mp_maps *m);
 
-/* Reads the GNU build-id of a loaded image from its PT_NOTE segments
- * (ELF backend only: defined in ../platform/elf.c). */
-size_t mp_maps_image_build_id(uintptr_t base, const void *phdrs, size_t phnum,
-                              uint8_t out[MP_ELF_BUILD_ID_MAX]);
-
 #endif

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <elf.h>
 #include <link.h>
+#include <mimprof/image.h>
 
 #include "elf_reader.h"
 #include "maps.h"
@@ -19,15 +20,6 @@ static char *self_path(void)
     return exe;
 }
 
-static int main_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    uint8_t *id = arg;
-    size_t n = mp_maps_image_build_id(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum, id + 1);
-    id[0] = (uint8_t)n;
-    return 1; /* the main program only */
-}
-
 Test(report_elf, build_id_file_image_readelf_agree)
 {
     size_t len = 0;
@@ -38,10 +30,14 @@ Test(report_elf, build_id_file_image_readelf_agree)
     cr_assert_gt(n, 0);
     char hex[2 * MP_ELF_BUILD_ID_MAX + 1];
     mp_elf_hex(id, n, hex);
-    uint8_t img[1 + MP_ELF_BUILD_ID_MAX];
-    dl_iterate_phdr(main_cb, img);
-    cr_assert_eq(img[0], n);
-    cr_assert_arr_eq(img + 1, id, n);
+    /* the loaded image's note, read by the image library's module scan */
+    mp_img_modules *mods;
+    cr_assert_eq(mp_img_modules_load(&mods), MP_IMG_OK);
+    const mp_img_module *prog = mp_img_modules_at(mods, 0);
+    cr_assert(prog != NULL && prog->is_main);
+    cr_assert_eq(prog->build_id_len, n);
+    cr_assert_arr_eq(prog->build_id, id, n);
+    mp_img_modules_free(mods);
     int st;
     char *o = ut_run(&st, "'%s' -n '%s' | sed -n 's/.*Build ID: *\\([0-9a-f]*\\).*/\\1/p'", READELF,
                      self_path());

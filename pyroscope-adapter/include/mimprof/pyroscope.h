@@ -453,7 +453,10 @@ typedef struct mp_pyro_jemalloc_options {
     mp_pyro_mallctl_fn mallctl;
     /** Directory for the temporary heap dump; NULL = $TMPDIR or /tmp. */
     const char *tmp_dir;
-    /** Name frames with dladdr() (exported symbols); default true. */
+    /** Name frames as the mimprof backend does (the profiling library's
+     *  symbolizer: ELF .symtab, else .dynsym, names demangled and
+     *  qualified, linkage names in Function.system_name); false: addresses
+     *  and mappings only. Default true. */
     bool symbolize;
 } mp_pyro_jemalloc_options;
 
