@@ -53,22 +53,22 @@
 /* Slot word of return address ip (0 < ip < 2^47): (ip << 17) | rule,
  * rule < 2^17; 0 = empty (no ip matches it). A walk step computes
  * t = (ip << 17) ^ word: the slot is ip's iff t < 2^17, and then t is the
- * rule itself, no field to extract. Rule bits:
- *   bit 0      CFA from RBP (else from RSP)
- *   bit 1      special: no step (bit 3: the outermost frame, else not
- *              handled)
- *   bit 2      RBP restored from CFA - m (else kept)
- *   bits 3-10  k, the CFA's offset in bytes (a multiple of 8, 8..2040)
+ * rule itself. Rule bits:
+ *   bits 0-7   k / 8, the CFA's offset (k 8..2040; a special rule: 1 for
+ *              the outermost frame, 0 for one not handled)
+ *   bit 8      CFA from RBP (else from RSP)
+ *   bit 9      special: no step
+ *   bit 10     RBP restored from CFA - m (else kept)
  *   bits 11-16 m / 8 (m 16..504)
+ * so that the common step (RSP-based) tests bits 8-9 and the key's with
+ * one mask, and adds the low byte, times 8, to RSP.
  * The slot is ip's low 12 bits: return addresses follow call
  * instructions at any byte offset, so these bits are as spread as any
  * hash of them, at one AND. */
-#define R_FROM_BP  1u
-#define R_SPECIAL  2u
-#define R_BP_SAVED 4u
-#define R_LAST_BIT 8u
-#define R_K_MASK   0x7f8u
-#define R_K(r)     ((uintptr_t)((r)&R_K_MASK))
+#define R_FROM_BP  0x100u
+#define R_SPECIAL  0x200u
+#define R_BP_SAVED 0x400u
+#define R_K(r)     ((uintptr_t)((r)&0xffu) * 8)
 #define R_M(r)     ((uintptr_t)((r) >> 11) * 8)
 #define R_BITS     17
 #define R_LIMIT    ((uint64_t)1 << R_BITS)
@@ -76,7 +76,7 @@
 #define MAX_M      504u
 #define IP_LIMIT   ((uintptr_t)1 << (64 - R_BITS)) /* exclusive */
 #define K_EMPTY    0u                              /* learn: busy, not learned now */
-#define K_LAST     (R_SPECIAL | R_LAST_BIT)
+#define K_LAST     (R_SPECIAL | 1u)
 #define K_NO       R_SPECIAL
 
 #define SLOTS 4096u /* 32 KiB */
@@ -201,7 +201,7 @@ static uint64_t learn_locked(uintptr_t ip)
             return K_NO;
         rule |= R_BP_SAVED | (uint64_t)(m / 8) << 11;
     }
-    return rule | (uint64_t)k;
+    return rule | (uint64_t)(k / 8);
 }
 
 static uint64_t learn(uintptr_t ip)
@@ -248,18 +248,20 @@ HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_sta
                                                              uintptr_t *pcs, int cap)
 {
     uintptr_t ip = from->ip, sp = from->sp, bp = from->bp;
-    int n = 0;
-    while (n < cap) {
+    uintptr_t *out = pcs, *end = pcs + (cap > 0 ? cap : 0);
+    /* t has a bit here unless the slot is ip's and the rule an RSP-based step */
+    const uint64_t not_fast = ~(R_LIMIT - 1) | R_SPECIAL | R_FROM_BP;
+    while (out < end) {
         if (__builtin_expect(ip - 1 >= IP_LIMIT - 1, 0))
-            return ip == 0 ? n : -1; /* libunwind ends a stack at a zero return address too;
-                                        no key for an address at or above 2^47 */
-        pcs[n++] = ip;
+            return ip == 0 ? (int)(out - pcs) : -1; /* libunwind ends a stack at a zero return
+                                                       address too; no key at or above 2^47 */
+        *out++ = ip;
         uint64_t t = key_of(ip) ^ __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
-        if (__builtin_expect(t >= R_LIMIT || (t & (R_SPECIAL | R_FROM_BP)) != 0, 0)) {
+        if (__builtin_expect((t & not_fast) != 0, 0)) {
             uintptr_t st[3] = {ip, sp, bp}; /* in memory on this path only */
             int r = step_slow(st, t);
             if (r <= 0)
-                return r == 0 ? n : -1;
+                return r == 0 ? (int)(out - pcs) : -1;
             ip = st[0];
             sp = st[1];
             bp = st[2];
@@ -268,10 +270,10 @@ HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_sta
         /* CFA = RSP + k, k in 8..2040: above the frame by construction */
         sp += R_K(t);
         ip = *(const uintptr_t *)(sp - 8);
-        if (t & R_BP_SAVED)
-            bp = *(const uintptr_t *)(sp - R_M(t));
+        if (t & R_BP_SAVED) /* at CFA - m: the word m / 8 below */
+            bp = ((const uintptr_t *)sp)[-(intptr_t)(t >> 11)];
     }
-    return n;
+    return (int)(out - pcs);
 }
 
 void mp_unwind_fast_flush(void)
