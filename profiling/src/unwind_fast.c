@@ -258,6 +258,8 @@ HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_sta
         *out++ = ip;
         uint64_t t = key_of(ip) ^ __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
         if (__builtin_expect((t & not_fast) != 0, 0)) {
+            if (t == K_LAST) /* learned: the outermost frame (every walk ends at one) */
+                return (int)(out - pcs);
             uintptr_t st[3] = {ip, sp, bp}; /* in memory on this path only */
             int r = step_slow(st, t);
             if (r <= 0)
