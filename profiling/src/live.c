@@ -148,7 +148,7 @@ static void summary_add(uintptr_t p, int d)
 /* Index of p in s, or s->cap if absent. NULL is never in the table, but
  * 0 also marks an empty slot: without the check a free(NULL) whose filter
  * slot a sampled block shares would "find" the first empty slot. */
-static size_t find(const stripe *s, uintptr_t p)
+static inline __attribute__((always_inline)) size_t find(const stripe *s, uintptr_t p)
 {
     if (s->cap == 0 || p == 0)
         return s->cap;
