@@ -41,15 +41,24 @@ void mp_depot_init(void)
         mp_lock_init(&g_stripes[i].lock);
 }
 
+/* One multiply per frame (h = (h ^ pc) * C: each step a bijection of h,
+ * so stacks that differ in one frame never collide), four frames a loop
+ * turn, then a final mix for the low bits the stripe and the bucket take
+ * (a product's low bits see only its inputs' low bits). */
 static uint64_t hash_stack(const uintptr_t *pcs, uint32_t depth, bool truncated)
 {
+    const uint64_t c = 0x9E3779B97F4A7C15ULL;
     uint64_t h = 0x84222325cbf29ce4ULL ^ depth ^ ((uint64_t)truncated << 32);
-    for (uint32_t i = 0; i < depth; i++) {
-        h ^= (uint64_t)pcs[i];
-        h *= 0x9E3779B97F4A7C15ULL;
-        h ^= h >> 29;
+    uint32_t i = 0;
+    for (; i + 4 <= depth; i += 4) {
+        h = (h ^ (uint64_t)pcs[i]) * c;
+        h = (h ^ (uint64_t)pcs[i + 1]) * c;
+        h = (h ^ (uint64_t)pcs[i + 2]) * c;
+        h = (h ^ (uint64_t)pcs[i + 3]) * c;
     }
-    return h;
+    for (; i < depth; i++)
+        h = (h ^ (uint64_t)pcs[i]) * c;
+    return h ^ (h >> 29) ^ (h >> 47);
 }
 
 /* Marks a stack as visited by mp_depot_clear (its hash is not needed any

@@ -136,6 +136,11 @@ typedef struct mp_thread_rec {
     unsigned ordinal; /* order of this thread's first hit in the session */
     unsigned home_shard;
     uintptr_t *pcs; /* capture buffer: max_stack_depth + MP_CAPTURE_SLACK */
+    /* The stack of this thread's last sample (sampler.c): a sample from
+     * the same stack takes it without the depot's hash, lock and chain.
+     * Valid for the record's session (the depot is cleared only at its
+     * end, under rw exclusive); read and set under rw shared. */
+    const struct mp_stack *last_stack;
 } mp_thread_rec;
 
 /* Once per process, before the first session: locks of the recorder. */

@@ -148,7 +148,7 @@ static void summary_add(uintptr_t p, int d)
 /* Index of p in s, or s->cap if absent. NULL is never in the table, but
  * 0 also marks an empty slot: without the check a free(NULL) whose filter
  * slot a sampled block shares would "find" the first empty slot. */
-static size_t find(const stripe *s, uintptr_t p)
+static inline __attribute__((always_inline)) size_t find(const stripe *s, uintptr_t p)
 {
     if (s->cap == 0 || p == 0)
         return s->cap;
@@ -233,8 +233,22 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     uint64_t id = ++s->next_id;
     if (__builtin_expect(s->snap_pending, 0))
         snap_copy(s);
-    size_t i = find(s, p);
-    if (i != s->cap) { /* a stale entry (a free we could not see): replace it */
+    /* One probe finds p or the empty slot it would go to (p != 0: the
+     * sampler never inserts NULL). */
+    size_t i = s->cap, k = 0;
+    bool found = false;
+    if (s->cap != 0) {
+        for (k = home(p, s->cap);; k = (k + 1) & (s->cap - 1)) {
+            if (s->slots[k].ptr == p) {
+                found = true;
+                i = k;
+                break;
+            }
+            if (s->slots[k].ptr == 0)
+                break;
+        }
+    }
+    if (found) { /* a stale entry (a free we could not see): replace it */
         entry *old = &s->slots[i];
         mp_peak_remove(p, old->stack, old->size, old->weight, old->seq);
         s->slots[i] =
@@ -247,17 +261,20 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         ok = false;
     } else if (s->counts == NULL && (s->counts = calloc(SLOTS_PER_STRIPE, 1)) == NULL) {
         ok = false;
-    } else if ((s->count + 1) * 4 > s->cap * 3 && !grow(s)) {
-        ok = false;
+    } else if ((s->count + 1) * 4 > s->cap * 3) {
+        if (grow(s)) { /* the table moved: p's empty slot in the new one */
+            k = home(p, s->cap);
+            while (s->slots[k].ptr != 0)
+                k = (k + 1) & (s->cap - 1);
+        } else {
+            ok = false;
+        }
     }
     if (!ok) {
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
         mp_lock_release(&s->lock);
         return false;
     }
-    size_t k = home(p, s->cap);
-    while (s->slots[k].ptr != 0)
-        k = (k + 1) & (s->cap - 1);
     s->slots[k] =
         (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
     s->count++;

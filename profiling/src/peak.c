@@ -105,9 +105,12 @@ uint64_t mp_peak_insert(double bytes)
 void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t seq)
 {
     mp_lock_take(&g_peak.lock);
-    gone g = {p, stack, size, weight, seq, ++g_peak.seq};
+    uint64_t rm = ++g_peak.seq;
     g_peak.est -= weight * (double)size;
-    if (needed(&g)) {
+    /* needed(): inserted at or before a mark it is removed after (the
+     * current one, or the one a close holds); the entry is built only then */
+    if (__builtin_expect(seq <= g_peak.mark || (g_peak.hold && seq <= g_peak.hold_mark), 0)) {
+        gone g = {p, stack, size, weight, seq, rm};
         if (g_peak.n == g_peak.cap) {
             size_t ncap = g_peak.cap ? g_peak.cap * 2 : 256;
             gone *nv = realloc(g_peak.v, ncap * sizeof *nv);

@@ -136,8 +136,9 @@ static bool shard_grow(shard *s)
     return true;
 }
 
-/* Adds one record to shard s (locked); false when s cannot take its stack. */
-static bool shard_add(shard *s, const mp_record *r)
+/* Adds one record to shard s (locked): the entry of its stack, or NULL
+ * when s cannot take that stack. */
+static shard_entry *shard_add(shard *s, const mp_record *r)
 {
     if (s->cap != 0) {
         for (size_t k = shard_slot(r->stack, s->cap);; k = (k + 1) & (s->cap - 1)) {
@@ -146,23 +147,23 @@ static bool shard_add(shard *s, const mp_record *r)
                 s->e[k].bytes += r->weight * (double)r->size;
                 s->e[k].records++;
                 s->records++;
-                return true;
+                return &s->e[k];
             }
             if (s->e[k].stack == NULL)
                 break;
         }
     }
     if (s->count >= s->limit)
-        return false;
+        return NULL;
     if ((s->count + 1) * 2 > s->cap && !shard_grow(s))
-        return false;
+        return NULL;
     size_t k = shard_slot(r->stack, s->cap);
     while (s->e[k].stack != NULL)
         k = (k + 1) & (s->cap - 1);
     s->e[k] = (shard_entry){r->stack, r->weight, r->weight * (double)r->size, 1};
     s->count++;
     s->records++;
-    return true;
+    return &s->e[k];
 }
 
 /* Moves the records of `f` (whose lock the caller holds), oldest first,
@@ -172,12 +173,25 @@ static uint32_t handoff(mp_fifo *f, unsigned first)
     for (unsigned k = 0; k < g_nshards && f->len != 0; k++) {
         shard *s = &g_shards[(first + k) % g_nshards];
         uint32_t n = 0;
+        shard_entry *same = NULL; /* the entry of the previous record's stack */
         pthread_mutex_lock(&s->lock);
-        while (f->len != 0 && shard_add(s, &f->slots[f->head])) {
-            mp_record dummy;
-            (void)mp_fifo_take(f, &dummy, 1);
+        while (f->len != 0) {
+            const mp_record *r = &f->slots[f->head];
+            if (same != NULL && same->stack == r->stack) { /* a run of one stack: no probe */
+                same->objects += r->weight;
+                same->bytes += r->weight * (double)r->size;
+                same->records++;
+                s->records++;
+            } else if ((same = shard_add(s, r)) == NULL) { /* valid until the next add */
+                break;
+            }
+            if (++f->head == f->cap) /* consumed (mp_fifo_take of one, inline) */
+                f->head = 0;
+            f->len--;
             n++;
         }
+        if (f->len == 0)
+            f->head = 0;
         pthread_mutex_unlock(&s->lock);
         if (n != 0) {
             MP_UNCOUNT(ring_records, n);

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h> /* Linux: getrandom; macOS: getentropy */
 #include <time.h>
 #include <unistd.h>
@@ -332,7 +333,14 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
     if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != gen)
         goto out; /* the session ended while we captured */
     MP_COUNT(taken, 1);
-    r.stack = mp_depot_intern(t->pcs + skip, depth, truncated);
+    /* A thread's samples often repeat its previous stack (a loop's
+     * allocation site): compared frame for frame, it is that stack. */
+    const mp_stack *last = t->last_stack;
+    if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
+        memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
+        r.stack = last;
+    else
+        r.stack = t->last_stack = mp_depot_intern(t->pcs + skip, depth, truncated);
     if (r.stack == NULL) {
         MP_COUNT(dropped_registration, 1); /* no memory for the stack */
         goto out;

@@ -50,22 +50,40 @@
 
 #define HOOK MP_PROF_HOOK_SECTION_
 
-/* Rule word: kind (2 bits), CFA from RBP, RBP restored, k / 8, m / 8,
- * then the tag ip >> 12 (return addresses below 2^56). 0 = empty. */
-enum { K_EMPTY = 0, K_STEP = 1, K_LAST = 2, K_NO = 3 };
-#define R_KIND(r)   ((unsigned)((r)&3u))
-#define R_FROM_BP   ((uint64_t)1 << 2)
-#define R_BP_SAVED  ((uint64_t)1 << 3)
-#define R_K(r)      ((uintptr_t)(((r) >> 4) & 0xff) * 8)
-#define R_M(r)      ((uintptr_t)(((r) >> 12) & 0xff) * 8)
-#define R_TAG_SHIFT 20
-#define MAX_OFF     (255u * 8)
+/* Slot word of return address ip (0 < ip < 2^47): (ip << 17) | rule,
+ * rule < 2^17; 0 = empty (no ip matches it). A walk step computes
+ * t = (ip << 17) ^ word: the slot is ip's iff t < 2^17, and then t is the
+ * rule itself. Rule bits:
+ *   bits 0-7   k / 8, the CFA's offset (k 8..2040; a special rule: 1 for
+ *              the outermost frame, 0 for one not handled)
+ *   bit 8      CFA from RBP (else from RSP)
+ *   bit 9      special: no step
+ *   bit 10     RBP restored from CFA - m (else kept)
+ *   bits 11-16 m / 8 (m 16..504)
+ * so that the common step (RSP-based) tests bits 8-9 and the key's with
+ * one mask, and adds the low byte, times 8, to RSP.
+ * The slot is ip's low 12 bits: return addresses follow call
+ * instructions at any byte offset, so these bits are as spread as any
+ * hash of them, at one AND. */
+#define R_FROM_BP  0x100u
+#define R_SPECIAL  0x200u
+#define R_BP_SAVED 0x400u
+#define R_K(r)     ((uintptr_t)((r)&0xffu) * 8)
+#define R_M(r)     ((uintptr_t)((r) >> 11) * 8)
+#define R_BITS     17
+#define R_LIMIT    ((uint64_t)1 << R_BITS)
+#define MAX_K      2040u
+#define MAX_M      504u
+#define IP_LIMIT   ((uintptr_t)1 << (64 - R_BITS)) /* exclusive */
+#define K_EMPTY    0u                              /* learn: busy, not learned now */
+#define K_LAST     (R_SPECIAL | 1u)
+#define K_NO       R_SPECIAL
 
 #define SLOTS 4096u /* 32 KiB */
 static uint64_t g_rules[SLOTS];
 
-static inline uint32_t slot_of(uintptr_t ip) { return (uint32_t)(ip ^ (ip >> 12)) & (SLOTS - 1); }
-static inline uint64_t tag_of(uintptr_t ip) { return (uint64_t)(ip >> 12) << R_TAG_SHIFT; }
+static inline uint32_t slot_of(uintptr_t ip) { return (uint32_t)ip & (SLOTS - 1); }
+static inline uint64_t key_of(uintptr_t ip) { return (uint64_t)ip << R_BITS; }
 
 /* ---- learning ---- */
 
@@ -148,7 +166,7 @@ static uint64_t learn_locked(uintptr_t ip)
         return K_LAST;
     if (n_last != 0)
         return K_NO;
-    uint64_t rule = K_STEP;
+    uint64_t rule = 0;
     intptr_t k;
     if (out[0][1] == out[1][1]) { /* CFA did not follow RBP: RSP + k */
         k = (intptr_t)(out[0][1] - at(sp_w[0]));
@@ -160,7 +178,7 @@ static uint64_t learn_locked(uintptr_t ip)
             return K_NO;
         rule |= R_FROM_BP;
     }
-    if (k < 8 || k > (intptr_t)MAX_OFF || k % 8 != 0)
+    if (k < 8 || k > (intptr_t)MAX_K || k % 8 != 0)
         return K_NO;
     bool bp_kept = true, bp_slot = true;
     intptr_t m = 0;
@@ -179,11 +197,11 @@ static uint64_t learn_locked(uintptr_t ip)
     if (bp_kept == bp_slot) /* neither, or (impossibly) both */
         return K_NO;
     if (bp_slot) {
-        if (m < 16 || m > (intptr_t)MAX_OFF || m % 8 != 0)
+        if (m < 16 || m > (intptr_t)MAX_M || m % 8 != 0)
             return K_NO;
-        rule |= R_BP_SAVED | (uint64_t)(m / 8) << 12;
+        rule |= R_BP_SAVED | (uint64_t)(m / 8) << 11;
     }
-    return rule | (uint64_t)(k / 8) << 4;
+    return rule | (uint64_t)(k / 8);
 }
 
 static uint64_t learn(uintptr_t ip)
@@ -192,7 +210,7 @@ static uint64_t learn(uintptr_t ip)
         return K_EMPTY; /* busy: this capture goes to libunwind */
     uint64_t r = learn_locked(ip);
     atomic_store_explicit(&g_probe_busy, false, memory_order_release);
-    __atomic_store_n(&g_rules[slot_of(ip)], tag_of(ip) | r, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_rules[slot_of(ip)], key_of(ip) | r, __ATOMIC_RELAXED);
     return r;
 }
 
@@ -201,35 +219,63 @@ static uint64_t learn(uintptr_t ip)
 /* A frame larger than this ends the walk with -1 (libunwind decides). */
 #define MAX_FRAME ((uintptr_t)1 << 24)
 
+/* The walk's step for what the common case does not cover: a return
+ * address outside (0, 2^47), one not learned (learned now), a special
+ * rule, an RBP-based CFA. 1: step done (*ipp, *spp, *bpp updated); 0:
+ * the stack ends here; -1: libunwind decides. */
+static __attribute__((noinline, no_sanitize_address)) int step_slow(uintptr_t st[3], uint64_t t)
+{
+    uintptr_t ip = st[0], sp = st[1], bp = st[2];
+    if (t >= R_LIMIT) { /* not ip's slot */
+        uint64_t r = learn(ip);
+        if (r == K_EMPTY)
+            return -1; /* not learned now */
+        t = r;
+    }
+    if (t & R_SPECIAL)
+        return t == K_LAST ? 0 : -1;
+    uintptr_t cfa = ((t & R_FROM_BP) ? bp : sp) + R_K(t);
+    if (cfa - sp - 1 >= MAX_FRAME)
+        return -1; /* callers live above their callees */
+    st[0] = *(const uintptr_t *)(cfa - 8);
+    if (t & R_BP_SAVED)
+        st[2] = *(const uintptr_t *)(cfa - R_M(t));
+    st[1] = cfa;
+    return 1;
+}
+
 HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_start *from,
                                                              uintptr_t *pcs, int cap)
 {
     uintptr_t ip = from->ip, sp = from->sp, bp = from->bp;
-    int n = 0;
-    while (n < cap) {
-        if (ip == 0)
-            return n; /* libunwind ends a stack at a zero return address too */
-        if (ip >> 56 != 0)
-            return -1; /* not a user-space address: no tag for it */
-        pcs[n++] = ip;
-        uint64_t r = __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
-        if (__builtin_expect((r ^ tag_of(ip)) >> R_TAG_SHIFT != 0 || R_KIND(r) != K_STEP, 0)) {
-            if ((r ^ tag_of(ip)) >> R_TAG_SHIFT != 0 || R_KIND(r) == K_EMPTY)
-                r = learn(ip);
-            if (R_KIND(r) == K_LAST)
-                return n;
-            if (R_KIND(r) != K_STEP)
-                return -1; /* not handled, or not learned now */
+    uintptr_t *out = pcs, *end = pcs + (cap > 0 ? cap : 0);
+    /* t has a bit here unless the slot is ip's and the rule an RSP-based step */
+    const uint64_t not_fast = ~(R_LIMIT - 1) | R_SPECIAL | R_FROM_BP;
+    while (out < end) {
+        if (__builtin_expect(ip - 1 >= IP_LIMIT - 1, 0))
+            return ip == 0 ? (int)(out - pcs) : -1; /* libunwind ends a stack at a zero return
+                                                       address too; no key at or above 2^47 */
+        *out++ = ip;
+        uint64_t t = key_of(ip) ^ __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
+        if (__builtin_expect((t & not_fast) != 0, 0)) {
+            if (t == K_LAST) /* learned: the outermost frame (every walk ends at one) */
+                return (int)(out - pcs);
+            uintptr_t st[3] = {ip, sp, bp}; /* in memory on this path only */
+            int r = step_slow(st, t);
+            if (r <= 0)
+                return r == 0 ? (int)(out - pcs) : -1;
+            ip = st[0];
+            sp = st[1];
+            bp = st[2];
+            continue;
         }
-        uintptr_t cfa = ((r & R_FROM_BP) ? bp : sp) + R_K(r);
-        if (cfa - sp - 1 >= MAX_FRAME)
-            return -1; /* callers live above their callees */
-        ip = *(const uintptr_t *)(cfa - 8);
-        if (r & R_BP_SAVED)
-            bp = *(const uintptr_t *)(cfa - R_M(r));
-        sp = cfa;
+        /* CFA = RSP + k, k in 8..2040: above the frame by construction */
+        sp += R_K(t);
+        ip = *(const uintptr_t *)(sp - 8);
+        if (t & R_BP_SAVED) /* at CFA - m: the word m / 8 below */
+            bp = ((const uintptr_t *)sp)[-(intptr_t)(t >> 11)];
     }
-    return n;
+    return (int)(out - pcs);
 }
 
 void mp_unwind_fast_flush(void)
