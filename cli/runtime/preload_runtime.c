@@ -32,11 +32,10 @@
 #include <unistd.h>
 
 #include <mimprof/profiling.h>
+#include <mimprof/profiling_control.h>
 
 #include "image_runtime.h"
 #include "rt_common.h"
-#include "rt_ctl.h"
-#include "rt_cumul.h"
 #include "rt_env.h"
 #include "rt_output.h"
 #include "rt_peak.h"
@@ -60,8 +59,12 @@ static struct {
     bool bare;     /* the bare preload: one report at exit, no thread, no handler */
     bool dormant;  /* MIMPROF_DORMANT: configured, no session until one is asked for */
     bool handlers; /* SIGUSR2 and the fatal signals taken (at the first session) */
-    bool ctl;      /* the control socket (rt_ctl.h) is served */
-    bool http;     /* so is the HTTP endpoint (rt_http.h): reports feed rt_cumul.h */
+    /* The control socket of `mimprof ctl` and /debug/pprof: the profiling
+     * library's (<mimprof/profiling_control.h>), with this runtime's
+     * hooks (below); NULL when not served. */
+    mp_prof_control *control;
+    bool http;             /* it serves /debug/pprof: every report is fed to it (report_lock) */
+    bool ctl_child_serves; /* a forked child serves its own socket (its fork handler) */
     /* Serialises reports (the reporter's, the exit's, the control
      * socket's); inside rt.lock when both are held. */
     pthread_mutex_t report_lock;
@@ -138,7 +141,7 @@ static mp_prof_status take_report_locked(const char *note, uint8_t **buf, size_t
             mpt_rt_pyro_submit(*pk, *pklen, rt.window_from_ns, now, true);
     }
     if (rt.http)
-        mpt_cumul_add(*buf, *len);
+        (void)mp_prof_control_feed(rt.control, *buf, *len);
     rt.window_from_ns = now;
     rt.reports++;
     rt.last_report_ns = now;
@@ -370,7 +373,7 @@ static int start_locked(void)
     rt.session_interval = rt.cfg.sample_interval_bytes;
     if (rt.http) {
         pthread_mutex_lock(&rt.report_lock);
-        mpt_cumul_reset(now_real_ns()); /* Go's alloc_*: since the session started */
+        mp_prof_control_session_started(rt.control); /* Go's alloc_*: since the start */
         pthread_mutex_unlock(&rt.report_lock);
     }
     rt.window_from_ns = now_real_ns();
@@ -405,8 +408,8 @@ static void after_fork_child(void)
     mpt_sig_after_fork();
     rt.reports = 0;
     rt.last_report_ns = 0;
-    /* Children do not serve the HTTP port (rt_http.h), and the parent's
-     * cumulative profile may have been mid-merge on its control thread. */
+    /* Children do not serve the HTTP port, and the parent's cumulative
+     * profile may have been mid-merge on its control thread. */
     rt.http = false;
     /* A child whose files would have its parent's names is not profiled
      * (fork_parent said so). */
@@ -428,9 +431,9 @@ static void after_fork_child(void)
     } else if (follow && rt.dormant) {
         rt.pid = getpid(); /* a dormant child of a dormant parent */
     }
-    /* Last: the control thread it starts finds the child's state. */
-    if (rt.ctl)
-        mpt_ctl_after_fork(follow && (was_started || rt.dormant));
+    /* The control's own fork handler runs after this one (registered
+     * later) and asks fork_child: its thread then finds the child's state. */
+    rt.ctl_child_serves = follow && (was_started || rt.dormant);
 }
 
 /* In the parent, after its first fork: when its children's reports would
@@ -503,6 +506,183 @@ static int configure(mpt_env_var bad, const char *why)
     return 0;
 }
 
+/* ---- control (<mimprof/profiling_control.h>) ------------------------- */
+
+static void end_session_locked(bool at_exit);
+
+/* The hooks of the control: status, start, stop and report as this
+ * runtime does them (its reporter, files and uploads); run on the
+ * control's thread. */
+static void ctl_state(void *ctx, mp_prof_control_state *st)
+{
+    (void)ctx;
+    pthread_mutex_lock(&rt.lock);
+    st->running = rt.started;
+    st->interval = rt.started ? rt.session_interval : rt.cfg.sample_interval_bytes;
+    st->next_interval = rt.cfg.sample_interval_bytes;
+    st->every_ms = rt.every_ms;
+    st->report_at_exit = true;
+    st->output = rt.files ? (rt.out.dir[0] != '\0' ? rt.out.dir : rt.out.pattern) : "";
+    pthread_mutex_lock(&rt.report_lock); /* the agent starts under it (take_report_locked) */
+    uint64_t uploaded = 0, lost = 0;
+    const char *service = mpt_rt_pyro_progress(&uploaded, &lost);
+    if (service[0] != '\0')
+        snprintf(st->upload, sizeof st->upload, "on (service_name=%s): %llu uploaded, %llu lost",
+                 service, (unsigned long long)uploaded, (unsigned long long)lost);
+    st->reports = rt.reports;
+    st->last_report_ns = rt.last_report_ns;
+    pthread_mutex_unlock(&rt.report_lock);
+    pthread_mutex_unlock(&rt.lock);
+}
+
+static mp_prof_status ctl_start(void *ctx, uint64_t interval, int64_t every_ms, char *why,
+                                size_t whylen)
+{
+    (void)ctx;
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = MP_PROF_E_BUSY;
+    if (rt.started) {
+        snprintf(why, whylen, "a session is already running");
+    } else {
+        if (interval != 0)
+            rt.cfg.sample_interval_bytes = (size_t)interval;
+        if (every_ms >= 0)
+            rt.every_ms = (uint64_t)every_ms;
+        st = start_locked() == 0 ? MP_PROF_OK : MP_PROF_E_INTERNAL;
+        if (st != MP_PROF_OK)
+            snprintf(why, whylen, "the session did not start (see the process's stderr)");
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return st;
+}
+
+/* Writes the session's last report (as at exit) and stops it: dormant
+ * again. */
+static mp_prof_status ctl_stop(void *ctx, char *why, size_t whylen)
+{
+    (void)ctx;
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = MP_PROF_E_INACTIVE;
+    if (!rt.started) {
+        snprintf(why, whylen, "dormant: no session to stop");
+    } else {
+        end_session_locked(false);
+        /* The live table and the free filter are empty now: the dormant
+         * object's malloc and free may skip them again. */
+        mp_preload_set_sampling(false);
+        st = MP_PROF_OK;
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return st;
+}
+
+/* A report now: one of the process's series like any other, written to
+ * the output (when reports are written) and uploaded (when uploading),
+ * so that no window of allocations is lost anywhere, and fed to the
+ * control (take_report_locked). */
+static mp_prof_status ctl_report(void *ctx, uint8_t **buf, size_t *len, void (*then)(void *),
+                                 void *then_ctx, char *why, size_t whylen)
+{
+    (void)ctx;
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = MP_PROF_E_INACTIVE;
+    unsigned seq = 0;
+    if (rt.started) {
+        uint8_t *pk = NULL;
+        size_t pklen = 0;
+        pthread_mutex_lock(&rt.report_lock);
+        st = take_report_locked(NULL, buf, len, &pk, &pklen, &seq);
+        if (st == MP_PROF_OK && then != NULL)
+            then(then_ctx);
+        pthread_mutex_unlock(&rt.report_lock);
+        if (st == MP_PROF_OK)
+            write_report(*buf, *len, pk, pklen, seq);
+        mp_prof_buffer_free(pk);
+    }
+    bool started = rt.started;
+    pthread_mutex_unlock(&rt.lock);
+    if (st != MP_PROF_OK)
+        snprintf(why, whylen, "%s",
+                 started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return st;
+}
+
+static mp_prof_status ctl_image(void *ctx, const char *path, char *why, size_t whylen)
+{
+    (void)ctx;
+    pthread_mutex_lock(&rt.lock);
+    mp_prof_status st = rt.started ? mp_profiler_write_image(rt.prof, path) : MP_PROF_E_INACTIVE;
+    bool started = rt.started;
+    pthread_mutex_unlock(&rt.lock);
+    if (st != MP_PROF_OK)
+        snprintf(why, whylen, "%s",
+                 started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return st;
+}
+
+static void ctl_set_interval(void *ctx, uint64_t interval)
+{
+    (void)ctx;
+    pthread_mutex_lock(&rt.lock);
+    rt.cfg.sample_interval_bytes = (size_t)interval;
+    pthread_mutex_unlock(&rt.lock);
+}
+
+/* after_fork_child decided it (it runs first). */
+static bool ctl_fork_child(void *ctx)
+{
+    (void)ctx;
+    return rt.ctl_child_serves;
+}
+
+static void ctl_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    say_error("%s", line);
+}
+
+static const mp_prof_control_hooks CTL_HOOKS = {
+    .state = ctl_state,
+    .start = ctl_start,
+    .stop = ctl_stop,
+    .report = ctl_report,
+    .image = ctl_image,
+    .set_interval = ctl_set_interval,
+    .fork_child = ctl_fork_child,
+    .log = ctl_log,
+};
+
+/* Opens the control (MIMPROF_CTL, MIMPROF_HTTP); rt.lock held. One that
+ * cannot be served is said on stderr and the other one is served alone.
+ * 0, or -1 (neither). */
+static int open_control(bool ctl, const char *http)
+{
+    mp_prof_control_options o;
+    mp_prof_control_options_init(&o);
+    o.ctl = ctl;
+    o.http = http;
+    o.http_wildcard = mpt_env_flag(MPT_ENV_HTTP_WILDCARD, false);
+    o.quiet = rt.quiet;
+    char why[600];
+    while (mp_prof_control_open(&o, &CTL_HOOKS, &rt.control, why, sizeof why) != MP_PROF_OK) {
+        rt.control = NULL;
+        bool http_failed = strncmp(why, "http: ", 6) == 0;
+        if (http_failed)
+            say_error("mimprof: %s; not serving /debug/pprof\n", why);
+        else
+            say("mimprof: %s\n", why);
+        if (http_failed && o.ctl)
+            o.http = NULL; /* the control socket alone */
+        else if (!http_failed && o.ctl && o.http != NULL && strncmp(why, "ctl: ", 5) == 0)
+            o.ctl = false; /* /debug/pprof alone */
+        else
+            return -1;
+    }
+    return 0;
+}
+
+static void close_control(void) { mp_prof_control_close(rt.control); }
+
 /* Whether this process profiles itself. MIMPROF_ROOT_PID (set by
  * `mimprof run`) names the process it started: that process, also after
  * an exec that replaced it (same pid), is profiled; a program executed by
@@ -553,15 +733,13 @@ int mpt_rt_start(void)
      * first. */
     bool ctl = mpt_env_flag(MPT_ENV_CTL, true);
     const char *http = mpt_env(MPT_ENV_HTTP)->text;
-    if (!rt.bare && (ctl || http != NULL) &&
-        mpt_ctl_start(rt.quiet, ctl, http, mpt_env_flag(MPT_ENV_HTTP_WILDCARD, false)) == 0) {
-        rt.ctl = true;
-        atexit(mpt_ctl_stop);
-        if (mpt_ctl_http_on()) {
+    if (!rt.bare && (ctl || http != NULL) && open_control(ctl, http) == 0) {
+        atexit(close_control);
+        if (mp_prof_control_http_address(rt.control) != NULL) {
             pthread_mutex_lock(&rt.report_lock);
             rt.http = true;
             if (rt.started) /* the session started before the endpoint */
-                mpt_cumul_reset(now_real_ns());
+                mp_prof_control_session_started(rt.control);
             pthread_mutex_unlock(&rt.report_lock);
         }
     }
@@ -609,106 +787,5 @@ void mpt_rt_stop(void)
     if (rt.started)
         end_session_locked(true);
     mpt_rt_pyro_finish();
-    pthread_mutex_unlock(&rt.lock);
-}
-
-/* ---- control (rt_ctl.h) ---------------------------------------------- */
-
-void mpt_rt_get_state(mpt_rt_state *st)
-{
-    memset(st, 0, sizeof *st);
-    pthread_mutex_lock(&rt.lock);
-    st->running = rt.started;
-    st->interval = rt.started ? rt.session_interval : rt.cfg.sample_interval_bytes;
-    st->next_interval = rt.cfg.sample_interval_bytes;
-    st->every_ms = rt.every_ms;
-    st->output = rt.files ? (rt.out.dir[0] != '\0' ? rt.out.dir : rt.out.pattern) : "";
-    pthread_mutex_lock(&rt.report_lock); /* the agent starts under it (take_report_locked) */
-    st->service = mpt_rt_pyro_progress(&st->uploaded, &st->upload_lost);
-    st->uploading = st->service[0] != '\0';
-    st->reports = rt.reports;
-    st->last_report_ns = rt.last_report_ns;
-    pthread_mutex_unlock(&rt.report_lock);
-    pthread_mutex_unlock(&rt.lock);
-}
-
-int mpt_rt_ctl_start(uint64_t interval, int64_t every_ms, char *why, size_t whylen)
-{
-    pthread_mutex_lock(&rt.lock);
-    int rc = -1;
-    if (rt.started) {
-        snprintf(why, whylen, "a session is already running");
-    } else {
-        if (interval != 0)
-            rt.cfg.sample_interval_bytes = (size_t)interval;
-        if (every_ms >= 0)
-            rt.every_ms = (uint64_t)every_ms;
-        rc = start_locked();
-        if (rc != 0)
-            snprintf(why, whylen, "the session did not start (see the process's stderr)");
-    }
-    pthread_mutex_unlock(&rt.lock);
-    return rc;
-}
-
-int mpt_rt_ctl_stop(char *why, size_t whylen)
-{
-    pthread_mutex_lock(&rt.lock);
-    int rc = -1;
-    if (!rt.started) {
-        snprintf(why, whylen, "dormant: no session to stop");
-    } else {
-        end_session_locked(false);
-        /* The live table and the free filter are empty now: the dormant
-         * object's malloc and free may skip them again. */
-        mp_preload_set_sampling(false);
-        rc = 0;
-    }
-    pthread_mutex_unlock(&rt.lock);
-    return rc;
-}
-
-int mpt_rt_ctl_report(uint8_t **buf, size_t *len, void (*then)(void *), void *ctx, char *why,
-                      size_t whylen)
-{
-    pthread_mutex_lock(&rt.lock);
-    mp_prof_status st = MP_PROF_E_INACTIVE;
-    unsigned seq = 0;
-    if (rt.started) {
-        uint8_t *pk = NULL;
-        size_t pklen = 0;
-        pthread_mutex_lock(&rt.report_lock);
-        st = take_report_locked(NULL, buf, len, &pk, &pklen, &seq);
-        if (st == MP_PROF_OK && then != NULL)
-            then(ctx);
-        pthread_mutex_unlock(&rt.report_lock);
-        if (st == MP_PROF_OK)
-            write_report(*buf, *len, pk, pklen, seq);
-        mp_prof_buffer_free(pk);
-    }
-    pthread_mutex_unlock(&rt.lock);
-    if (st == MP_PROF_OK)
-        return 0;
-    snprintf(why, whylen, "%s",
-             rt.started ? mp_prof_strerror(st) : "dormant: start a session first");
-    return -1;
-}
-
-int mpt_rt_ctl_image(const char *path, char *why, size_t whylen)
-{
-    pthread_mutex_lock(&rt.lock);
-    mp_prof_status st = rt.started ? mp_profiler_write_image(rt.prof, path) : MP_PROF_E_INACTIVE;
-    bool started = rt.started;
-    pthread_mutex_unlock(&rt.lock);
-    if (st == MP_PROF_OK)
-        return 0;
-    snprintf(why, whylen, "%s", started ? mp_prof_strerror(st) : "dormant: start a session first");
-    return -1;
-}
-
-void mpt_rt_ctl_set_interval(uint64_t interval)
-{
-    pthread_mutex_lock(&rt.lock);
-    rt.cfg.sample_interval_bytes = (size_t)interval;
     pthread_mutex_unlock(&rt.lock);
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The runtime's HTTP endpoint: Go's /debug/pprof/heap for C and C++
- * programs (MIMPROF_HTTP=ADDR:PORT, `mimprof run --http`). Not installed.
+/* The control's HTTP endpoint: Go's /debug/pprof/heap for C and C++
+ * programs (mp_prof_control_options::http; `mimprof run --http`,
+ * MIMPROF_HTTP=ADDR:PORT). Not installed.
  *
- * Served by the control thread (rt_ctl.h: one thread, at most
- * MPT_CTL_MAX_CONN connections for both, 10 s each, non-blocking), on
+ * Served by the control thread (control.h: one thread, at most
+ * MPC_MAX_CONN connections for both, 10 s each, non-blocking), on
  * the address given only: a bare port or ":PORT" is 127.0.0.1; a wildcard
- * address (0.0.0.0, [::]) is refused unless MIMPROF_HTTP_WILDCARD=1
+ * address (0.0.0.0, [::]) is refused unless the options' http_wildcard
  * (`--http-wildcard`) says so. HTTP/1.1, one GET (or HEAD) per
  * connection, requests of at most 16 KiB (else 431), answers closed
  * after (`Connection: close`).
@@ -14,7 +15,7 @@
  *   /debug/pprof/heap      gzip-compressed pprof, Go's semantics:
  *                          inuse_* now, alloc_* cumulative since the
  *                          session started, no __delta__ label
- *                          (rt_cumul.h); default sample type inuse_space
+ *                          (cumul.h); default sample type inuse_space
  *   /debug/pprof/allocs    the same profile, default type alloc_space
  *   ?seconds=N             (1..60) the difference between now and N
  *                          seconds later, as Go's handler computes it
@@ -25,24 +26,24 @@
  * nosniff; errors are text/plain with one line. A dormant process
  * answers 503 with the reason and how to start it: a scrape never starts
  * a session (a scraper's retry loop would otherwise switch profiling on
- * for good). Each request takes a report of the process's series
- * (rt_ctl.h, mpt_rt_ctl_report): written and uploaded like any other.
+ * for good) unless the options' http_starts asks for it. Each request
+ * takes a report of the process's series (the report operation,
+ * control.h): under `mimprof run`, written and uploaded like any other.
  *
  * Forked children do not serve it (the port is the parent's). */
-#ifndef MIMPROF_TOOL_RT_HTTP_H
-#define MIMPROF_TOOL_RT_HTTP_H
+#ifndef MIMPROF_PROFILING_CONTROL_HTTP_H
+#define MIMPROF_PROFILING_CONTROL_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ctl_proto.h"
-#include "rt_conn.h"
+#include "conn.h"
 
 /* Binds and listens on `spec` (non-blocking, close-on-exec, high). The
  * descriptor, or -1 with a reason. */
-int mpt_http_listen(const char *spec, bool wildcard_ok, char *why, size_t whylen);
+int mpc_http_listen(const char *spec, bool wildcard_ok, char *why, size_t whylen);
 
-/* The protocol of the listener, for rt_conn.h's loop. */
-extern const mpt_conn_proto mpt_http_proto;
+/* The protocol of the listener, for conn.h's loop. */
+extern const mpc_conn_proto mpc_http_proto;
 
 #endif
