@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,21 @@ static void answer_text(mpc_conn *c, int code, const char *reason, const char *e
                   "X-Content-Type-Options: nosniff\r\nDate: %s\r\n%sContent-Length: %zu\r\n"
                   "Connection: close\r\n\r\n%s\n",
                   code, reason, date, extra, strlen(msg) + 1, msg);
+}
+
+void mpc_http_text(mpc_conn *c, int code, const char *reason, const char *msg)
+{
+    answer_text(c, code, reason, "", msg);
+}
+
+void mpc_http_ok(mpc_conn *c, const char *content_type, size_t len)
+{
+    char date[64];
+    http_date(date, sizeof date);
+    mpc_conn_head(c,
+                  "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nX-Content-Type-Options: nosniff\r\n"
+                  "Date: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                  content_type, date, len);
 }
 
 static const char INDEX[] =
@@ -354,6 +370,50 @@ static const char *headers_end(const char *p, size_t n)
     return e == NULL ? f : f == NULL || e < f ? e : f;
 }
 
+/* The value of the Content-Length header in the `n` header bytes at
+ * `p`: -1 when absent, -2 when malformed. */
+static long content_length(const char *p, size_t n)
+{
+    static const char KEY[] = "\ncontent-length:";
+    for (size_t i = 0; i + sizeof KEY - 1 <= n; i++) {
+        if (strncasecmp(p + i, KEY, sizeof KEY - 1) != 0)
+            continue;
+        char num[24];
+        size_t j = i + sizeof KEY - 1, k = 0;
+        while (j < n && p[j] == ' ')
+            j++;
+        while (j < n && k + 1 < sizeof num && p[j] >= '0' && p[j] <= '9')
+            num[k++] = p[j++];
+        num[k] = '\0';
+        return k == 0 || k > 9 ? -2 : atol(num);
+    }
+    return -1;
+}
+
+/* /debug/pprof/symbol: GET at once; POST once its body is in (at most
+ * what the connection keeps). false: waiting for more of the body. */
+static bool symbol_input(mpc_conn *c, bool get, bool head, bool post)
+{
+    if (!get && !post) {
+        answer_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD, POST\r\n",
+                    "mimprof: only GET, HEAD and POST");
+        return true;
+    }
+    const char *end = headers_end(c->in, c->in_len);
+    size_t start = (size_t)(end - c->in) + (end[0] == '\r' ? 4 : 2);
+    long cl = post ? content_length(c->in, start) : 0;
+    if (cl == -2 || (cl >= 0 && start + (size_t)cl > MPC_CONN_IN)) {
+        answer_text(c, cl == -2 ? 400 : 413, cl == -2 ? "Bad Request" : "Payload Too Large", "",
+                    "mimprof: the body wants a Content-Length of at most 16 KiB");
+        return true;
+    }
+    size_t len = cl >= 0 ? (size_t)cl : c->in_len - start;
+    if (c->in_len < start + len)
+        return false;
+    mpc_http_symbol(c, head, c->in + start, post ? len : 0);
+    return true;
+}
+
 static bool http_input(mpc_conn *c)
 {
     if (headers_end(c->in, c->in_len) == NULL) {
@@ -383,6 +443,8 @@ static bool http_input(mpc_conn *c)
     }
     *sp1 = *sp2 = '\0';
     bool get = strcmp(line, "GET") == 0, head = strcmp(line, "HEAD") == 0;
+    if (strncmp(sp1 + 1, "/debug/pprof/symbol", 19) == 0 && (sp1[20] == '\0' || sp1[20] == '?'))
+        return symbol_input(c, get || head, head, strcmp(line, "POST") == 0);
     if (!get && !head) {
         answer_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
                     "mimprof: only GET and HEAD");

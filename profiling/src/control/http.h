@@ -17,6 +17,9 @@
  *                          session started, no __delta__ label
  *                          (cumul.h); default sample type inuse_space
  *   /debug/pprof/allocs    the same profile, default type alloc_space
+ *   /debug/pprof/symbol    names of addresses (GET, POST; symbol.c), which
+ *                          go tool pprof asks for when a mapping is not
+ *                          fully named
  *   ?seconds=N             (1..60) the difference between now and N
  *                          seconds later, as Go's handler computes it
  *
@@ -42,6 +45,15 @@
 /* Binds and listens on `spec` (non-blocking, close-on-exec, high). The
  * descriptor, or -1 with a reason. */
 int mpc_http_listen(const char *spec, bool wildcard_ok, char *why, size_t whylen);
+
+/* Answers of the handler, for symbol.c: an error as one line of
+ * text/plain; the head of a 200 answer of `len` bytes. */
+void mpc_http_text(mpc_conn *c, int code, const char *reason, const char *msg);
+void mpc_http_ok(mpc_conn *c, const char *content_type, size_t len);
+
+/* /debug/pprof/symbol (symbol.c): `body` the addresses of a POST (empty
+ * for GET). */
+void mpc_http_symbol(mpc_conn *c, bool head_only, const char *body, size_t len);
 
 /* The protocol of the listener, for conn.h's loop. */
 extern const mpc_conn_proto mpc_http_proto;

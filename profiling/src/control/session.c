@@ -21,12 +21,21 @@ static struct {
     pthread_mutex_t lock;
     mp_prof_config cfg; /* of the next session */
     mp_profiler *prof;  /* NULL: dormant */
+    mp_profiler *stale; /* a fork child's copy of the parent's, freed later */
     size_t interval;    /* of the running session */
     unsigned reports;
     int64_t last_report_ns;
 } s = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char DORMANT[] = "dormant: start a session first";
+
+/* A fork child's inherited handle, released once the profiler's own
+ * fork handlers have run (s.lock held). */
+static void free_stale(void)
+{
+    mp_profiler_free(s.stale);
+    s.stale = NULL;
+}
 
 void mpc_session_init(const mp_prof_config *cfg)
 {
@@ -62,6 +71,7 @@ static mp_prof_status start(void *ctx, uint64_t interval, int64_t every_ms, char
     if (s.prof != NULL) {
         snprintf(why, whylen, "a session is already running");
     } else {
+        free_stale();
         if (interval != 0)
             s.cfg.sample_interval_bytes = (size_t)interval;
         st = mp_profiler_start(&s.cfg, &s.prof);
@@ -83,6 +93,7 @@ static mp_prof_status stop(void *ctx, char *why, size_t whylen)
     mp_prof_status st = s.prof != NULL ? MP_PROF_OK : MP_PROF_E_INACTIVE;
     if (s.prof == NULL)
         snprintf(why, whylen, "dormant: no session to stop");
+    free_stale();
     mp_profiler_free(s.prof);
     s.prof = NULL;
     pthread_mutex_unlock(&s.lock);
@@ -142,6 +153,7 @@ const mp_prof_control_hooks mpc_session_hooks = {
 void mpc_session_end(void)
 {
     pthread_mutex_lock(&s.lock);
+    free_stale();
     mp_profiler_free(s.prof);
     s.prof = NULL;
     pthread_mutex_unlock(&s.lock);
@@ -149,10 +161,13 @@ void mpc_session_end(void)
 
 void mpc_session_after_fork(void)
 {
-    /* The core ended the parent's session in this child: the handle
-     * only needs releasing. */
+    /* The core ends the parent's session in this child, in a fork
+     * handler that may run after this one (the profiler's locks are
+     * still held here): the handle is released later, by the next
+     * operation. */
     pthread_mutex_init(&s.lock, NULL);
-    mp_profiler_free(s.prof);
+    if (s.prof != NULL)
+        s.stale = s.prof;
     s.prof = NULL;
     s.reports = 0;
     s.last_report_ns = 0;
