@@ -576,6 +576,15 @@ static mp_prof_status ctl_stop(void *ctx, char *why, size_t whylen)
     return st;
 }
 
+/* `st`, with its reason in `why` when it failed. */
+static mp_prof_status why_not(mp_prof_status st, bool started, char *why, size_t whylen)
+{
+    if (st != MP_PROF_OK)
+        snprintf(why, whylen, "%s",
+                 started ? mp_prof_strerror(st) : "dormant: start a session first");
+    return st;
+}
+
 /* A report now: one of the process's series like any other, written to
  * the output (when reports are written) and uploaded (when uploading),
  * so that no window of allocations is lost anywhere, and fed to the
@@ -601,10 +610,7 @@ static mp_prof_status ctl_report(void *ctx, uint8_t **buf, size_t *len, void (*t
     }
     bool started = rt.started;
     pthread_mutex_unlock(&rt.lock);
-    if (st != MP_PROF_OK)
-        snprintf(why, whylen, "%s",
-                 started ? mp_prof_strerror(st) : "dormant: start a session first");
-    return st;
+    return why_not(st, started, why, whylen);
 }
 
 static mp_prof_status ctl_image(void *ctx, const char *path, char *why, size_t whylen)
@@ -614,10 +620,7 @@ static mp_prof_status ctl_image(void *ctx, const char *path, char *why, size_t w
     mp_prof_status st = rt.started ? mp_profiler_write_image(rt.prof, path) : MP_PROF_E_INACTIVE;
     bool started = rt.started;
     pthread_mutex_unlock(&rt.lock);
-    if (st != MP_PROF_OK)
-        snprintf(why, whylen, "%s",
-                 started ? mp_prof_strerror(st) : "dormant: start a session first");
-    return st;
+    return why_not(st, started, why, whylen);
 }
 
 static void ctl_set_interval(void *ctx, uint64_t interval)

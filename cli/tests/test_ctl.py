@@ -87,6 +87,28 @@ def field(status, key):
     return m.group(1)
 
 
+def start_leak_report(test, svc, path):
+    """`start --interval 16k` on a dormant slow_leak, 1500 blocks leaked,
+    `report -o path`, whose leak_slowly must hold what was leaked; returns
+    the block count at the start."""
+    before = svc.count()
+    r = ctl(svc.pid, "start", "--interval", "16k", check=True)
+    test.assertEqual(field(r.stdout, "state"), "running")
+    test.assertEqual(field(r.stdout, "interval"), "16384")
+    while svc.count() - before < 1500:
+        time.sleep(0.1)
+    low = svc.count() - before
+    ctl(svc.pid, "report", "-o", path, check=True)
+    high = svc.count() - before
+    inuse = pprof_wire.per_function(decode(path), "inuse_space")
+    got = inuse.get("leak_slowly", (0, 0))[0]
+    # 1500+ blocks of 4 KiB at a 16 KiB interval: about 330 samples,
+    # a relative standard deviation of 5%; a fixed seed.
+    test.assertGreater(got, 0.7 * low * LEAK, (low, high, got))
+    test.assertLess(got, 1.3 * high * LEAK, (low, high, got))
+    return before
+
+
 def exchange(s, data, read=True):
     """Sends bytes on the connected socket s; returns all it answers."""
     s.sendall(data)
@@ -166,22 +188,7 @@ class Ctl(TempDirTest):
         self.assertEqual(field(r.stdout, "state"), "dormant")
         self.assertIn(svc.pid, [int(line.split()[0]) for line in
                                 ctl("list", check=True).stdout.splitlines()[1:]])
-        before = svc.count()
-        r = ctl(svc.pid, "start", "--interval", "16k", check=True)
-        self.assertEqual(field(r.stdout, "state"), "running")
-        self.assertEqual(field(r.stdout, "interval"), "16384")
-        while svc.count() - before < 1500:
-            time.sleep(0.1)
-        low = svc.count() - before
-        path = self.path("now.pb.gz")
-        r = ctl(svc.pid, "report", "-o", path, check=True)
-        high = svc.count() - before
-        inuse = pprof_wire.per_function(decode(path), "inuse_space")
-        got = inuse.get("leak_slowly", (0, 0))[0]
-        # 1500+ blocks of 4 KiB at a 16 KiB interval: about 330 samples,
-        # a relative standard deviation of 5%; a fixed seed.
-        self.assertGreater(got, 0.7 * low * LEAK, (low, high, got))
-        self.assertLess(got, 1.3 * high * LEAK, (low, high, got))
+        start_leak_report(self, svc, self.path("now.pb.gz"))
         r = ctl(svc.pid, "stop", check=True)
         self.assertEqual(field(r.stdout, "state"), "dormant")
         self.assertEqual(field(r.stdout, "reports"), "2", "the report asked for, and stop's")
@@ -540,20 +547,7 @@ class LibraryApi(TempDirTest):
         code, _, body = http_get(addr, "/debug/pprof/heap")
         self.assertEqual(code, 503)
         self.assertIn(b"is dormant", body)
-        before = svc.count()
-        r = ctl(svc.pid, "start", "--interval", "16k", check=True)
-        self.assertEqual(field(r.stdout, "state"), "running")
-        self.assertEqual(field(r.stdout, "interval"), "16384")
-        while svc.count() - before < 1500:
-            time.sleep(0.1)
-        low = svc.count() - before
-        path = self.path("now.pb")
-        ctl(svc.pid, "report", "-o", path, check=True)
-        high = svc.count() - before
-        got = pprof_wire.per_function(decode(path), "inuse_space").get("leak_slowly", (0, 0))[0]
-        # as Ctl.test_dormant_start_report_stop: ~330 samples, a fixed seed
-        self.assertGreater(got, 0.7 * low * LEAK, (low, high, got))
-        self.assertLess(got, 1.3 * high * LEAK, (low, high, got))
+        before = start_leak_report(self, svc, self.path("now.pb"))
         low = svc.count() - before
         code, headers, body = http_get(addr, "/debug/pprof/heap")
         high = svc.count() - before

@@ -197,8 +197,12 @@ typedef struct mp_prof_control_hooks {
  * `start every=DURATION` is refused (there is no periodic reporter); a
  * session that is running when the control closes is stopped. Either way
  * nothing starts a session until asked: the process is dormant.
- * @param why  receives a one-line reason with any status but MP_PROF_OK
- *             (may be NULL when `whylen` is 0)
+ * @param o       what to serve (copied, with the string it points to)
+ * @param hooks   the host's session operations (copied), or NULL
+ * @param out     receives the control
+ * @param why     receives a one-line reason with any status but
+ *                MP_PROF_OK (may be NULL when `whylen` is 0)
+ * @param whylen  bytes at `why`
  * @return MP_PROF_OK and `*out`; MP_PROF_E_INVALID_CONFIG (NULL `o` or
  *         `out`, neither endpoint asked for, a malformed or refused
  *         wildcard address, hooks incomplete); MP_PROF_E_BUSY (a control
