@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What the two pieces of the preload runtime (preload_runtime.c: reports;
+/* What the pieces of the preload runtime (rt_report.c: reports;
  * image_runtime.c: heap images) both need: messages on stderr, the wait
  * of a periodic thread, and the numbering of the files they write. No
  * allocation beyond opendir()'s. Not installed. */
