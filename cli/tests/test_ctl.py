@@ -351,6 +351,17 @@ def http_get(addr, path, timeout=60):
     return int(lines[0].split()[1]), headers, body
 
 
+def http_garbage(host, port, rng, rounds):
+    """`rounds` connections to the HTTP endpoint, each sent random bytes
+    (then its end) and read once."""
+    for _ in range(rounds):
+        s = socket.create_connection((host, int(port)), timeout=30)
+        s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
+        s.shutdown(socket.SHUT_WR)
+        s.recv(65536)
+        s.close()
+
+
 class Http(TempDirTest):
     """--http on a dormant slow leak: Go's /debug/pprof endpoints."""
 
@@ -474,12 +485,7 @@ class Http(TempDirTest):
         self.running(svc, blocks=100)
         host, port = self.addr.rsplit(":", 1)
         rng = random.Random(11)
-        for _ in range(20):
-            s = socket.create_connection((host, int(port)), timeout=30)
-            s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
-            s.shutdown(socket.SHUT_WR)
-            s.recv(65536)
-            s.close()
+        http_garbage(host, port, rng, 20)
         slow = []
         for _ in range(4):  # slowloris: half a request line, held open
             s = socket.create_connection((host, int(port)), timeout=30)
@@ -597,12 +603,7 @@ class LibraryApi(TempDirTest):
         for _ in range(10):
             raw(svc.pid, bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2000))))
         host, port = addr.rsplit(":", 1)
-        for _ in range(10):
-            s = socket.create_connection((host, int(port)), timeout=30)
-            s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
-            s.shutdown(socket.SHUT_WR)
-            s.recv(65536)
-            s.close()
+        http_garbage(host, port, rng, 10)
         code, _, _ = http_get(addr, "/debug/pprof/heap")
         self.assertEqual(code, 503)
         self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant")

@@ -14,8 +14,8 @@
  *   conn.c     the poll() loop and its bounded connection table
  *   proto.c    the request parser (fuzzed: ../../fuzz/fuzz_ctl_request.c),
  *              the socket name, the HTTP address rules
- *   owned.c    identity-checked descriptors near the top of the range
  *   arena.c    mmap()ed memory for the control's own work
+ *   ../owned.c identity-checked descriptors near the top of the range
  *
  * Threads: the server thread runs every answer, so the session
  * operations (the hooks) run one at a time on it. The host's other

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Identity-checked descriptors of the control (owned.h). */
+/* Identity-checked descriptors (owned.h). */
 #include "owned.h"
 
 #include <fcntl.h>
