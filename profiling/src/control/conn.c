@@ -50,6 +50,7 @@ static void conn_close(mpc_conn *c)
     c->used = false;
     c->fd = -1;
     c->body = NULL;
+    c->body_len = 0;
     c->body_free = NULL;
 }
 
@@ -159,6 +160,7 @@ static void accept_all(const mpc_loop_listener *l)
         c->draining = false;
         c->head_len = c->sent = 0;
         c->body = NULL;
+        c->body_len = 0; /* past `in`: not cleared above */
         c->body_free = NULL;
         c->timer_ms = 0;
         c->user = NULL;
