@@ -30,8 +30,11 @@ enum { BLOCK = 4096, BLOCKS = 4000 };
 
 static void *g_kept[BLOCKS];
 
-/* The leaking site: BLOCKS blocks of 4 KiB, kept. */
-__attribute__((noinline)) static void leak_blocks(void)
+/* The leaking site: BLOCKS blocks of 4 KiB, kept. Not static: the
+ * generic platform backend names functions with dladdr() (the test is
+ * linked with -rdynamic). */
+void leak_blocks(void);
+__attribute__((noinline)) void leak_blocks(void)
 {
     for (int i = 0; i < BLOCKS; i++) {
         g_kept[i] = tcl_alloc(BLOCK, 16);
@@ -275,7 +278,11 @@ Test(control, dormant_start_report_http_stop, .timeout = 120)
     free(b.p);
 
     b = ctl("image\n");
+#if TEST_PLATFORM_ELF
     cr_expect(strncmp(b.p, "ok ", 3) == 0, "%.200s", b.p);
+#else
+    cr_expect(strncmp(b.p, "error: ", 7) == 0, "heap images are ELF only: %.200s", b.p);
+#endif
     free(b.p);
     b = ctl("start every=1s\n");
     cr_expect(strstr(b.p, "error: ") == b.p && strstr(b.p, "on request only") != NULL, "%s", b.p);
