@@ -13,9 +13,10 @@
  *
  *  - MIMPROF_DISABLE=1: nothing (the allocator only);
  *  - MIMPROF_DORMANT=1: runtime mode, configured and checked as below,
- *    but no session, thread, handler or file until one is started (see
- *    rt_ctl.h); until then the allocation and free paths are the
- *    sampling allocator's idle fast path (its countdown is refilled with
+ *    but no session, thread, handler or file until one is started
+ *    (through the profiling library's control,
+ *    <mimprof/profiling_control.h>); until then the allocation and free
+ *    paths are the sampling allocator's idle fast path (its countdown is refilled with
  *    a fixed idle value, never drawn);
  *  - MIMPROF_ROOT_PID set (by `mimprof run`) and not this pid: a program
  *    executed by a child process, profiled only with MIMPROF_FOLLOW_EXEC=1;

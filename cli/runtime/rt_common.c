@@ -12,24 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static mpt_owned msg = {.fd = -1};
+#include <mimprof/profiling.h>
 
-int mpt_rt_fd_high(int fd)
-{
-    struct rlimit rl;
-    rlim_t top = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    if (top > 4096)
-        top = 4096;
-    int high = top > 64 ? fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64)) : -1;
-    if (high < 0)
-        return fd;
-    close(fd);
-    return high;
-}
+static mpt_owned msg = {.fd = -1};
 
 void mpt_rt_msg_init(void)
 {
@@ -37,7 +25,7 @@ void mpt_rt_msg_init(void)
         return; /* inherited across fork: still ours */
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
     if (fd >= 0) /* else no stderr: messages have nowhere to go */
-        mpt_owned_take(&msg, mpt_rt_fd_high(fd));
+        mpt_owned_take(&msg, mp_prof_fd_high(fd));
 }
 
 void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What the two pieces of the preload runtime (preload_runtime.c: reports;
+/* What the pieces of the preload runtime (rt_report.c: reports;
  * image_runtime.c: heap images) both need: messages on stderr, the wait
  * of a periodic thread, and the numbering of the files they write. No
  * allocation beyond opendir()'s. Not installed. */
@@ -14,7 +14,7 @@
 
 /* The runtime's messages go to a descriptor of its own: a close-on-exec
  * duplicate of stderr taken at start, moved to the top of the descriptor
- * range (mpt_rt_fd_high), so a program that closes or reuses its stderr
+ * range (mp_prof_fd_high), so a program that closes or reuses its stderr
  * neither loses them nor gets them written into the file that took
  * number 2. Before each write the descriptor is checked
  * to still be that file (device and inode): a program that closed every
@@ -31,12 +31,6 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
 
 /* A message on the runtime's message descriptor. */
 #define mpt_rt_say(quiet, ...) mpt_rt_say_to((quiet), NULL, __VA_ARGS__)
-
-/* Moves `fd` (close-on-exec) to a number the program's own open() would
- * reach last: just below RLIMIT_NOFILE (at most 4096, since the kernel's
- * table grows to the highest number in use). Returns the new descriptor
- * (the old one is closed), or `fd` itself when there is no room. */
-int mpt_rt_fd_high(int fd);
 
 /* From now on, the socketpairs libcurl makes for itself are moved to the
  * top of the range, close-on-exec (rt_fds.c). Called before the adapter,

@@ -12,7 +12,7 @@
  * libcurl's calls of socketpair() land here: once the runtime has loaded
  * the adapter (mpt_rt_fds_take_libcurl), a pair asked for from inside
  * libcurl is moved to the top of the range, close-on-exec
- * (mpt_rt_fd_high). Every other caller gets the C library's socketpair()
+ * (mp_prof_fd_high). Every other caller gets the C library's socketpair()
  * unchanged. The one overlap: a program that itself uses libcurl, in a
  * process that uploads, gets its libcurl's internal pairs moved too (one
  * libcurl serves both). */
@@ -27,6 +27,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <mimprof/profiling.h>
 
 static atomic_bool g_take_libcurl;
 
@@ -46,7 +48,7 @@ static int in_libcurl(const void *pc)
 
 static int moved_high(int fd)
 {
-    fd = mpt_rt_fd_high(fd);
+    fd = mp_prof_fd_high(fd);
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC); /* also when there was no room above */
     return fd;
 }

@@ -31,7 +31,7 @@ void mpt_rt_pyro_submit(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
  * says what was lost, spooled or failed. No more uploads. */
 void mpt_rt_pyro_finish(void);
 
-/* For `mimprof ctl status` (rt_ctl.h): service_name ("" when not
+/* For `mimprof ctl status` (the control's state hook): service_name ("" when not
  * uploading), profiles uploaded and lost so far by this process's agent. */
 const char *mpt_rt_pyro_progress(uint64_t *uploaded, uint64_t *lost);
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* mimprof ctl: controls a profiled process while it runs, over the
- * runtime's control socket (../runtime/rt_ctl.h: the socket and who may
- * use it; ../runtime/ctl_proto.h: the protocol).
+ * control socket of the profiling library (<mimprof/profiling_control.h>:
+ * the socket, who may use it, and the protocol), which the preload
+ * runtime and any program that opens a control serve.
  *
  *   mimprof ctl list
  *   mimprof ctl PID status | start [--interval SIZE] [--every DURATION] | stop
@@ -30,9 +31,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "ctl_proto.h"
 #include "units.h"
 #include "views.h"
+#include <mimprof/profiling_control.h>
 
 enum { EXIT_ERR = 1 };
 
@@ -75,7 +76,7 @@ static int connect_pid(long pid, long *holder)
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    size_t n = mpt_ctl_name(inner, a.sun_path, sizeof a.sun_path);
+    size_t n = mp_prof_control_socket_name(inner, a.sun_path, sizeof a.sun_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -364,7 +365,7 @@ int mpt_cmd_ctl(int argc, char **argv)
     if (*end != '\0' || pid <= 0)
         return usage_error("'%s' is not a process id", argv[1]);
     const char *cmd = argv[2];
-    char req[MPT_CTL_MAX_LINE + 2];
+    char req[MP_PROF_CONTROL_MAX_REQUEST + 2];
     const char *out = NULL;
     uint64_t v;
     if (strcmp(cmd, "status") == 0 || strcmp(cmd, "stop") == 0) {

@@ -36,11 +36,11 @@
 
 #include <mimprof/profiling.h>
 
-#include "ctl_proto.h"
 #include "fsutil.h"
 #include "pyro_api.h"
 #include "units.h"
 #include "views.h"
+#include <mimprof/profiling_control.h>
 
 #ifndef MPT_PRELOAD_BUILD_REL
 #define MPT_PRELOAD_BUILD_REL "../preload"
@@ -740,10 +740,8 @@ int mpt_cmd_run(int argc, char **argv)
         }
     }
     if (o.http != NULL) {
-        struct sockaddr_storage ss;
-        unsigned sslen;
         char why[512];
-        if (mpt_http_parse_addr(o.http, o.http_wildcard, &ss, &sslen, why, sizeof why) != 0) {
+        if (mp_prof_control_check_http(o.http, o.http_wildcard, why, sizeof why) != MP_PROF_OK) {
             fprintf(stderr, "mimprof run: --http %s: %s\n", o.http, why);
             return EXIT_OWN_ERROR;
         }

@@ -13,6 +13,17 @@
  *   slow_leak exec       forks a child that executes `slow_leak` (plain)
  *   slow_leak fds        prints the descriptors open in it, "fd N" each,
  *                        below 1000, then loops (the do-no-harm check)
+ *
+ * Built with SLOW_LEAK_LIBRARY=1 (mimprof-test-slow-leak-lib) it is a
+ * program that links libmimprof-profiling and nothing of mimprof-cli:
+ * leak_slowly() and churn() allocate through a sampling allocator over
+ * mimalloc, and main() opens the library's control
+ * (<mimprof/profiling_control.h>) before it loops, dormant: the control
+ * socket, and /debug/pprof on $SLOW_LEAK_HTTP when set. In `fork` mode
+ * the child serves its own socket (serve_forked_children); `fork-none`
+ * forks the same way, and the child serves none. A line "close"
+ * on its stdin closes the control and "open" opens it again (each
+ * answered with "count N" as any line).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -22,6 +33,36 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#if SLOW_LEAK_LIBRARY
+#include <mimprof/profiling_control.h>
+#include <mimprof/sampling.h>
+#include <mimprof/sys.h>
+
+MP_PROF_SAMPLING_ALLOCATOR(leak_alloc, mp_sys_mimalloc);
+#define ALLOC(n)   leak_alloc_alloc((n), 16)
+#define FREE(p, n) leak_alloc_dealloc((p), (n), 16)
+
+static mp_prof_control *g_ctl;
+static bool g_serve_children;
+
+static void control_open(void)
+{
+    mp_prof_control_options o;
+    mp_prof_control_options_init(&o);
+    o.http = getenv("SLOW_LEAK_HTTP");
+    o.serve_forked_children = g_serve_children;
+    o.config.seed = 1;
+    char why[512];
+    if (mp_prof_control_open(&o, NULL, &g_ctl, why, sizeof why) != MP_PROF_OK) {
+        fprintf(stderr, "slow_leak: no control: %s\n", why);
+        exit(1);
+    }
+}
+#else
+#define ALLOC(n)   malloc(n)
+#define FREE(p, n) free(p)
+#endif
 
 enum { LEAK_BYTES = 4096 };
 
@@ -36,7 +77,7 @@ __attribute__((noinline)) static void leak_slowly(void)
         if (g_kept == NULL)
             exit(1);
     }
-    char *p = malloc(LEAK_BYTES);
+    char *p = ALLOC(LEAK_BYTES);
     if (p == NULL)
         exit(1);
     memset(p, 1, LEAK_BYTES);
@@ -46,8 +87,8 @@ __attribute__((noinline)) static void leak_slowly(void)
 __attribute__((noinline)) static void churn(void)
 {
     for (int i = 0; i < 16; i++) {
-        void *volatile q = malloc(64 + (size_t)i * 48);
-        free(q);
+        void *volatile q = ALLOC(64 + (size_t)i * 48);
+        FREE(q, 64 + (size_t)i * 48);
     }
 }
 
@@ -79,6 +120,14 @@ static void loop(void)
             ssize_t r = read(0, buf, sizeof buf);
             if (r <= 0)
                 break;
+#if SLOW_LEAK_LIBRARY
+            if (r >= 5 && memcmp(buf, "close", 5) == 0) {
+                mp_prof_control_close(g_ctl);
+                g_ctl = NULL;
+            } else if (r >= 4 && memcmp(buf, "open", 4) == 0) {
+                control_open();
+            }
+#endif
             for (ssize_t i = 0; i < r; i++)
                 if (buf[i] == '\n')
                     printf("count %zu\n", g_nkept);
@@ -90,8 +139,13 @@ static void loop(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+#if SLOW_LEAK_LIBRARY
+    leak_slowly(); /* the sampling allocator has served: a session may start */
+    g_serve_children = strcmp(mode, "fork") == 0;
+    control_open();
+#endif
     pid_t child = -1;
-    if (strcmp(mode, "fork") == 0 || strcmp(mode, "exec") == 0) {
+    if (strcmp(mode, "fork") == 0 || strcmp(mode, "fork-none") == 0 || strcmp(mode, "exec") == 0) {
         fflush(stdout);
         child = fork();
         if (child < 0)
@@ -106,6 +160,9 @@ int main(int argc, char **argv)
     printf("ready %ld\n", (long)getpid());
     fflush(stdout);
     loop();
+#if SLOW_LEAK_LIBRARY
+    mp_prof_control_close(g_ctl);
+#endif
     printf("leaked %zu\n", g_nkept);
     fflush(stdout);
     if (child > 0)

@@ -3,10 +3,12 @@
 """A process profiled while it runs: `mimprof run --dormant` (and
 MIMPROF_DORMANT), `mimprof ctl PID ...` over the runtime's control socket,
 and `--http`'s /debug/pprof endpoint read by real clients (`go tool pprof`,
-curl), on a service that leaks slowly (slow_leak.c).
+curl), on a service that leaks slowly (slow_leak.c); and the same through
+the profiling library's control API, on slow_leak built as a program that
+opens it (LibraryApi).
 
-Preload-based (same gate as tool-run). Needs MIMPROF, MIMPROF_PRELOAD and
-MIMPROF_SLOW_LEAK.
+Preload-based (same gate as tool-run). Needs MIMPROF, MIMPROF_PRELOAD,
+MIMPROF_SLOW_LEAK and MIMPROF_SLOW_LEAK_LIB.
 """
 import os
 import gzip
@@ -27,6 +29,7 @@ MIMPROF = os.environ.get("MIMPROF", "mimprof")
 PRELOAD = os.environ.get("MIMPROF_PRELOAD", "")
 SLOW_LEAK = os.environ.get("MIMPROF_SLOW_LEAK", "")
 DORMANT_PRELOAD = PRELOAD.replace(".so", "-dormant.so")
+SLOW_LEAK_LIB = os.environ.get("MIMPROF_SLOW_LEAK_LIB", "")
 
 
 class Service:
@@ -82,6 +85,28 @@ def field(status, key):
     m = re.search(r"^%s: (.*)$" % re.escape(key), status, re.M)
     assert m, "no %s in: %s" % (key, status)
     return m.group(1)
+
+
+def start_leak_report(test, svc, path):
+    """`start --interval 16k` on a dormant slow_leak, 1500 blocks leaked,
+    `report -o path`, whose leak_slowly must hold what was leaked; returns
+    the block count at the start."""
+    before = svc.count()
+    r = ctl(svc.pid, "start", "--interval", "16k", check=True)
+    test.assertEqual(field(r.stdout, "state"), "running")
+    test.assertEqual(field(r.stdout, "interval"), "16384")
+    while svc.count() - before < 1500:
+        time.sleep(0.1)
+    low = svc.count() - before
+    ctl(svc.pid, "report", "-o", path, check=True)
+    high = svc.count() - before
+    inuse = pprof_wire.per_function(decode(path), "inuse_space")
+    got = inuse.get("leak_slowly", (0, 0))[0]
+    # 1500+ blocks of 4 KiB at a 16 KiB interval: about 330 samples,
+    # a relative standard deviation of 5%; a fixed seed.
+    test.assertGreater(got, 0.7 * low * LEAK, (low, high, got))
+    test.assertLess(got, 1.3 * high * LEAK, (low, high, got))
+    return before
 
 
 def exchange(s, data, read=True):
@@ -163,22 +188,7 @@ class Ctl(TempDirTest):
         self.assertEqual(field(r.stdout, "state"), "dormant")
         self.assertIn(svc.pid, [int(line.split()[0]) for line in
                                 ctl("list", check=True).stdout.splitlines()[1:]])
-        before = svc.count()
-        r = ctl(svc.pid, "start", "--interval", "16k", check=True)
-        self.assertEqual(field(r.stdout, "state"), "running")
-        self.assertEqual(field(r.stdout, "interval"), "16384")
-        while svc.count() - before < 1500:
-            time.sleep(0.1)
-        low = svc.count() - before
-        path = self.path("now.pb.gz")
-        r = ctl(svc.pid, "report", "-o", path, check=True)
-        high = svc.count() - before
-        inuse = pprof_wire.per_function(decode(path), "inuse_space")
-        got = inuse.get("leak_slowly", (0, 0))[0]
-        # 1500+ blocks of 4 KiB at a 16 KiB interval: about 330 samples,
-        # a relative standard deviation of 5%; a fixed seed.
-        self.assertGreater(got, 0.7 * low * LEAK, (low, high, got))
-        self.assertLess(got, 1.3 * high * LEAK, (low, high, got))
+        start_leak_report(self, svc, self.path("now.pb.gz"))
         r = ctl(svc.pid, "stop", check=True)
         self.assertEqual(field(r.stdout, "state"), "dormant")
         self.assertEqual(field(r.stdout, "reports"), "2", "the report asked for, and stop's")
@@ -341,6 +351,17 @@ def http_get(addr, path, timeout=60):
     return int(lines[0].split()[1]), headers, body
 
 
+def http_garbage(host, port, rng, rounds):
+    """`rounds` connections to the HTTP endpoint, each sent random bytes
+    (then its end) and read once."""
+    for _ in range(rounds):
+        s = socket.create_connection((host, int(port)), timeout=30)
+        s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
+        s.shutdown(socket.SHUT_WR)
+        s.recv(65536)
+        s.close()
+
+
 class Http(TempDirTest):
     """--http on a dormant slow leak: Go's /debug/pprof endpoints."""
 
@@ -464,12 +485,7 @@ class Http(TempDirTest):
         self.running(svc, blocks=100)
         host, port = self.addr.rsplit(":", 1)
         rng = random.Random(11)
-        for _ in range(20):
-            s = socket.create_connection((host, int(port)), timeout=30)
-            s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))))
-            s.shutdown(socket.SHUT_WR)
-            s.recv(65536)
-            s.close()
+        http_garbage(host, port, rng, 20)
         slow = []
         for _ in range(4):  # slowloris: half a request line, held open
             s = socket.create_connection((host, int(port)), timeout=30)
@@ -494,6 +510,136 @@ class Http(TempDirTest):
         r = mimprof("run", "--http", "0.0.0.0:0", "--http-wildcard", "-o", self.path("o"), "--",
                     "/bin/true")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class LibraryApi(TempDirTest):
+    """The same service through the profiling library's control API
+    (<mimprof/profiling_control.h>): slow_leak built as a program that
+    links libmimprof-profiling and opens the control itself (no preload,
+    no mimprof run), driven by the real `mimprof ctl`, go tool pprof and
+    raw clients."""
+
+    def setUp(self):
+        super().setUp()
+        if not SLOW_LEAK_LIB:
+            self.skipTest("MIMPROF_SLOW_LEAK_LIB not set")
+
+    def start_service(self, *mode, http=True):
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        if http:
+            env["SLOW_LEAK_HTTP"] = "0"
+        svc = Service([SLOW_LEAK_LIB, *mode], env=env)
+        self.addCleanup(lambda: svc.proc.poll() is None and svc.stop())
+        return svc
+
+    def send(self, svc, line):
+        """A line slow_leak acts on (close, open); its count answer."""
+        svc.proc.stdin.write(line + "\n")
+        svc.proc.stdin.flush()
+        answer = svc.proc.stdout.readline()
+        self.assertTrue(answer.startswith("count "), answer)
+
+    def test_dormant_start_report_http_stop(self):
+        svc = self.start_service()
+        r = ctl(svc.pid, "status", check=True)
+        self.assertEqual(field(r.stdout, "state"), "dormant")
+        self.assertEqual(field(r.stdout, "every"), "0 (on request)")
+        self.assertEqual(field(r.stdout, "output"), "none")
+        addr = field(r.stdout, "http")
+        self.assertTrue(addr.startswith("127.0.0.1:"), addr)
+        self.assertIn(svc.pid, [int(line.split()[0]) for line in
+                                ctl("list", check=True).stdout.splitlines()[1:]])
+        code, _, body = http_get(addr, "/debug/pprof/heap")
+        self.assertEqual(code, 503)
+        self.assertIn(b"is dormant", body)
+        before = start_leak_report(self, svc, self.path("now.pb"))
+        low = svc.count() - before
+        code, headers, body = http_get(addr, "/debug/pprof/heap")
+        high = svc.count() - before
+        self.assertEqual(code, 200, body)
+        self.assertEqual(headers["content-disposition"], 'attachment; filename="heap"')
+        self.assertEqual(body[:2], b"\x1f\x8b", "gzip")
+        prof = pprof_wire.decode_profile(body)
+        self.assertFalse([lb for _, _, lb, _ in prof["samples"] if "__delta__" in lb])
+        inuse = pprof_wire.per_function(prof, "inuse_space")["leak_slowly"][0]
+        self.assertGreater(inuse, 0.7 * low * LEAK, (low, high, inuse))
+        self.assertLess(inuse, 1.3 * high * LEAK, (low, high, inuse))
+        # every report was fed: alloc_* since the start = what is live
+        alloc = pprof_wire.per_function(prof, "alloc_space")["leak_slowly"][0]
+        self.assertAlmostEqual(alloc / inuse, 1.0, delta=0.01)
+        if GO is not None:
+            r = subprocess.run([GO, "tool", "pprof", "-top", "-sample_index=inuse_space",
+                                "http://%s/debug/pprof/heap" % addr],
+                               capture_output=True, env=go_env(self.tmp), timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stdout.decode(), r"\d.*leak_slowly")
+        img = self.path("now.mpimg")
+        ctl(svc.pid, "image", "-o", img, check=True)
+        self.assertIn("leak_slowly", mimprof("image", "top", img, check=True).stdout)
+        r = ctl(svc.pid, "set", "interval", "8k", check=True)
+        self.assertEqual(field(r.stdout, "next interval"), "8192")
+        r = ctl(svc.pid, "stop", check=True)
+        self.assertEqual(field(r.stdout, "state"), "dormant")
+        self.assertEqual(field(r.stdout, "reports"), "3" if GO is not None else "2",
+                         "report -o and the scrapes")
+        code, _, _ = http_get(addr, "/debug/pprof/heap")
+        self.assertEqual(code, 503, "dormant again")
+        r = ctl(svc.pid, "start", "--every", "1s")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("on request only", r.stderr)
+        r = ctl(svc.pid, "start", check=True)
+        self.assertEqual(field(r.stdout, "interval"), "8192")
+        rc, err, out = svc.stop()
+        self.assertEqual((rc, err), (3, ""))
+        self.assertTrue(out.startswith("leaked "), out)
+
+    def test_garbage_then_close_and_reopen(self):
+        svc = self.start_service()
+        addr = field(ctl(svc.pid, "status", check=True).stdout, "http")
+        rng = random.Random(5)
+        self.assertTrue(raw(svc.pid, b"bogus\n").startswith(b"error: unknown command"))
+        self.assertTrue(raw(svc.pid, b"x" * 100000).startswith(b"error: request longer"))
+        for _ in range(10):
+            raw(svc.pid, bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2000))))
+        host, port = addr.rsplit(":", 1)
+        http_garbage(host, port, rng, 10)
+        code, _, _ = http_get(addr, "/debug/pprof/heap")
+        self.assertEqual(code, 503)
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant")
+        self.send(svc, "close")
+        r = ctl(svc.pid, "status")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("has no control socket", r.stderr)
+        self.send(svc, "open")
+        r = ctl(svc.pid, "status", check=True)
+        self.assertEqual(field(r.stdout, "state"), "dormant")
+        ctl(svc.pid, "start", check=True)
+        ctl(svc.pid, "report", "-o", self.path("r.pb"), check=True)
+        self.send(svc, "close")  # a running session ends with the control
+        self.send(svc, "open")
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant")
+        rc, err, _ = svc.stop()
+        self.assertEqual((rc, err), (3, ""))
+
+    def test_forked_children(self):
+        svc = self.start_service("fork")
+        child = svc.forked()
+        r = ctl(child, "status", check=True)
+        self.assertEqual((int(field(r.stdout, "pid")), field(r.stdout, "state")),
+                         (child, "dormant"))
+        self.assertEqual(field(r.stdout, "http"), "off", "the port is the parent's")
+        ctl(child, "start", check=True)
+        self.assertEqual(field(ctl(svc.pid, "status", check=True).stdout, "state"), "dormant")
+        self.assertEqual(svc.stop()[0], 3)
+        svc = self.start_service("fork-none")
+        child = svc.forked()
+        r = ctl(child, "status")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("has no control socket", r.stderr)
+        ctl(svc.pid, "status", check=True)
+        self.assertEqual(svc.stop()[0], 3)
+
 
 
 if __name__ == "__main__":

@@ -348,7 +348,7 @@ class Descriptors(TempDirTest):
             # at the top of the range, where the daemon's close of 0-1023
             # and its open() calls never reach (rt_common.h).
             # So are the control socket and its thread's wake-up pipe
-            # (rt_ctl.h), in each process that serves one: per table, the
+            # (<mimprof/profiling_control.h>), in each process that serves one: per table, the
             # messages' pipe, the socket and the pipe's two ends.
             kept = re.findall(r"^(\d+) -> (?:pipe|socket):\[\d+\] \(cloexec\)\n", tables, re.M)
             self.assertEqual(len(kept), 12, tables)  # in the three tables

@@ -13,7 +13,8 @@
  * The descriptor: close-on-exec, moved near the top of the descriptor
  * range (just below RLIMIT_NOFILE, at most 4096) out of the program's
  * way, and checked before each read to still be the file it was opened
- * on: a program that closed it and reused the number is never read. */
+ * on (owned.h): a program that closed it and reused the number is never
+ * read. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -29,15 +30,15 @@
 
 #include <mimprof/profiling.h>
 
+#include "owned.h"
+
 struct mp_prof_watch {
     bool cgroup;        /* memory = the cgroup's memory.current, else RSS */
     unsigned percent;   /* as given, 0 for a size */
     uint64_t threshold; /* T, bytes */
     uint64_t limit;     /* the cgroup limit a percentage is of */
     uint64_t next;      /* the next event at this many bytes */
-    int fd;
-    dev_t dev;
-    ino_t ino;
+    mpc_owned own;      /* the file read (owned.h) */
     long page;
 };
 
@@ -145,28 +146,6 @@ static bool own_cgroup(char *out, size_t cap)
     return false;
 }
 
-/* `fd` moved near the top of the range, close-on-exec (or left alone
- * when there is no room), with its identity recorded. */
-static bool keep_fd(mp_prof_watch *w, int fd)
-{
-    fd = mp_prof_fd_high(fd);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return false;
-    }
-    w->fd = fd;
-    w->dev = st.st_dev;
-    w->ino = st.st_ino;
-    return true;
-}
-
-static bool fd_is_ours(const mp_prof_watch *w)
-{
-    struct stat st;
-    return w->fd >= 0 && fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino;
-}
-
 mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch **out)
 {
     if (out == NULL || (bytes == 0) == (percent == 0) || percent > 100)
@@ -178,7 +157,7 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
     mp_prof_watch *w = calloc(1, sizeof *w);
     if (w == NULL)
         return MP_PROF_E_NOMEM;
-    w->fd = -1;
+    w->own = MPC_OWNED_NONE;
     w->page = sysconf(_SC_PAGESIZE);
     w->percent = percent;
     char usage[4200] = "/proc/self/statm";
@@ -199,7 +178,7 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
         return MP_PROF_E_INVALID_CONFIG;
     }
     int fd = open(usage, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || !keep_fd(w, fd)) {
+    if (fd < 0 || !mpc_owned_take(&w->own, mp_prof_fd_high(fd))) {
         free(w);
         return MP_PROF_E_IO;
     }
@@ -209,12 +188,12 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
 }
 
 /* The memory now, bytes; 0 when it cannot be read. */
-static uint64_t memory_now(const mp_prof_watch *w)
+static uint64_t memory_now(mp_prof_watch *w)
 {
     char buf[128];
-    if (!fd_is_ours(w))
+    if (!mpc_owned_check(&w->own))
         return 0; /* the program closed it: its number is not ours to read */
-    ssize_t n = pread(w->fd, buf, sizeof buf - 1, 0);
+    ssize_t n = pread(w->own.fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
@@ -253,7 +232,6 @@ void mp_prof_watch_free(mp_prof_watch *w)
 {
     if (w == NULL)
         return;
-    if (fd_is_ours(w))
-        close(w->fd);
+    mpc_owned_close(&w->own);
     free(w);
 }

@@ -12,7 +12,7 @@ an install is:
    override have no header of their own: their interface is the malloc
    family of <mimprof/sys-override.inc.h>, and for the preload objects
    also what the runtime interposes: _exit and _Exit, to take a last
-   report (cli/runtime/preload_runtime.c); sigaction and the signal()
+   report (cli/runtime/rt_fatal.c); sigaction and the signal()
    family, to show the program its own dispositions (rt_signals.c); and
    socketpair, to keep libcurl's pairs out of the program's descriptor
    range (rt_fds.c).

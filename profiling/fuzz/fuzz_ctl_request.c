@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the control socket's request parser
- * (runtime/ctl_proto.h), which reads what any local process of the
+ * (src/control/proto.h), which reads what any local process of the
  * network namespace may send. Every input must be refused or parsed into
  * a request whose values are in range, with a reason when refused. */
 #include <stddef.h>
@@ -10,7 +10,7 @@
 
 #include <mimprof/profiling.h>
 
-#include "ctl_proto.h"
+#include "proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -22,14 +22,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (line == NULL)
         return 0;
     memcpy(line, data, size);
-    mpt_ctl_req req;
+    mpc_ctl_req req;
     char why[512];
     why[0] = '\0';
-    if (mpt_ctl_parse(line, size, &req, why, sizeof why) != 0) {
+    if (mpc_ctl_parse(line, size, &req, why, sizeof why) != 0) {
         if (why[0] == '\0')
             abort(); /* a refusal always says why */
-    } else if (req.cmd > MPT_CTL_SET || req.interval > MP_PROF_MAX_INTERVAL ||
-               (req.cmd == MPT_CTL_SET && req.interval == 0)) {
+    } else if (req.cmd > MPC_CTL_SET || req.interval > MP_PROF_MAX_INTERVAL ||
+               (req.cmd == MPC_CTL_SET && req.interval == 0)) {
         abort();
     }
     free(line);

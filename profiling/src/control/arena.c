@@ -1,39 +1,38 @@
 /* SPDX-License-Identifier: MIT */
-/* Bump allocation on mmap()ed chunks (rt_arena.h). */
-#define _GNU_SOURCE
-#include "rt_arena.h"
+/* Bump allocation on mmap()ed chunks (arena.h). */
+#include "arena.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
 
-struct mpt_arena_chunk {
-    mpt_arena_chunk *next;
+struct mpc_arena_chunk {
+    mpc_arena_chunk *next;
     size_t size; /* of the mapping, this header included */
     size_t off;  /* next free byte */
 };
 
 enum { CHUNK = 1 << 20 };
 
-void *mpt_map(size_t n)
+void *mpc_map(size_t n)
 {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-void mpt_unmap(void *p, size_t n)
+void mpc_unmap(void *p, size_t n)
 {
     if (p != NULL)
         munmap(p, n);
 }
 
-void *mpt_arena_alloc(mpt_arena *a, size_t n)
+void *mpc_arena_alloc(mpc_arena *a, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
-    mpt_arena_chunk *c = a->head;
+    mpc_arena_chunk *c = a->head;
     if (c == NULL || c->size - c->off < n) {
         size_t hdr = (sizeof *c + 15) & ~(size_t)15;
         size_t size = n + hdr > CHUNK ? n + hdr : CHUNK;
-        c = mpt_map(size);
+        c = mpc_map(size);
         if (c == NULL)
             return NULL;
         c->next = a->head;
@@ -46,11 +45,11 @@ void *mpt_arena_alloc(mpt_arena *a, size_t n)
     return p;
 }
 
-void mpt_arena_free(mpt_arena *a)
+void mpc_arena_free(mpc_arena *a)
 {
-    for (mpt_arena_chunk *c = a->head, *next; c != NULL; c = next) {
+    for (mpc_arena_chunk *c = a->head, *next; c != NULL; c = next) {
         next = c->next;
-        mpt_unmap(c, c->size);
+        mpc_unmap(c, c->size);
     }
     a->head = NULL;
 }

@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* The session's cumulative profile (rt_cumul.h).
+/* The session's cumulative profile (cumul.h).
  *
  * Every table interns a key of bytes: a string's bytes, or for the other
  * tables a row of uint64 words that holds every field of the record with
  * its references already renumbered into this profile (string indices,
  * mapping, function and location ids). A record's id is its index + 1; the
  * string "" is index 0, as pprof wants. The key is all the encoder needs. */
-#define _GNU_SOURCE
-#include "rt_cumul.h"
+#include "cumul.h"
 
 #include <stdbool.h>
 #include <string.h>
 
+#include "arena.h"
 #include "profile.pb-c.h"
-#include "rt_arena.h"
 
 typedef struct {
     uint64_t hash;
@@ -31,7 +30,7 @@ typedef struct {
 enum { MAX_TYPES = 16, MAX_WORDS = 4096 };
 
 static struct {
-    mpt_arena arena; /* everything below */
+    mpc_arena arena; /* everything below */
     bool have;       /* a report was merged */
     tab str, map, fn, loc, smp;
     size_t ntypes;
@@ -55,14 +54,14 @@ static uint64_t fnv(const void *p, size_t n)
     return h;
 }
 
-static bool grow(mpt_arena *a, void **arr, size_t *cap, size_t elem, size_t want)
+static bool grow(mpc_arena *a, void **arr, size_t *cap, size_t elem, size_t want)
 {
     if (want <= *cap)
         return true;
     size_t ncap = *cap ? *cap * 2 : 256;
     while (ncap < want)
         ncap *= 2;
-    void *n = mpt_arena_alloc(a, ncap * elem);
+    void *n = mpc_arena_alloc(a, ncap * elem);
     if (n == NULL)
         return false;
     if (*arr != NULL)
@@ -89,7 +88,7 @@ static int64_t find(const tab *t, const void *key, size_t len, uint64_t h)
 
 /* The index of `key` in `t` (interned on first sight, copied into `a`);
  * -1 when out of memory. */
-static int64_t intern(tab *t, mpt_arena *a, const void *key, size_t len)
+static int64_t intern(tab *t, mpc_arena *a, const void *key, size_t len)
 {
     uint64_t h = fnv(key, len);
     int64_t found = find(t, key, len, h);
@@ -97,7 +96,7 @@ static int64_t intern(tab *t, mpt_arena *a, const void *key, size_t len)
         return found;
     if ((t->n + 1) * 2 > t->cap) { /* rehash at half full */
         size_t ncap = t->cap ? t->cap * 2 : 1024;
-        uint32_t *ns = mpt_arena_alloc(a, ncap * sizeof *ns);
+        uint32_t *ns = mpc_arena_alloc(a, ncap * sizeof *ns);
         if (ns == NULL)
             return -1;
         memset(ns, 0, ncap * sizeof *ns);
@@ -112,7 +111,7 @@ static int64_t intern(tab *t, mpt_arena *a, const void *key, size_t len)
     }
     if (!grow(a, (void **)&t->ents, &t->ents_cap, sizeof(ent), t->n + 1))
         return -1;
-    uint64_t *copy = mpt_arena_alloc(a, len + 1);
+    uint64_t *copy = mpc_arena_alloc(a, len + 1);
     if (copy == NULL)
         return -1;
     memcpy(copy, key, len);
@@ -125,10 +124,10 @@ static int64_t intern(tab *t, mpt_arena *a, const void *key, size_t len)
     return (int64_t)(t->n - 1);
 }
 
-void mpt_cumul_reset(int64_t start_ns)
+void mpc_cumul_reset(int64_t start_ns)
 {
     unsigned epoch = g.epoch + 1;
-    mpt_arena_free(&g.arena);
+    mpc_arena_free(&g.arena);
     memset(&g, 0, sizeof g);
     g.start_ns = start_ns;
     g.epoch = epoch;
@@ -137,7 +136,7 @@ void mpt_cumul_reset(int64_t start_ns)
 
 /* ---- merging ------------------------------------------------------- */
 
-static void *pb_alloc(void *data, size_t size) { return mpt_arena_alloc(data, size); }
+static void *pb_alloc(void *data, size_t size) { return mpc_arena_alloc(data, size); }
 static void pb_free(void *data, void *p)
 {
     (void)data;
@@ -152,7 +151,7 @@ typedef struct {
     size_t cap;
 } idmap;
 
-static bool idmap_put(idmap *m, mpt_arena *a, uint64_t id, uint64_t to)
+static bool idmap_put(idmap *m, mpc_arena *a, uint64_t id, uint64_t to)
 {
     int64_t i = intern(&m->t, a, &id, sizeof id);
     if (i < 0 || !grow(a, (void **)&m->to, &m->cap, sizeof(uint64_t), (size_t)i + 1))
@@ -173,10 +172,10 @@ static int64_t rs(const int64_t *smap, size_t n, int64_t i)
     return i >= 0 && (size_t)i < n ? smap[i] : 0;
 }
 
-static int merge(Perftools__Profiles__Profile *p, mpt_arena *s)
+static int merge(Perftools__Profiles__Profile *p, mpc_arena *s)
 {
     size_t ns = p->n_string_table;
-    int64_t *smap = mpt_arena_alloc(s, (ns + 1) * sizeof *smap);
+    int64_t *smap = mpc_arena_alloc(s, (ns + 1) * sizeof *smap);
     if (smap == NULL)
         return -1;
     for (size_t i = 0; i < ns; i++) {
@@ -281,7 +280,7 @@ static int merge(Perftools__Profiles__Profile *p, mpt_arena *s)
         g.period_unit = rs(smap, ns, p->period_type->unit);
     }
     g.period = p->period;
-    g.comments = mpt_arena_alloc(&g.arena, (p->n_comment + 1) * sizeof *g.comments);
+    g.comments = mpc_arena_alloc(&g.arena, (p->n_comment + 1) * sizeof *g.comments);
     g.ncomments = 0;
     for (size_t i = 0; g.comments != NULL && i < p->n_comment; i++)
         g.comments[g.ncomments++] = rs(smap, ns, p->comment[i]);
@@ -289,21 +288,21 @@ static int merge(Perftools__Profiles__Profile *p, mpt_arena *s)
     return 0;
 }
 
-int mpt_cumul_add(const uint8_t *pprof, size_t len)
+int mpc_cumul_add(const uint8_t *pprof, size_t len)
 {
-    mpt_arena scratch = {0};
+    mpc_arena scratch = {0};
     ProtobufCAllocator al = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &scratch};
     Perftools__Profiles__Profile *p = perftools__profiles__profile__unpack(&al, len, pprof);
     int rc = p != NULL ? merge(p, &scratch) : -1;
-    mpt_arena_free(&scratch);
+    mpc_arena_free(&scratch);
     return rc;
 }
 
 /* ---- encoding ------------------------------------------------------ */
 
-#define NEW(s, T) ((T *)mpt_arena_alloc((s), sizeof(T)))
+#define NEW(s, T) ((T *)mpc_arena_alloc((s), sizeof(T)))
 
-static Perftools__Profiles__ValueType *vt(mpt_arena *s, int64_t type, int64_t unit)
+static Perftools__Profiles__ValueType *vt(mpc_arena *s, int64_t type, int64_t unit)
 {
     Perftools__Profiles__ValueType *v = NEW(s, Perftools__Profiles__ValueType);
     if (v != NULL) {
@@ -314,8 +313,8 @@ static Perftools__Profiles__ValueType *vt(mpt_arena *s, int64_t type, int64_t un
     return v;
 }
 
-static int build(Perftools__Profiles__Profile *p, mpt_arena *s, const char *dflt, int64_t now_ns,
-                 const mpt_cumul_mark *since)
+static int build(Perftools__Profiles__Profile *p, mpc_arena *s, const char *dflt, int64_t now_ns,
+                 const mpc_cumul_mark *since)
 {
     perftools__profiles__profile__init(p);
     int64_t d = intern(&g.str, &g.arena, dflt, strlen(dflt));
@@ -323,18 +322,18 @@ static int build(Perftools__Profiles__Profile *p, mpt_arena *s, const char *dflt
         return -1;
     p->default_sample_type = d;
     p->n_sample_type = g.ntypes;
-    p->sample_type = mpt_arena_alloc(s, g.ntypes * sizeof *p->sample_type);
+    p->sample_type = mpc_arena_alloc(s, g.ntypes * sizeof *p->sample_type);
     if (p->sample_type == NULL)
         return -1;
     for (size_t t = 0; t < g.ntypes; t++)
         if ((p->sample_type[t] = vt(s, g.type[t], g.unit[t])) == NULL)
             return -1;
     p->n_string_table = g.str.n;
-    p->string_table = mpt_arena_alloc(s, g.str.n * sizeof(char *));
-    p->mapping = mpt_arena_alloc(s, (g.map.n + 1) * sizeof *p->mapping);
-    p->function = mpt_arena_alloc(s, (g.fn.n + 1) * sizeof *p->function);
-    p->location = mpt_arena_alloc(s, (g.loc.n + 1) * sizeof *p->location);
-    p->sample = mpt_arena_alloc(s, (g.smp.n + 1) * sizeof *p->sample);
+    p->string_table = mpc_arena_alloc(s, g.str.n * sizeof(char *));
+    p->mapping = mpc_arena_alloc(s, (g.map.n + 1) * sizeof *p->mapping);
+    p->function = mpc_arena_alloc(s, (g.fn.n + 1) * sizeof *p->function);
+    p->location = mpc_arena_alloc(s, (g.loc.n + 1) * sizeof *p->location);
+    p->sample = mpc_arena_alloc(s, (g.smp.n + 1) * sizeof *p->sample);
     if (!p->string_table || !p->mapping || !p->function || !p->location || !p->sample)
         return -1;
     for (size_t i = 0; i < g.str.n; i++)
@@ -381,7 +380,7 @@ static int build(Perftools__Profiles__Profile *p, mpt_arena *s, const char *dflt
         l->address = k[1];
         l->is_folded = k[2] != 0;
         l->n_line = k[3];
-        l->line = mpt_arena_alloc(s, (l->n_line + 1) * sizeof *l->line);
+        l->line = mpc_arena_alloc(s, (l->n_line + 1) * sizeof *l->line);
         if (l->line == NULL)
             return -1;
         for (size_t j = 0; j < l->n_line; j++) {
@@ -398,7 +397,7 @@ static int build(Perftools__Profiles__Profile *p, mpt_arena *s, const char *dflt
     for (size_t i = 0; i < g.smp.n; i++) {
         const int64_t *v = g.vals + i * g.ntypes;
         if (since != NULL && since->ntypes == g.ntypes) {
-            int64_t *d = mpt_arena_alloc(s, g.ntypes * sizeof *d);
+            int64_t *d = mpc_arena_alloc(s, g.ntypes * sizeof *d);
             if (d == NULL)
                 return -1;
             for (size_t t = 0; t < g.ntypes; t++)
@@ -421,7 +420,7 @@ static int build(Perftools__Profiles__Profile *p, mpt_arena *s, const char *dflt
         sm->value = (int64_t *)v;
         const uint64_t *lk = k + 1 + k[0];
         sm->n_label = lk[0];
-        sm->label = mpt_arena_alloc(s, (sm->n_label + 1) * sizeof *sm->label);
+        sm->label = mpc_arena_alloc(s, (sm->n_label + 1) * sizeof *sm->label);
         if (sm->label == NULL)
             return -1;
         for (size_t j = 0; j < sm->n_label; j++) {
@@ -446,7 +445,7 @@ static int build(Perftools__Profiles__Profile *p, mpt_arena *s, const char *dflt
     return p->period_type != NULL ? 0 : -1;
 }
 
-int mpt_cumul_mark_take(mpt_cumul_mark *m, int64_t now_ns)
+int mpc_cumul_mark_take(mpc_cumul_mark *m, int64_t now_ns)
 {
     memset(m, 0, sizeof *m);
     if (!g.have)
@@ -456,7 +455,7 @@ int mpt_cumul_mark_take(mpt_cumul_mark *m, int64_t now_ns)
     m->bytes = m->rows * m->ntypes * sizeof(int64_t) + 1;
     m->ns = now_ns;
     m->epoch = g.epoch;
-    m->vals = mpt_map(m->bytes);
+    m->vals = mpc_map(m->bytes);
     if (m->vals == NULL)
         return -1;
     if (m->rows > 0)
@@ -464,23 +463,23 @@ int mpt_cumul_mark_take(mpt_cumul_mark *m, int64_t now_ns)
     return 0;
 }
 
-void mpt_cumul_mark_free(mpt_cumul_mark *m)
+void mpc_cumul_mark_free(mpc_cumul_mark *m)
 {
-    mpt_unmap(m->vals, m->bytes);
+    mpc_unmap(m->vals, m->bytes);
     memset(m, 0, sizeof *m);
 }
 
-int mpt_cumul_encode(const char *dflt, int64_t now_ns, const mpt_cumul_mark *since, uint8_t **out,
+int mpc_cumul_encode(const char *dflt, int64_t now_ns, const mpc_cumul_mark *since, uint8_t **out,
                      size_t *len)
 {
     if (!g.have || (since != NULL && since->epoch != g.epoch))
         return -1;
-    mpt_arena scratch = {0};
+    mpc_arena scratch = {0};
     Perftools__Profiles__Profile p;
     int rc = build(&p, &scratch, dflt, now_ns, since);
     if (rc == 0) {
         size_t n = perftools__profiles__profile__get_packed_size(&p);
-        uint8_t *buf = mpt_map(n > 0 ? n : 1);
+        uint8_t *buf = mpc_map(n > 0 ? n : 1);
         if (buf == NULL) {
             rc = -1;
         } else {
@@ -488,6 +487,6 @@ int mpt_cumul_encode(const char *dflt, int64_t now_ns, const mpt_cumul_mark *sin
             *out = buf;
         }
     }
-    mpt_arena_free(&scratch);
+    mpc_arena_free(&scratch);
     return rc;
 }

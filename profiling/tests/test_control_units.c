@@ -2,7 +2,7 @@
 /* The pieces of the control socket and the HTTP endpoint that need no
  * process around them (plain C: these run in the sanitizer trees too):
  * the request parser, the endpoint's address rules, and the cumulative
- * profile's merge (Go's semantics over the runtime's windowed reports). */
+ * profile's merge (Go's semantics over windowed reports). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -10,24 +10,24 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "control/arena.h"
+#include "control/cumul.h"
+#include "control/proto.h"
 #include "profile.pb-c.h"
-#include "runtime/ctl_proto.h"
-#include "runtime/rt_arena.h"
-#include "runtime/rt_cumul.h"
 
-static int parse(const char *line, mpt_ctl_req *req, char *why)
+static int parse(const char *line, mpc_ctl_req *req, char *why)
 {
-    return mpt_ctl_parse(line, strlen(line), req, why, 512);
+    return mpc_ctl_parse(line, strlen(line), req, why, 512);
 }
 
 Test(ctl_proto, parses_every_command)
 {
-    mpt_ctl_req r;
+    mpc_ctl_req r;
     char why[512];
     cr_assert_eq(parse("status", &r, why), 0, "%s", why);
-    cr_expect_eq(r.cmd, MPT_CTL_STATUS);
+    cr_expect_eq(r.cmd, MPC_CTL_STATUS);
     cr_assert_eq(parse("start interval=64k every=500ms", &r, why), 0, "%s", why);
-    cr_expect_eq(r.cmd, MPT_CTL_START);
+    cr_expect_eq(r.cmd, MPC_CTL_START);
     cr_expect_eq(r.interval, 65536);
     cr_expect(r.has_every);
     cr_expect_eq(r.every_ms, 500);
@@ -54,15 +54,15 @@ Test(ctl_proto, refuses_with_a_reason)
                                       "start every=x",
                                       "set interval=99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        mpt_ctl_req r;
+        mpc_ctl_req r;
         char why[512] = "";
         cr_expect_eq(parse(bad[i], &r, why), -1, "'%s' accepted", bad[i]);
         cr_expect_neq(why[0], '\0', "no reason for '%s'", bad[i]);
     }
     char nul[] = {'s', 't', 'o', 'p', '\0', 'x'};
-    mpt_ctl_req r;
+    mpc_ctl_req r;
     char why[512];
-    cr_expect_eq(mpt_ctl_parse(nul, sizeof nul, &r, why, sizeof why), -1, "a NUL byte");
+    cr_expect_eq(mpc_ctl_parse(nul, sizeof nul, &r, why, sizeof why), -1, "a NUL byte");
 }
 
 Test(http_addr, loopback_by_default_wildcard_only_when_asked)
@@ -70,21 +70,21 @@ Test(http_addr, loopback_by_default_wildcard_only_when_asked)
     struct sockaddr_storage ss;
     unsigned len;
     char why[512];
-    cr_assert_eq(mpt_http_parse_addr("6060", false, &ss, &len, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(mpc_http_parse_addr("6060", false, &ss, &len, why, sizeof why), 0, "%s", why);
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     cr_expect_eq(v4->sin_family, AF_INET);
     cr_expect_eq(ntohl(v4->sin_addr.s_addr), INADDR_LOOPBACK);
     cr_expect_eq(ntohs(v4->sin_port), 6060);
-    cr_assert_eq(mpt_http_parse_addr(":0", false, &ss, &len, why, sizeof why), 0, "%s", why);
-    cr_assert_eq(mpt_http_parse_addr("[::1]:7", false, &ss, &len, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(mpc_http_parse_addr(":0", false, &ss, &len, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(mpc_http_parse_addr("[::1]:7", false, &ss, &len, why, sizeof why), 0, "%s", why);
     cr_expect_eq(ss.ss_family, AF_INET6);
-    cr_expect_eq(mpt_http_parse_addr("0.0.0.0:80", false, &ss, &len, why, sizeof why), -1);
+    cr_expect_eq(mpc_http_parse_addr("0.0.0.0:80", false, &ss, &len, why, sizeof why), -1);
     cr_expect(strstr(why, "every interface") != NULL, "%s", why);
-    cr_expect_eq(mpt_http_parse_addr("[::]:80", false, &ss, &len, why, sizeof why), -1);
-    cr_expect_eq(mpt_http_parse_addr("0.0.0.0:80", true, &ss, &len, why, sizeof why), 0);
-    cr_expect_eq(mpt_http_parse_addr("example.com:80", true, &ss, &len, why, sizeof why), -1);
-    cr_expect_eq(mpt_http_parse_addr("1.2.3.4:65536", true, &ss, &len, why, sizeof why), -1);
-    cr_expect_eq(mpt_http_parse_addr("1.2.3.4:", true, &ss, &len, why, sizeof why), -1);
+    cr_expect_eq(mpc_http_parse_addr("[::]:80", false, &ss, &len, why, sizeof why), -1);
+    cr_expect_eq(mpc_http_parse_addr("0.0.0.0:80", true, &ss, &len, why, sizeof why), 0);
+    cr_expect_eq(mpc_http_parse_addr("example.com:80", true, &ss, &len, why, sizeof why), -1);
+    cr_expect_eq(mpc_http_parse_addr("1.2.3.4:65536", true, &ss, &len, why, sizeof why), -1);
+    cr_expect_eq(mpc_http_parse_addr("1.2.3.4:", true, &ss, &len, why, sizeof why), -1);
 }
 
 /* ---- the cumulative profile ------------------------------------------ */
@@ -198,21 +198,21 @@ static void totals(const uint8_t *pb, size_t len, const char *fn, int64_t out[4]
 
 Test(cumul, alloc_summed_inuse_replaced_delta_subtracted)
 {
-    mpt_cumul_reset(1000);
+    mpc_cumul_reset(1000);
     uint8_t *out;
     size_t n, olen;
-    cr_expect_eq(mpt_cumul_encode("inuse_space", 2000, NULL, &out, &olen), -1, "nothing yet");
+    cr_expect_eq(mpc_cumul_encode("inuse_space", 2000, NULL, &out, &olen), -1, "nothing yet");
     uint8_t *r1 = report(8192, 8192, 640, &n);
-    cr_assert_eq(mpt_cumul_add(r1, n), 0);
+    cr_assert_eq(mpc_cumul_add(r1, n), 0);
     free(r1);
-    mpt_cumul_mark mark;
-    cr_assert_eq(mpt_cumul_mark_take(&mark, 1500), 0);
+    mpc_cumul_mark mark;
+    cr_assert_eq(mpc_cumul_mark_take(&mark, 1500), 0);
     uint8_t *r2 = report(4096, 12288, 64, &n);
-    cr_assert_eq(mpt_cumul_add(r2, n), 0);
+    cr_assert_eq(mpc_cumul_add(r2, n), 0);
     free(r2);
-    cr_expect_eq(mpt_cumul_add((const uint8_t *)"\xff\xff", 2), -1, "garbage is refused");
+    cr_expect_eq(mpc_cumul_add((const uint8_t *)"\xff\xff", 2), -1, "garbage is refused");
     int64_t v[4];
-    cr_assert_eq(mpt_cumul_encode("inuse_space", 2000, NULL, &out, &olen), 0);
+    cr_assert_eq(mpc_cumul_encode("inuse_space", 2000, NULL, &out, &olen), 0);
     totals(out, olen, "leak", v);
     cr_expect_eq(v[1], 8192 + 4096, "alloc_space: cumulative");
     cr_expect_eq(v[3], 12288, "inuse_space: the newest report's");
@@ -223,14 +223,14 @@ Test(cumul, alloc_summed_inuse_replaced_delta_subtracted)
     cr_expect_str_eq(p->string_table[p->default_sample_type], "inuse_space");
     cr_expect_eq(p->duration_nanos, 1000);
     perftools__profiles__profile__free_unpacked(p, NULL);
-    mpt_unmap(out, olen);
-    cr_assert_eq(mpt_cumul_encode("alloc_space", 2000, &mark, &out, &olen), 0);
+    mpc_unmap(out, olen);
+    cr_assert_eq(mpc_cumul_encode("alloc_space", 2000, &mark, &out, &olen), 0);
     totals(out, olen, "leak", v);
     cr_expect_eq(v[1], 4096, "since the mark");
     cr_expect_eq(v[3], 12288 - 8192, "inuse_space too, as Go's delta profile");
-    mpt_unmap(out, olen);
-    mpt_cumul_reset(3000);
-    cr_expect_eq(mpt_cumul_encode("inuse_space", 4000, &mark, &out, &olen), -1,
+    mpc_unmap(out, olen);
+    mpc_cumul_reset(3000);
+    cr_expect_eq(mpc_cumul_encode("inuse_space", 4000, &mark, &out, &olen), -1,
                  "a mark of an earlier session");
-    mpt_cumul_mark_free(&mark);
+    mpc_cumul_mark_free(&mark);
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The control thread's connections (rt_conn.h). */
-#define _GNU_SOURCE
-#include "rt_conn.h"
+/* The control thread's connections (conn.h). */
+#include "conn.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,11 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rt_common.h"
-#include "rt_ctl.h"
+#include <mimprof/profiling.h>
 
 /* Only the control thread touches the table (and a fork child, alone). */
-static mpt_conn g_conns[MPT_CTL_MAX_CONN];
+static mpc_conn g_conns[MPC_MAX_CONN];
 
 static int64_t mono_ms(void)
 {
@@ -25,7 +23,7 @@ static int64_t mono_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-void mpt_conn_head(mpt_conn *c, const char *fmt, ...)
+void mpc_conn_head(mpc_conn *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -35,18 +33,18 @@ void mpt_conn_head(mpt_conn *c, const char *fmt, ...)
     c->answering = true;
 }
 
-void mpt_conn_body(mpt_conn *c, void *body, size_t len, void (*release)(void *, size_t))
+void mpc_conn_body(mpc_conn *c, void *body, size_t len, void (*release)(void *, size_t))
 {
     c->body = body;
     c->body_len = len;
     c->body_free = release;
 }
 
-static void conn_close(mpt_conn *c)
+static void conn_close(mpc_conn *c)
 {
     if (!c->used)
         return;
-    mpt_owned_close(&c->own);
+    mpc_owned_close(&c->own);
     if (c->proto->on_close != NULL)
         c->proto->on_close(c);
     if (c->body != NULL && c->body_free != NULL)
@@ -54,11 +52,12 @@ static void conn_close(mpt_conn *c)
     c->used = false;
     c->fd = -1;
     c->body = NULL;
+    c->body_len = 0;
     c->body_free = NULL;
 }
 
 /* Reads and drops what the peer still sends; closes at its end. */
-static void conn_drain(mpt_conn *c)
+static void conn_drain(mpc_conn *c)
 {
     char sink[4096];
     for (;;) {
@@ -73,7 +72,7 @@ static void conn_drain(mpt_conn *c)
 }
 
 /* Writes what the peer takes now; then drains. */
-static void conn_write(mpt_conn *c)
+static void conn_write(mpc_conn *c)
 {
     for (;;) {
         const char *p;
@@ -109,7 +108,7 @@ static void conn_write(mpt_conn *c)
     }
 }
 
-static void conn_read(mpt_conn *c)
+static void conn_read(mpc_conn *c)
 {
     size_t max = c->proto->max_in < sizeof c->in ? c->proto->max_in : sizeof c->in;
     while (!c->answering && c->used) {
@@ -132,18 +131,18 @@ static void conn_read(mpt_conn *c)
     }
 }
 
-static void accept_all(const mpt_loop_listener *l)
+static void accept_all(const mpc_loop_listener *l)
 {
     for (;;) {
         int fd = accept4(l->own->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* EAGAIN, or an error the next poll retries */
-        mpt_owned own;
-        if (!mpt_owned_take(&own, mpt_rt_fd_high(fd)))
+        mpc_owned own;
+        if (!mpc_owned_take(&own, mp_prof_fd_high(fd)))
             continue;
         fd = own.fd;
-        mpt_conn *c = NULL;
-        for (int i = 0; i < MPT_CTL_MAX_CONN && c == NULL; i++)
+        mpc_conn *c = NULL;
+        for (int i = 0; i < MPC_MAX_CONN && c == NULL; i++)
             if (!g_conns[i].used)
                 c = &g_conns[i];
         if (c == NULL) {
@@ -153,16 +152,17 @@ static void accept_all(const mpt_loop_listener *l)
             close(fd);
             continue;
         }
-        memset(c, 0, offsetof(mpt_conn, in));
+        memset(c, 0, offsetof(mpc_conn, in));
         c->used = true;
         c->fd = fd;
         c->own = own;
         c->proto = l->proto;
-        c->deadline_ms = mono_ms() + MPT_CONN_DEADLINE_MS;
+        c->deadline_ms = mono_ms() + MPC_CONN_DEADLINE_MS;
         c->answering = false;
         c->draining = false;
         c->head_len = c->sent = 0;
         c->body = NULL;
+        c->body_len = 0; /* past `in`: not cleared above */
         c->body_free = NULL;
         c->timer_ms = 0;
         c->user = NULL;
@@ -179,21 +179,21 @@ static void accept_all(const mpt_loop_listener *l)
  * none reported invalid, each still naming the file it was opened on.
  * Checked before any event is acted on, so a number the program took
  * back is never read, accepted on or written. */
-static bool still_ours(const struct pollfd *pf, mpt_owned *wake, const mpt_loop_listener *ls, int n)
+static bool still_ours(const struct pollfd *pf, mpc_owned *wake, const mpc_loop_listener *ls, int n)
 {
-    if ((pf[0].revents & POLLNVAL) || !mpt_owned_check(wake))
+    if ((pf[0].revents & POLLNVAL) || !mpc_owned_check(wake))
         return false;
     for (int i = 0; i < n; i++)
-        if ((pf[1 + i].revents & POLLNVAL) || !mpt_owned_check(ls[i].own))
+        if ((pf[1 + i].revents & POLLNVAL) || !mpc_owned_check(ls[i].own))
             return false;
     return true;
 }
 
-void mpt_loop_run(const mpt_loop_listener *ls, int n, mpt_owned *wake, atomic_bool *stop)
+void mpc_loop_run(const mpc_loop_listener *ls, int n, mpc_owned *wake, atomic_bool *stop)
 {
     enum { MAXL = 4 };
-    struct pollfd pf[1 + MAXL + MPT_CTL_MAX_CONN];
-    int slot[MPT_CTL_MAX_CONN];
+    struct pollfd pf[1 + MAXL + MPC_MAX_CONN];
+    int slot[MPC_MAX_CONN];
     if (n > MAXL)
         n = MAXL;
     while (!atomic_load(stop)) {
@@ -203,8 +203,8 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, mpt_owned *wake, atomic_bo
             pf[np++] = (struct pollfd){.fd = ls[i].own->fd, .events = POLLIN};
         int nc = 0;
         int64_t now = mono_ms(), next = -1;
-        for (int i = 0; i < MPT_CTL_MAX_CONN; i++) {
-            mpt_conn *c = &g_conns[i];
+        for (int i = 0; i < MPC_MAX_CONN; i++) {
+            mpc_conn *c = &g_conns[i];
             if (!c->used)
                 continue;
             if (c->timer_ms != 0 && now >= c->timer_ms) {
@@ -243,11 +243,11 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, mpt_owned *wake, atomic_bo
             (void)rd;
         }
         for (int i = 0; i < nc; i++) {
-            mpt_conn *c = &g_conns[slot[i]];
+            mpc_conn *c = &g_conns[slot[i]];
             short ev = pf[1 + n + i].revents;
             if (ev == 0 || !c->used)
                 continue;
-            if ((ev & POLLNVAL) || !mpt_owned_check(&c->own)) {
+            if ((ev & POLLNVAL) || !mpc_owned_check(&c->own)) {
                 conn_close(c); /* closed by the program: forgotten, not closed */
                 continue;
             }
@@ -262,12 +262,12 @@ void mpt_loop_run(const mpt_loop_listener *ls, int n, mpt_owned *wake, atomic_bo
             if (pf[1 + i].revents & POLLIN)
                 accept_all(&ls[i]);
     }
-    for (int i = 0; i < MPT_CTL_MAX_CONN; i++)
+    for (int i = 0; i < MPC_MAX_CONN; i++)
         conn_close(&g_conns[i]);
 }
 
-void mpt_loop_after_fork(void)
+void mpc_loop_after_fork(void)
 {
-    for (int i = 0; i < MPT_CTL_MAX_CONN; i++)
+    for (int i = 0; i < MPC_MAX_CONN; i++)
         conn_close(&g_conns[i]);
 }
