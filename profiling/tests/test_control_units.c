@@ -12,6 +12,7 @@
 
 #include "control/arena.h"
 #include "control/cumul.h"
+#include "control/http_parse.h"
 #include "control/proto.h"
 #include "profile.pb-c.h"
 
@@ -233,4 +234,40 @@ Test(cumul, alloc_summed_inuse_replaced_delta_subtracted)
     cr_expect_eq(mpc_cumul_encode("inuse_space", 4000, &mark, &out, &olen), -1,
                  "a mark of an earlier session");
     mpc_cumul_mark_free(&mark);
+}
+
+static bool http_req(const char *s, mpc_http_req *r)
+{
+    return mpc_http_parse(s, strlen(s), 16384, r);
+}
+
+Test(http_parse, requests_and_refusals)
+{
+    mpc_http_req r;
+    cr_assert(http_req("GET /debug/pprof/heap?seconds=5 HTTP/1.1\r\nHost: x\r\n\r\n", &r));
+    cr_assert_eq(r.status, 0);
+    cr_assert_eq(r.method, MPC_HTTP_GET);
+    cr_assert_str_eq(r.target, "/debug/pprof/heap");
+    cr_assert_str_eq(r.query, "seconds=5");
+    cr_assert_eq(mpc_http_query_seconds(r.query), 5);
+    cr_assert_not(http_req("GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\n", &r), "incomplete");
+    const char *post = "POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 6\r\n\r\n0x1234";
+    cr_assert(http_req(post, &r));
+    cr_assert(r.status == 0 && r.symbol && r.body_len == 6);
+    cr_assert_eq(memcmp(post + r.body_off, "0x1234", 6), 0);
+    cr_assert_not(mpc_http_parse(post, strlen(post) - 2, 16384, &r), "body still coming");
+    cr_assert(http_req("POST /debug/pprof/heap HTTP/1.1\r\n\r\n", &r));
+    cr_assert_eq(r.status, 405);
+    cr_assert(
+        http_req("POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 5abc\r\n\r\nabcde", &r));
+    cr_assert_eq(r.status, 400, "a Content-Length with junk after its digits");
+    cr_assert(http_req("POST /debug/pprof/symbol HTTP/1.1\r\nContent-Length: 99999\r\n\r\n", &r));
+    cr_assert_eq(r.status, 413);
+    cr_assert(http_req("GET  /x HTTP/1.1\r\n\r\n", &r));
+    cr_assert_eq(r.status, 400);
+    cr_assert(mpc_http_parse("GET /x", 6, 6, &r), "a full buffer is answered");
+    cr_assert_eq(r.status, 431);
+    cr_assert_eq(mpc_http_query_seconds("debug=1"), -2);
+    cr_assert_eq(mpc_http_query_seconds("debug=0&seconds=61"), -1);
+    cr_assert_eq(mpc_http_query_seconds(NULL), 0);
 }

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,10 +20,9 @@
 #include "arena.h"
 #include "control.h"
 #include "cumul.h"
+#include "http_parse.h"
 #include "owned.h"
 #include "proto.h"
-
-enum { MAX_SECONDS = 60 };
 
 /* ---- the address ------------------------------------------------------ */
 
@@ -283,33 +281,25 @@ static void req_release(mpc_conn *c)
     c->user = NULL;
 }
 
-/* ?seconds=N (1..MAX_SECONDS) in `q` (the query, NUL-terminated): N, 0
- * when absent, -1 when malformed. debug=N other than 0 is -2 (Go's text
- * formats are not served). */
-static long query_seconds(const char *q)
+/* The reason phrase of a refusal mpc_http_parse gives. */
+static const char *reason_of(int status)
 {
-    long seconds = 0;
-    while (q != NULL && *q != '\0') {
-        const char *amp = strchr(q, '&');
-        size_t n = amp != NULL ? (size_t)(amp - q) : strlen(q);
-        if (n > 8 && memcmp(q, "seconds=", 8) == 0) {
-            char *end;
-            seconds = strtol(q + 8, &end, 10);
-            if (end != q + n || seconds < 1 || seconds > MAX_SECONDS)
-                return -1;
-        } else if (n > 6 && memcmp(q, "debug=", 6) == 0 && !(n == 7 && q[6] == '0')) {
-            return -2;
-        }
-        q = amp != NULL ? amp + 1 : NULL;
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 413:
+        return "Payload Too Large";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    default:
+        return "Error";
     }
-    return seconds;
 }
 
-static void route(mpc_conn *c, bool head_only, char *target)
+static void route(mpc_conn *c, bool head_only, const char *target, const char *q)
 {
-    char *q = strchr(target, '?');
-    if (q != NULL)
-        *q++ = '\0';
     if (strcmp(target, "/debug/pprof/") == 0 || strcmp(target, "/debug/pprof") == 0) {
         answer_index(c, head_only);
         return;
@@ -321,7 +311,7 @@ static void route(mpc_conn *c, bool head_only, char *target)
         answer_text(c, 404, "Not Found", "", "404 page not found");
         return;
     }
-    long seconds = query_seconds(q);
+    long seconds = mpc_http_query_seconds(q);
     if (seconds < 0) {
         answer_text(c, 400, "Bad Request", "",
                     seconds == -2 ? "mimprof: only the binary profile is served (debug=0)"
@@ -362,95 +352,27 @@ static void http_timer(mpc_conn *c)
         answer_profile(c, r);
 }
 
-/* The end of the header block, or NULL. */
-static const char *headers_end(const char *p, size_t n)
-{
-    const char *e = memmem(p, n, "\r\n\r\n", 4);
-    const char *f = memmem(p, n, "\n\n", 2);
-    return e == NULL ? f : f == NULL || e < f ? e : f;
-}
-
-/* The value of the Content-Length header in the `n` header bytes at
- * `p`: -1 when absent, -2 when malformed. */
-static long content_length(const char *p, size_t n)
-{
-    static const char KEY[] = "\ncontent-length:";
-    for (size_t i = 0; i + sizeof KEY - 1 <= n; i++) {
-        if (strncasecmp(p + i, KEY, sizeof KEY - 1) != 0)
-            continue;
-        char num[24];
-        size_t j = i + sizeof KEY - 1, k = 0;
-        while (j < n && p[j] == ' ')
-            j++;
-        while (j < n && k + 1 < sizeof num && p[j] >= '0' && p[j] <= '9')
-            num[k++] = p[j++];
-        num[k] = '\0';
-        return k == 0 || k > 9 ? -2 : atol(num);
-    }
-    return -1;
-}
-
-/* /debug/pprof/symbol: GET at once; POST once its body is in (at most
- * what the connection keeps). false: waiting for more of the body. */
-static bool symbol_input(mpc_conn *c, bool get, bool head, bool post)
-{
-    if (!get && !post) {
-        answer_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD, POST\r\n",
-                    "mimprof: only GET, HEAD and POST");
-        return true;
-    }
-    const char *end = headers_end(c->in, c->in_len);
-    size_t start = (size_t)(end - c->in) + (end[0] == '\r' ? 4 : 2);
-    long cl = post ? content_length(c->in, start) : 0;
-    if (cl == -2 || (cl >= 0 && start + (size_t)cl > MPC_CONN_IN)) {
-        answer_text(c, cl == -2 ? 400 : 413, cl == -2 ? "Bad Request" : "Payload Too Large", "",
-                    "mimprof: the body wants a Content-Length of at most 16 KiB");
-        return true;
-    }
-    size_t len = cl >= 0 ? (size_t)cl : c->in_len - start;
-    if (c->in_len < start + len)
-        return false;
-    mpc_http_symbol(c, head, c->in + start, post ? len : 0);
-    return true;
-}
-
 static bool http_input(mpc_conn *c)
 {
-    if (headers_end(c->in, c->in_len) == NULL) {
-        if (c->in_len < MPC_CONN_IN)
-            return false;
-        answer_text(c, 431, "Request Header Fields Too Large", "",
-                    "mimprof: request headers larger than 16 KiB");
+    mpc_http_req r;
+    if (!mpc_http_parse(c->in, c->in_len, MPC_CONN_IN, &r))
+        return false;
+    switch (r.status) {
+    case 0:
+        break;
+    case 405:
+        answer_text(c, 405, "Method Not Allowed",
+                    r.symbol ? "Allow: GET, HEAD, POST\r\n" : "Allow: GET, HEAD\r\n", r.why);
+        return true;
+    default:
+        answer_text(c, r.status, reason_of(r.status), "", r.why);
         return true;
     }
-    /* The request line: METHOD SP TARGET SP HTTP/1.x */
-    size_t n = 0;
-    while (n < c->in_len && c->in[n] != '\r' && c->in[n] != '\n')
-        n++;
-    char line[2048];
-    if (n >= sizeof line) {
-        answer_text(c, 414, "URI Too Long", "", "mimprof: request line too long");
-        return true;
-    }
-    memcpy(line, c->in, n);
-    line[n] = '\0';
-    char *sp1 = strchr(line, ' ');
-    char *sp2 = sp1 != NULL ? strchr(sp1 + 1, ' ') : NULL;
-    if (sp1 == NULL || sp2 == NULL || strchr(sp2 + 1, ' ') != NULL || sp1[1] != '/' ||
-        strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || strlen(line) != n) {
-        answer_text(c, 400, "Bad Request", "", "mimprof: malformed HTTP request");
-        return true;
-    }
-    *sp1 = *sp2 = '\0';
-    bool get = strcmp(line, "GET") == 0, head = strcmp(line, "HEAD") == 0;
-    if (strncmp(sp1 + 1, "/debug/pprof/symbol", 19) == 0 && (sp1[20] == '\0' || sp1[20] == '?'))
-        return symbol_input(c, get || head, head, strcmp(line, "POST") == 0);
-    if (!get && !head) {
-        answer_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
-                    "mimprof: only GET and HEAD");
-        return true;
-    }
-    route(c, head, sp1 + 1);
+    bool head = r.method == MPC_HTTP_HEAD;
+    if (r.symbol)
+        mpc_http_symbol(c, head, c->in + r.body_off, r.body_len);
+    else
+        route(c, head, r.target, r.query);
     return true;
 }
 
