@@ -143,6 +143,10 @@ OVERRIDE_ANY_RE = re.compile(r"meson\.override_dependency\(\s*([^,]*),")
 DEP_RE = re.compile(r"dependency\(\s*'(mimprof-[^']*)'\s*(\+)?")
 FALLBACK_RE = re.compile(r"fallback\s*:\s*\[\s*'([^']+)'")
 SUBPROJECT_RE = re.compile(r"subproject\(\s*'(mimprof-[^']+)'")
+# The tests' shared decoders (tests/support, no package): a package's tests
+# reach them through the link subprojects/test-support, which an archive
+# cannot keep; the archive carries a copy of the directory instead.
+TEST_SUPPORT = "test-support"
 
 
 def write_json(path, obj):
@@ -578,6 +582,16 @@ def configure_args(opts, off_for_self=False):
     return [f"-D{o}=disabled" for o in OFF_OPTIONS if o in opts] if off_for_self else []
 
 
+def test_support(src, p):
+    """{subprojects/test-support/<file>: bytes} of tests/support at the
+    checkout `src` when package p links it, else {}."""
+    if not (src / p.dir / "subprojects" / TEST_SUPPORT).is_symlink():
+        return {}
+    files = git(src, "ls-files", "-z", "--", "tests/support").split("\0")
+    return {f"subprojects/{TEST_SUPPORT}/{f[len('tests/support/'):]}": (src / f).read_bytes()
+            for f in files if f}
+
+
 def step_pack(rel):
     rel.need_registry()
     out = rel.step_dir("pack")
@@ -615,7 +629,7 @@ def step_pack(rel):
         # package directory, so an unchanged package packs to the same bytes
         # from a later commit too (a re-tagged release then skips it).
         mtime = int(git(rel.repo, "log", "-1", "--format=%ct", rel.commit, "--", p.dir).strip())
-        data, dropped = normalize_archive(raw, p.directory, mtime, wraps)
+        data, dropped = normalize_archive(raw, p.directory, mtime, {**wraps, **test_support(src, p)})
         (out / "archives" / p.archive).write_bytes(data)
         e = {"dir": p.dir, "name": p.name, "version": p.version, "archive": p.archive,
              "sha256": sha256_bytes(data), "size": len(data), "siblings": p.siblings, "direct": p.direct,
@@ -868,7 +882,8 @@ def step_verify(rel):
                              env=child_env(rel))
     log(f"  ok: {summary}")
     sub = src / "subprojects"
-    fetched = sorted(p.name for p in sub.iterdir() if p.is_dir() and p.name != "packagecache") \
+    fetched = sorted(p.name for p in sub.iterdir()
+                     if p.is_dir() and p.name not in ("packagecache", TEST_SUPPORT)) \
         if sub.is_dir() else []
     want_dirs = sorted(f"{s}-{by[s]['version']}" for s in target["siblings"])
     if fetched != want_dirs:

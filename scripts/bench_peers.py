@@ -33,7 +33,8 @@ decoded here, the stacks through that function are kept, and their
 estimated live bytes and objects are compared with the truth:
 
   mimprof   the pprof the preload writes at exit (MIMPROF_OUTPUT); decoded by
-            a small protobuf wire decoder (gzip or plain); inuse_space /
+            the workspace's test pprof decoder (tests/support/pprof_wire.py;
+            gzip or plain); inuse_space /
             inuse_objects are already unbiased by mimprof.
   jemalloc  MALLOC_CONF=...,prof_final:true,prof_prefix:<dir>/jeprof: the
             heap_v2 dump at exit; unbiased per stack as jeprof does
@@ -59,7 +60,6 @@ CPU affinity stays outside: taskset -c 0,1 /usr/bin/python3 scripts/bench_peers.
 """
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -69,7 +69,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pprof_wire: the workspace's pprof decoder (tests/support).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
 import bench_profiling_abba as abba  # noqa: E402
+import pprof_wire  # noqa: E402
 
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 PEER_INTERVAL = "512k"
@@ -137,101 +140,17 @@ def config_setup(name, paths, interval_bytes, interval_text):
 
 # ------------------------------------------------------------ pprof decoding
 
-def _varint(buf, i):
-    shift = result = 0
-    while True:
-        if i >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, i
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _fields(buf):
-    """(field number, wire type, value) of a protobuf message; value is an
-    int for varint/fixed types and bytes for length-delimited ones."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        field, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _varint(buf, i)
-        elif wt == 1:
-            v, i = int.from_bytes(buf[i:i + 8], "little"), i + 8
-        elif wt == 2:
-            n, i = _varint(buf, i)
-            v, i = bytes(buf[i:i + n]), i + n
-            if i > len(buf):
-                raise ValueError("truncated field")
-        elif wt == 5:
-            v, i = int.from_bytes(buf[i:i + 4], "little"), i + 4
-        else:
-            raise ValueError(f"unsupported wire type {wt}")
-        yield field, wt, v
-
-
-def _repeated_ints(wt, v):
-    if wt == 2:
-        out, i = [], 0
-        while i < len(v):
-            x, i = _varint(v, i)
-            out.append(x)
-        return out
-    return [v]
-
-
-def _signed(x):
-    return x - (1 << 64) if x >= 1 << 63 else x
-
-
 def decode_pprof(data):
-    """The parts of a pprof Profile this tool needs, as plain Python data."""
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    prof = {"sample_type": [], "samples": [], "locations": {}, "functions": {},
-            "strings": [], "period": 0}
-    for f, wt, v in _fields(data):
-        if f == 1:
-            vt = {k: x for k, _, x in _fields(v)}
-            prof["sample_type"].append((vt.get(1, 0), vt.get(2, 0)))
-        elif f == 2:
-            locs, vals = [], []
-            for sf, swt, sv in _fields(v):
-                if sf == 1:
-                    locs += _repeated_ints(swt, sv)
-                elif sf == 2:
-                    vals += [_signed(x) for x in _repeated_ints(swt, sv)]
-            prof["samples"].append((locs, vals))
-        elif f == 4:
-            loc = {"id": 0, "address": 0, "functions": []}
-            for lf, _, lv in _fields(v):
-                if lf == 1:
-                    loc["id"] = lv
-                elif lf == 3:
-                    loc["address"] = lv
-                elif lf == 4:
-                    line = {k: x for k, _, x in _fields(lv)}
-                    loc["functions"].append(line.get(1, 0))
-            prof["locations"][loc["id"]] = loc
-        elif f == 5:
-            fn = {k: x for k, _, x in _fields(v)}
-            prof["functions"][fn.get(1, 0)] = fn.get(2, 0)
-        elif f == 6:
-            prof["strings"].append(v.decode("utf-8", "replace"))
-        elif f == 12:
-            prof["period"] = _signed(v)
-    strings = prof["strings"]
-    prof["sample_type"] = [(strings[t] if t < len(strings) else "",
-                            strings[u] if u < len(strings) else "")
-                           for t, u in prof["sample_type"]]
-    prof["functions"] = {i: strings[n] if n < len(strings) else ""
-                         for i, n in prof["functions"].items()}
-    return prof
+    """The parts of a pprof Profile this tool needs, as plain Python data
+    (gzip or plain; ValueError when malformed)."""
+    p = pprof_wire.decode(pprof_wire.maybe_gunzip(data), utf8_errors="replace")
+    return {"sample_type": p.sample_types,
+            "samples": [(s["locs"], s["values"]) for s in p.samples],
+            "locations": {i: {"id": i, "address": loc["address"],
+                              "functions": [fid for fid, _ in loc["lines"]]}
+                          for i, loc in p.locations.items()},
+            "functions": {i: fn["name"] for i, fn in p.functions.items()},
+            "strings": p.strings, "period": p.period}
 
 
 def in_range(addresses, lo, hi):

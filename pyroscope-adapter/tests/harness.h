@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Test harness of mimprof-pyroscope: the Python stand-in (or a real
- * server from MIMPROF_PYROSCOPE_URL), a raw capture server, an
- * independent protobuf/pprof reader and writer, and a fixed-bytes
+ * server from MIMPROF_PYROSCOPE_URL), a raw capture server, the
+ * workspace's protobuf/pprof reader, a protobuf writer and a fixed-bytes
  * backend. Everything here is written apart from the library's encoders. */
 #ifndef MP_PYRO_TEST_HARNESS_H
 #define MP_PYRO_TEST_HARNESS_H
@@ -17,6 +17,9 @@
 #include <sys/types.h>
 
 #include <mimprof/pyroscope.h>
+
+/* The workspace's protobuf field reader and pprof decoder (tests/support). */
+#include "pprof_decode.h"
 
 /* --- the stand-in server (tests/pyroscope-server/server.py) -------------- */
 
@@ -62,75 +65,12 @@ long http_post(const char *url, const char *const *headers, const void *body, si
 
 bool t_gunzip(const uint8_t *in, size_t n, tbuf *out);
 
-/* --- protobuf wire (independent of protobuf-c) ------------------------------ */
+/* --- protobuf wire, written (independent of protobuf-c) --------------------- */
 
-typedef struct pbr {
-    const uint8_t *p, *end;
-    bool bad;
-} pbr;
-typedef struct pbf {
-    uint32_t field, wt;
-    uint64_t v;          /* varint / fixed64 bits */
-    const uint8_t *data; /* length-delimited */
-    size_t len;
-} pbf;
-bool pb_next(pbr *r, pbf *f);
-/* A reader over the bytes of a length-delimited field (empty otherwise). */
-static inline pbr pb_sub(const pbf *f)
-{
-    pbr r = {f->data, f->data ? f->data + f->len : NULL, false};
-    return r;
-}
 void pbw_varint(tbuf *b, uint32_t field, uint64_t v);
 void pbw_bytes(tbuf *b, uint32_t field, const void *p, size_t n);
 void pbw_str(tbuf *b, uint32_t field, const char *s);
 void pbw_double(tbuf *b, uint32_t field, double d);
-
-/* --- pprof, read back -------------------------------------------------------- */
-
-typedef struct tp_sample {
-    uint64_t *locs;
-    size_t nlocs;
-    int64_t *values;
-    size_t nvalues;
-    int64_t label_key, label_str; /* first string label, 0 if none */
-} tp_sample;
-
-typedef struct tp_profile {
-    char **strings;
-    size_t nstrings;
-    int64_t types[16][2];
-    size_t ntypes;
-    tp_sample *samples;
-    size_t nsamples;
-    struct {
-        uint64_t id, mapping, address, function;
-    } * locations;
-    size_t nlocations;
-    struct {
-        uint64_t id;
-        int64_t name;
-    } * functions;
-    size_t nfunctions;
-    struct {
-        uint64_t id, start, limit;
-        int64_t filename, build_id;
-        bool has_functions;
-    } * mappings;
-    size_t nmappings;
-    int64_t time_nanos, duration_nanos, period;
-    int64_t period_type[2];
-} tp_profile;
-
-bool tp_decode(const uint8_t *p, size_t n, tp_profile *out);
-void tp_free(tp_profile *p);
-const char *tp_str(const tp_profile *p, int64_t i);
-int tp_type(const tp_profile *p, const char *type);
-int64_t tp_total(const tp_profile *p, int type);
-/* Sum of `type` over samples whose stack holds a frame named `func`. */
-int64_t tp_total_func(const tp_profile *p, int type, const char *func);
-/* Name of the innermost frame of sample `i` ("" when unnamed). */
-const char *tp_leaf(const tp_profile *p, size_t i);
 
 /* --- the fixed test profile and backend ------------------------------------- */
 

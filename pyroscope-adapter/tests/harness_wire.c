@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Buffers, gunzip and a protobuf wire reader/writer for the tests,
- * independent of protobuf-c and of the library's encoders. */
+/* Buffers, gunzip and a protobuf wire writer for the tests, independent
+ * of protobuf-c and of the library's encoders. */
 #include "harness.h"
 
 #include <stdlib.h>
@@ -52,67 +52,6 @@ bool t_gunzip(const uint8_t *in, size_t n, tbuf *out)
     } while (rc != Z_STREAM_END);
     inflateEnd(&z);
     return true;
-}
-
-static bool rd_varint(pbr *r, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return false;
-        uint8_t b = *r->p++;
-        x |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
-bool pb_next(pbr *r, pbf *f)
-{
-    if (r->bad || r->p >= r->end)
-        return false;
-    uint64_t key;
-    if (!rd_varint(r, &key))
-        goto bad;
-    f->field = (uint32_t)(key >> 3);
-    f->wt = (uint32_t)(key & 7);
-    f->data = NULL;
-    f->len = 0;
-    f->v = 0;
-    switch (f->wt) {
-    case 0:
-        if (!rd_varint(r, &f->v))
-            goto bad;
-        return true;
-    case 1:
-        if (r->end - r->p < 8)
-            goto bad;
-        memcpy(&f->v, r->p, 8);
-        r->p += 8;
-        return true;
-    case 2: {
-        uint64_t n;
-        if (!rd_varint(r, &n) || n > (uint64_t)(r->end - r->p))
-            goto bad;
-        f->data = r->p;
-        f->len = (size_t)n;
-        r->p += n;
-        return true;
-    }
-    case 5:
-        if (r->end - r->p < 4)
-            goto bad;
-        r->p += 4;
-        return true;
-    default:
-        goto bad;
-    }
-bad:
-    r->bad = true;
-    return false;
 }
 
 static void w_varint(tbuf *b, uint64_t v)

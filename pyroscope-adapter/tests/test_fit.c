@@ -16,7 +16,7 @@
 static void totals(const tp_profile *p, int64_t out[4])
 {
     for (int t = 0; t < 4; t++)
-        out[t] = tp_total(p, t);
+        out[t] = tp_total_at(p, t);
 }
 
 Test(fit, delta_label_removed_and_stacks_merged)
@@ -36,7 +36,7 @@ Test(fit, delta_label_removed_and_stacks_merged)
     cr_expect_eq(want.nsamples, 4, "interval + live sample per stack in the report");
     cr_expect_eq(got.nsamples, 2);
     for (size_t i = 0; i < got.nsamples; i++)
-        cr_expect_eq(got.samples[i].label_key, 0);
+        cr_expect_eq(got.samples[i].nlabels, 0);
     int64_t a[4], b[4];
     totals(&want, a);
     totals(&got, b);
@@ -73,18 +73,19 @@ Test(fit, wide_report_split_within_limits_totals_exact, .timeout = 120)
         for (size_t i = 0; i < p.nsamples; i++) {
             /* the stack's counter, from its bit locations (3 + 2i + b) */
             size_t c = 0;
-            for (size_t j = 1; j + 1 < p.samples[i].nlocs; j++)
-                c |= (size_t)((p.samples[i].locs[j] - 3) & 1) << ((p.samples[i].locs[j] - 3) / 2);
+            for (size_t j = 1; j + 1 < p.samples[i].nlocations; j++)
+                c |= (size_t)((p.samples[i].location_ids[j] - 3) & 1)
+                     << ((p.samples[i].location_ids[j] - 3) / 2);
             cr_expect_eq(seen[c], 0, "stack %zu sent twice", c);
             seen[c] = 1;
-            cr_expect_eq(p.samples[i].label_key, 0);
+            cr_expect_eq(p.samples[i].nlabels, 0);
             /* every location a sample names is in its part */
-            for (size_t j = 0; j < p.samples[i].nlocs; j++) {
+            for (size_t j = 0; j < p.samples[i].nlocations; j++) {
                 bool found = false;
                 for (size_t l = 0; l < p.nlocations && !found; l++)
-                    found = p.locations[l].id == p.samples[i].locs[j];
+                    found = p.locations[l].id == p.samples[i].location_ids[j];
                 cr_assert(found, "part %zu lacks location %llu", k,
-                          (unsigned long long)p.samples[i].locs[j]);
+                          (unsigned long long)p.samples[i].location_ids[j]);
             }
         }
         int64_t t[4];

@@ -107,9 +107,9 @@ static void expect_round_trip(ts_server *s, const char *tenant, const run *r)
 
     tp_profile p;
     cr_assert(q_merge(s->url, tenant, ALLOC_SPACE, sel, r->t0 - 60000, now_ms() + 60000, &p));
-    int t = tp_type(&p, "alloc_space");
+    int t = tp_type_index(&p, "alloc_space");
     cr_expect_geq(t, 0);
-    cr_expect_eq(tp_total(&p, t), r->alloc_space);
+    cr_expect_eq(tp_total_at(&p, t), r->alloc_space);
     cr_expect_eq(tp_total_func(&p, t, "alloc_small"), r->small_alloc,
                  "per-function values survive");
     cr_expect_eq(tp_total_func(&p, t, "alloc_big"), 100000 * (int64_t)r->reports);

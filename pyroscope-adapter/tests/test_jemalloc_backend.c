@@ -120,7 +120,7 @@ Test(jemalloc, known_population_unbiased, .timeout = 60)
     cr_assert_eq(st, MP_PYRO_OK, "%s", mp_pyro_backend_error(b));
     tp_profile pp;
     cr_assert(tp_decode(prof.pprof, prof.len, &pp));
-    int objs = tp_type(&pp, "inuse_objects"), space = tp_type(&pp, "inuse_space");
+    int objs = tp_type_index(&pp, "inuse_objects"), space = tp_type_index(&pp, "inuse_space");
     cr_assert(objs >= 0 && space >= 0);
     cr_expect_eq(pp.period, 4096);
     cr_expect_eq(pp.time_nanos, 1000);

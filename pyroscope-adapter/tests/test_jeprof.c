@@ -141,10 +141,10 @@ Test(jeprof, pprof_encoding)
     cr_assert_eq(mp_jeprof_pprof(&d, s, &o, &out, &len), MP_PROF_OK);
     tp_profile p;
     cr_assert(tp_decode(out, len, &p));
-    cr_expect_eq(p.ntypes, 2);
-    cr_expect_str_eq(tp_str(&p, p.types[0][0]), "inuse_objects");
-    cr_expect_str_eq(tp_str(&p, p.types[1][0]), "inuse_space");
-    cr_expect_str_eq(tp_str(&p, p.period_type[0]), "space");
+    cr_expect_eq(p.nsample_types, 2);
+    cr_expect_str_eq(tp_str(&p, p.sample_types[0].type), "inuse_objects");
+    cr_expect_str_eq(tp_str(&p, p.sample_types[1].type), "inuse_space");
+    cr_expect_str_eq(tp_str(&p, p.period_type.type), "space");
     cr_expect_eq(p.period, 4096);
     cr_expect_eq(p.time_nanos, 123);
     cr_expect_eq(p.duration_nanos, 456);
@@ -153,12 +153,12 @@ Test(jeprof, pprof_encoding)
     cr_assert_eq(p.nsamples, 2, "the empty stack is dropped");
     /* jemalloc's own leading frames are cut: sample 0 starts in the app,
      * addresses moved back into the call instruction */
-    cr_expect_eq(p.samples[0].nlocs, 2);
-    uint64_t leaf = p.samples[0].locs[0];
+    cr_expect_eq(p.samples[0].nlocations, 2);
+    uint64_t leaf = p.samples[0].location_ids[0];
     for (size_t i = 0; i < p.nlocations; i++)
         if (p.locations[i].id == leaf) {
             cr_expect_eq(p.locations[i].address, 0x55000000a122);
-            cr_expect_eq(p.locations[i].mapping, 1);
+            cr_expect_eq(p.locations[i].mapping_id, 1);
         }
     double uo, ub;
     mp_jeprof_unbias(2, 8192, 4096, &uo, &ub);

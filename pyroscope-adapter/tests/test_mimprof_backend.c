@@ -208,7 +208,7 @@ Test(mimprof_backend, attached_session_population)
               inuse, (unsigned long long)st.uploaded, live_want);
     tp_profile p;
     cr_assert(q_merge(s.url, NULL, ALLOC_SPACE, sel, t0 - 60000, now_ms() + 60000, &p));
-    int t = tp_type(&p, "alloc_space");
+    int t = tp_type_index(&p, "alloc_space");
     double in_fn = (double)tp_total_func(&p, t, "pyro_mimprof_population");
     cr_expect(in_fn > 0.9 * alloc, "allocation site named: %.0f of %.0f", in_fn, alloc);
     tp_free(&p);

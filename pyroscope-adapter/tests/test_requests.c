@@ -73,10 +73,10 @@ static void expect_gz_is_profile(const uint8_t *gz, size_t n)
     cr_assert(tp_decode(prof, prof_len, &want));
     cr_expect_eq(sent.nsamples, 2, "one sample per stack");
     for (size_t i = 0; i < sent.nsamples; i++)
-        cr_expect_eq(sent.samples[i].label_key, 0, "no sample label");
-    cr_assert_eq(sent.ntypes, want.ntypes);
-    for (size_t t = 0; t < want.ntypes; t++)
-        cr_expect_eq(tp_total(&sent, (int)t), tp_total(&want, (int)t), "type %zu", t);
+        cr_expect_eq(sent.samples[i].nlabels, 0, "no sample label");
+    cr_assert_eq(sent.nsample_types, want.nsample_types);
+    for (size_t t = 0; t < want.nsample_types; t++)
+        cr_expect_eq(tp_total_at(&sent, (int)t), tp_total_at(&want, (int)t), "type %zu", t);
     cr_expect_eq(sent.time_nanos, want.time_nanos);
     tp_free(&sent);
     tp_free(&want);

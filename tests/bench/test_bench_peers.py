@@ -14,35 +14,21 @@ import unittest
 SCRIPTS = os.environ.get("BENCH_SCRIPTS") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 sys.path.insert(0, SCRIPTS)
+sys.path.insert(0, os.path.join(SCRIPTS, "..", "tests", "support"))
 import bench_peers as peers  # noqa: E402
 import bench_profiling_abba as abba  # noqa: E402
+import pbwire as pb  # noqa: E402
 
 
-# ---- a minimal protobuf encoder for synthetic pprof
-
-def varint(n):
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
+# ---- synthetic pprof, written with the workspace's wire writer (tests/support)
 
 def field_varint(f, v):
-    return varint(f << 3) + varint(v)
+    """A varint field, written also when v is 0."""
+    return pb.key(f, pb.VARINT) + pb.enc_varint(v)
 
 
-def field_bytes(f, b):
-    return varint(f << 3 | 2) + varint(len(b)) + b
-
-
-def packed(f, values):
-    return field_bytes(f, b"".join(varint(v) for v in values))
+field_bytes = pb.f_bytes
+packed = pb.f_packed
 
 
 def pprof(samples, locations, functions, strings, packed_ints=True):

@@ -17,7 +17,6 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 import pprof_wire  # noqa: E402
 
 MIMPROF = os.environ.get("MIMPROF", "mimprof")

@@ -16,7 +16,6 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, ".."))
 import pprof_wire  # noqa: E402
 from test_image import by_stack, decode, functions, image, mappings  # noqa: E402
 

@@ -9,29 +9,41 @@
 #include "builder_state.h"
 #include "pprof_tables.h"
 
-static bool st_grow(mp_strtab *t)
+/* Makes room for one more element in an index of 1-based element numbers
+ * (0: empty slot) that stays at most half full: rebuilt at twice its
+ * capacity (256 at first) from the n elements, element i placed by
+ * hash(table, i). */
+static bool index_room(uint32_t **tab, size_t *cap, size_t n,
+                       size_t (*hash)(const void *table, size_t i), const void *table)
 {
-    size_t nc = t->tab_cap ? t->tab_cap * 2 : 256;
-    uint32_t *n = calloc(nc, sizeof *n);
-    if (n == NULL)
+    if ((n + 1) * 2 <= *cap)
+        return true;
+    size_t nc = *cap ? *cap * 2 : 256;
+    uint32_t *idx = calloc(nc, sizeof *idx);
+    if (idx == NULL)
         return false;
-    for (size_t i = 0; i < t->n; i++) {
-        size_t j = mp_hash_str(t->v[i]) & (nc - 1);
-        while (n[j])
+    for (size_t i = 0; i < n; i++) {
+        size_t j = hash(table, i) & (nc - 1);
+        while (idx[j])
             j = (j + 1) & (nc - 1);
-        n[j] = (uint32_t)i + 1;
+        idx[j] = (uint32_t)i + 1;
     }
-    free(t->tab);
-    t->tab = n;
-    t->tab_cap = nc;
+    free(*tab);
+    *tab = idx;
+    *cap = nc;
     return true;
+}
+
+static size_t st_hash(const void *table, size_t i)
+{
+    return (size_t)mp_hash_str(((const mp_strtab *)table)->v[i]);
 }
 
 int64_t mp_strtab_idx(mp_strtab *t, const char *s)
 {
     if (s == NULL)
         s = "";
-    if ((t->n + 1) * 2 > t->tab_cap && !st_grow(t))
+    if (!index_room(&t->tab, &t->tab_cap, t->n, st_hash, t))
         return -1;
     size_t j = mp_hash_str(s) & (t->tab_cap - 1);
     while (t->tab[j]) {
@@ -51,28 +63,15 @@ static uint64_t fn_key(int64_t name, int64_t sys, int64_t file)
     return ((uint64_t)name << 32) ^ ((uint64_t)sys * 0x9E3779B97F4A7C15ull) ^ (uint64_t)file;
 }
 
-static bool fn_grow(mp_fntab *t)
+static size_t fn_hash(const void *table, size_t i)
 {
-    size_t nc = t->tab_cap ? t->tab_cap * 2 : 256;
-    uint32_t *n = calloc(nc, sizeof *n);
-    if (n == NULL)
-        return false;
-    for (size_t i = 0; i < t->n; i++) {
-        size_t j =
-            mp_hash_mix(fn_key(t->v[i].name, t->v[i].system_name, t->v[i].filename)) & (nc - 1);
-        while (n[j])
-            j = (j + 1) & (nc - 1);
-        n[j] = (uint32_t)i + 1;
-    }
-    free(t->tab);
-    t->tab = n;
-    t->tab_cap = nc;
-    return true;
+    const Perftools__Profiles__Function *f = &((const mp_fntab *)table)->v[i];
+    return mp_hash_mix(fn_key(f->name, f->system_name, f->filename));
 }
 
 uint64_t mp_fntab_id(mp_fntab *t, int64_t name, int64_t sys, int64_t file)
 {
-    if ((t->n + 1) * 2 > t->tab_cap && !fn_grow(t))
+    if (!index_room(&t->tab, &t->tab_cap, t->n, fn_hash, t))
         return 0;
     size_t j = mp_hash_mix(fn_key(name, sys, file)) & (t->tab_cap - 1);
     while (t->tab[j]) {

@@ -1,14 +1,42 @@
 /* SPDX-License-Identifier: MIT */
-/* A test-only decoder of the pprof wire format (Google's profile.proto),
- * written from the protobuf encoding rules and independent of the
- * encoder under test (which uses protobuf-c). Decodes the fields the tests
- * check; unknown fields are skipped. */
+/* The tests' one decoder of the protobuf wire format and of pprof (Google's
+ * profile.proto), written from the encoding rules and independent of every
+ * encoder under test (protobuf-c, the adapter's own): a field reader that
+ * any test can walk a message with, and a pprof model of the fields the
+ * tests check. Unknown fields are skipped. */
 #ifndef MIMPROF_TEST_PPROF_DECODE_H
 #define MIMPROF_TEST_PPROF_DECODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* --- protobuf wire ---------------------------------------------------------- */
+
+/* A reader over the bytes [p, end); `bad` once they were malformed. */
+typedef struct pbr {
+    const uint8_t *p, *end;
+    bool bad;
+} pbr;
+/* One field: number, wire type (0 varint, 1 fixed64, 2 length-delimited,
+ * 5 fixed32) and value. */
+typedef struct pbf {
+    uint32_t field, wt;
+    uint64_t v;          /* varint / fixed64 bits */
+    const uint8_t *data; /* length-delimited */
+    size_t len;
+} pbf;
+/* The next field of r into *f; false at the end or on malformed bytes
+ * (then r->bad). */
+bool pb_next(pbr *r, pbf *f);
+/* A reader over the bytes of a length-delimited field (empty otherwise). */
+static inline pbr pb_sub(const pbf *f)
+{
+    pbr r = {f->data, f->data ? f->data + f->len : NULL, false};
+    return r;
+}
+
+/* --- pprof, read back --------------------------------------------------------- */
 
 typedef struct tp_label {
     int64_t key, str, num, num_unit;
@@ -26,11 +54,18 @@ typedef struct tp_sample {
 typedef struct tp_location {
     uint64_t id, mapping_id, address;
     size_t nlines;
+    uint64_t function; /* the function id of the first line, 0 if none */
 } tp_location;
+
+typedef struct tp_function {
+    uint64_t id;
+    int64_t name, system_name, filename;
+} tp_function;
 
 typedef struct tp_mapping {
     uint64_t id, start, limit, offset;
     int64_t filename, build_id;
+    bool has_functions;
 } tp_mapping;
 
 typedef struct tp_value_type {
@@ -44,6 +79,8 @@ typedef struct tp_profile {
     size_t nsamples;
     tp_location *locations;
     size_t nlocations;
+    tp_function *functions;
+    size_t nfunctions;
     tp_mapping *mappings;
     size_t nmappings;
     char **strings;
@@ -54,7 +91,8 @@ typedef struct tp_profile {
     size_t ncomments;
 } tp_profile;
 
-/* Decodes `len` bytes; false (and *out emptied) on malformed input. */
+/* Decodes `len` bytes; false (and *out emptied) on malformed input or a
+ * string table that does not start with "". */
 bool tp_decode(const uint8_t *buf, size_t len, tp_profile *out);
 void tp_free(tp_profile *p);
 
@@ -71,7 +109,14 @@ bool tp_label_num(const tp_profile *p, const tp_sample *s, const char *key, int6
                   const char **unit);
 /* Sum of value `type` over every sample. */
 int64_t tp_total(const tp_profile *p, const char *type);
+/* Sum of the value at index k over every sample (0 when k < 0). */
+int64_t tp_total_at(const tp_profile *p, int k);
+/* Sum of the value at index k over the samples whose stack holds a frame
+ * named `func` (the function of a location's first line). */
+int64_t tp_total_func(const tp_profile *p, int k, const char *func);
 /* Address of the innermost frame of s (0 if it has no location). */
 uint64_t tp_leaf_address(const tp_profile *p, const tp_sample *s);
+/* Name of the innermost frame of sample i ("" when unnamed). */
+const char *tp_leaf(const tp_profile *p, size_t i);
 
 #endif

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to `mimprof run`: its options and the steps that run a command
+ * with the profiling preload, one file each (run.c options, run_locate.c
+ * objects, run_pyroscope.c uploads, run_env.c environment, run_exec.c the
+ * child, run_summary.c what is printed after it). */
+#ifndef MIMPROF_CLI_RUN_H
+#define MIMPROF_CLI_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "pyro_api.h"
+
+/* Exit statuses of `mimprof run` besides the command's own (run_exec.c). */
+enum { EXIT_CANNOT_RUN = 127, EXIT_OWN_ERROR = 125 };
+
+typedef struct run_opts {
+    uint64_t interval;     /* 0: the preload's default */
+    const char *allocator; /* mimalloc | jemalloc */
+    const char *every;     /* as given, validated */
+    uint64_t every_ms;
+    const char *out_dir;
+    const char *symbolize; /* none | functions | lines */
+    const char *seed;
+    const char *max_depth;
+    int follow_fork; /* -1: default (yes) */
+    int follow_exec; /* -1: default (no) */
+    bool quiet;
+    bool dormant;       /* --dormant: MIMPROF_DORMANT=1 */
+    const char *http;   /* --http ADDR:PORT: MIMPROF_HTTP */
+    bool http_wildcard; /* --http-wildcard */
+    bool every_given;
+    bool out_given;
+    /* Pyroscope */
+    const char *pyro_url;
+    const char *pyro_app;
+    const char *pyro_tenant;
+    const char *pyro_protocol;
+    char *pyro_basic;  /* USER[:PASS] in basic_buf (the argv copy is blanked) */
+    char *pyro_bearer; /* in bearer_buf, likewise */
+    char basic_buf[4096];
+    char bearer_buf[4096];
+    const char *pyro_tags[64];
+    int pyro_ntags;
+    bool pyro; /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
+    /* Heap images (MIMPROF_IMAGE*, runtime/image_runtime.h) */
+    bool image_on_exit;
+    const char *image_every;  /* as given, validated */
+    const char *image_dir;    /* NULL: the output directory */
+    const char *report_above; /* --report-above SIZE|N%, validated (MIMPROF_REPORT_ABOVE) */
+} run_opts;
+
+/* Runs cmd as a child with the preload configured by o (run_exec.c);
+ * returns the exit status of `mimprof run`. */
+int mpt_run_command(run_opts *o, char **cmd);
+
+/* Finds libmimprof-preload-<object>.so (run_locate.c): $MIMPROF_PRELOAD_DIR,
+ * then next to this executable in the build tree, then in the install
+ * prefix. Writes the real path into out; on failure lists the places
+ * looked at in `looked`. */
+int mpt_run_find_preload(const char *object, char *out, size_t outlen, char *looked,
+                         size_t lookedlen);
+#if MPT_HAVE_PYROSCOPE
+/* Loads libmimprof-pyroscope into *api (run_locate.c): $MIMPROF_PYROSCOPE_LIB
+ * alone when set; else next to the preload object, in the workspace build
+ * tree, in the install prefix (libdir), then the dynamic loader's search.
+ * On failure `looked` lists the places and `err` the loader's complaint
+ * about a file that exists but did not load. */
+int mpt_run_find_pyroscope(const char *preload, mpt_pyro_api *api, char *looked, size_t lookedlen,
+                           char *err, size_t errlen);
+#endif
+
+/* Checks the upload configuration -- the PYROSCOPE_* variables already
+ * set, then the flags over them -- with the adapter's own rules, and
+ * exports it for the preload (run_pyroscope.c). One line on stderr naming
+ * the flag or variable and the rule on error. */
+int mpt_run_setup_pyroscope(run_opts *o, const char *preload);
+
+/* The preload's environment from o (run_env.c): LD_PRELOAD, MIMPROF_OUTPUT
+ * (abs_dir/, or unset when NULL: uploads only) and the MIMPROF_* settings. */
+int mpt_run_build_env(const run_opts *o, const char *preload, const char *abs_dir);
+/* --image-*: MIMPROF_IMAGE (absolute, created), MIMPROF_IMAGE_EVERY and
+ * MIMPROF_IMAGE_ON_EXIT (run_env.c); the error said on stderr. */
+int mpt_run_image_env(const run_opts *o);
+
+/* The private status directory of the profiled processes (run_summary.c):
+ * made and exported as MIMPROF_STATUS_DIR ("" when it cannot be made);
+ * printed and removed once the command ended. */
+void mpt_run_status_dir_make(char *dir, size_t cap);
+void mpt_run_status_dir_print(const char *dir);
+/* Counts the reports in dir newer than `since` and names the newest one
+ * of `pid` (or of any process when none of pid's exists), unless quiet. */
+void mpt_run_summarize(const char *dir, time_t since, pid_t pid, bool quiet);
+
+#endif
