@@ -3,8 +3,6 @@
 #define _GNU_SOURCE
 #include "rt_common.h"
 
-#include "rt_owned.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,15 +15,15 @@
 
 #include <mimprof/profiling.h>
 
-static mpt_owned msg = {.fd = -1};
+static mp_prof_owned_fd msg = {.fd = -1};
 
 void mpt_rt_msg_init(void)
 {
-    if (mpt_owned_check(&msg))
+    if (mp_prof_fd_check(&msg))
         return; /* inherited across fork: still ours */
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
     if (fd >= 0) /* else no stderr: messages have nowhere to go */
-        mpt_owned_take(&msg, mp_prof_fd_high(fd));
+        mp_prof_fd_take(&msg, mp_prof_fd_high(fd));
 }
 
 void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
@@ -49,7 +47,7 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
             unlink(path);
         }
     }
-    if (mpt_owned_check(&msg)) {
+    if (mp_prof_fd_check(&msg)) {
         ssize_t w = write(msg.fd, buf, len);
         (void)w;
     }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Descriptors the profiler keeps open, moved out of the program's way
- * (mp_prof_fd_high in profiling.h).
+/* Descriptors the profiler keeps open in the program's process: moved out
+ * of its way (mp_prof_fd_high) and identity-checked before every use
+ * (mp_prof_fd_take/check/close), profiling.h.
  *
  * open() and socket() hand out the lowest free number, which is the
  * number a program that just closed one expects back (a daemon that
@@ -13,6 +14,7 @@
 #endif
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <mimprof/profiling.h>
@@ -36,4 +38,38 @@ int mp_prof_fd_high(int fd)
         return fd; /* no room up there: keep the number we have */
     close(fd);
     return high;
+}
+
+bool mp_prof_fd_take(mp_prof_owned_fd *o, int fd)
+{
+    struct stat st;
+    *o = MP_PROF_OWNED_FD_NONE;
+    if (fd < 0)
+        return false;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return false;
+    }
+    o->fd = fd;
+    o->dev = st.st_dev;
+    o->ino = st.st_ino;
+    return true;
+}
+
+bool mp_prof_fd_check(mp_prof_owned_fd *o)
+{
+    struct stat st;
+    if (o->fd < 0)
+        return false;
+    if (fstat(o->fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino)
+        return true;
+    o->fd = -1; /* not ours any more: forgotten, never touched */
+    return false;
+}
+
+void mp_prof_fd_close(mp_prof_owned_fd *o)
+{
+    if (mp_prof_fd_check(o))
+        close(o->fd);
+    o->fd = -1;
 }

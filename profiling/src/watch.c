@@ -13,7 +13,7 @@
  * The descriptor: close-on-exec, moved near the top of the descriptor
  * range (just below RLIMIT_NOFILE, at most 4096) out of the program's
  * way, and checked before each read to still be the file it was opened
- * on (owned.h): a program that closed it and reused the number is never
+ * on (mp_prof_fd_take, profiling.h): a program that closed it and reused the number is never
  * read. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,15 +30,13 @@
 
 #include <mimprof/profiling.h>
 
-#include "owned.h"
-
 struct mp_prof_watch {
-    bool cgroup;        /* memory = the cgroup's memory.current, else RSS */
-    unsigned percent;   /* as given, 0 for a size */
-    uint64_t threshold; /* T, bytes */
-    uint64_t limit;     /* the cgroup limit a percentage is of */
-    uint64_t next;      /* the next event at this many bytes */
-    mpc_owned own;      /* the file read (owned.h) */
+    bool cgroup;          /* memory = the cgroup's memory.current, else RSS */
+    unsigned percent;     /* as given, 0 for a size */
+    uint64_t threshold;   /* T, bytes */
+    uint64_t limit;       /* the cgroup limit a percentage is of */
+    uint64_t next;        /* the next event at this many bytes */
+    mp_prof_owned_fd own; /* the file read (mp_prof_fd_take, profiling.h) */
     long page;
 };
 
@@ -157,7 +155,7 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
     mp_prof_watch *w = calloc(1, sizeof *w);
     if (w == NULL)
         return MP_PROF_E_NOMEM;
-    w->own = MPC_OWNED_NONE;
+    w->own = MP_PROF_OWNED_FD_NONE;
     w->page = sysconf(_SC_PAGESIZE);
     w->percent = percent;
     char usage[4200] = "/proc/self/statm";
@@ -178,7 +176,7 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
         return MP_PROF_E_INVALID_CONFIG;
     }
     int fd = open(usage, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || !mpc_owned_take(&w->own, mp_prof_fd_high(fd))) {
+    if (fd < 0 || !mp_prof_fd_take(&w->own, mp_prof_fd_high(fd))) {
         free(w);
         return MP_PROF_E_IO;
     }
@@ -191,7 +189,7 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
 static uint64_t memory_now(mp_prof_watch *w)
 {
     char buf[128];
-    if (!mpc_owned_check(&w->own))
+    if (!mp_prof_fd_check(&w->own))
         return 0; /* the program closed it: its number is not ours to read */
     ssize_t n = pread(w->own.fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
@@ -232,6 +230,6 @@ void mp_prof_watch_free(mp_prof_watch *w)
 {
     if (w == NULL)
         return;
-    mpc_owned_close(&w->own);
+    mp_prof_fd_close(&w->own);
     free(w);
 }

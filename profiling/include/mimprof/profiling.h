@@ -118,6 +118,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -381,6 +382,43 @@ MP_PROF_API void mp_prof_thread_exclude(void);
  *         or `fd` is negative.
  */
 MP_PROF_API int mp_prof_fd_high(int fd);
+
+/**
+ * A descriptor that a host of the profiler keeps open in the program's
+ * process, with the identity of the file it was opened on. The program
+ * may close any descriptor (a daemon's `close_range(3, ~0U)`,
+ * `closefrom()`) and then get the same number back from its own `open()`
+ * or `accept()`: a number alone never says "ours". Use the descriptor
+ * only while mp_prof_fd_check() says it still names its file; it must be
+ * of a kind whose inode is its own (files, sockets, pipes; not eventfds,
+ * which share one anonymous inode).
+ */
+typedef struct mp_prof_owned_fd {
+    int fd;    /**< -1: none */
+    dev_t dev; /**< device of the file it was opened on */
+    ino_t ino; /**< inode of that file */
+} mp_prof_owned_fd;
+
+/** An mp_prof_owned_fd holding no descriptor. */
+#define MP_PROF_OWNED_FD_NONE ((mp_prof_owned_fd){.fd = -1})
+
+/**
+ * Takes `fd` (just opened, and usually moved with mp_prof_fd_high()) into
+ * `o` with the identity of what it names.
+ * @return false (`fd` closed, `o->fd` -1) when `fd` is negative or cannot
+ *         be identified.
+ */
+MP_PROF_API bool mp_prof_fd_take(mp_prof_owned_fd *o, int fd);
+
+/**
+ * Whether `o->fd` still names the file it was taken on. When it does not
+ * (the program closed it, and may have its number back), `o->fd` becomes
+ * -1 and the number is left alone: never read, written or closed.
+ */
+MP_PROF_API bool mp_prof_fd_check(mp_prof_owned_fd *o);
+
+/** Closes `o->fd` if it is still ours (mp_prof_fd_check()); forgets it either way. */
+MP_PROF_API void mp_prof_fd_close(mp_prof_owned_fd *o);
 
 /**
  * A memory watch: says when this process's memory crosses a threshold,

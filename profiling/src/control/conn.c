@@ -44,7 +44,7 @@ static void conn_close(mpc_conn *c)
 {
     if (!c->used)
         return;
-    mpc_owned_close(&c->own);
+    mp_prof_fd_close(&c->own);
     if (c->proto->on_close != NULL)
         c->proto->on_close(c);
     if (c->body != NULL && c->body_free != NULL)
@@ -137,8 +137,8 @@ static void accept_all(const mpc_loop_listener *l)
         int fd = accept4(l->own->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* EAGAIN, or an error the next poll retries */
-        mpc_owned own;
-        if (!mpc_owned_take(&own, mp_prof_fd_high(fd)))
+        mp_prof_owned_fd own;
+        if (!mp_prof_fd_take(&own, mp_prof_fd_high(fd)))
             continue;
         fd = own.fd;
         mpc_conn *c = NULL;
@@ -179,17 +179,18 @@ static void accept_all(const mpc_loop_listener *l)
  * none reported invalid, each still naming the file it was opened on.
  * Checked before any event is acted on, so a number the program took
  * back is never read, accepted on or written. */
-static bool still_ours(const struct pollfd *pf, mpc_owned *wake, const mpc_loop_listener *ls, int n)
+static bool still_ours(const struct pollfd *pf, mp_prof_owned_fd *wake, const mpc_loop_listener *ls,
+                       int n)
 {
-    if ((pf[0].revents & POLLNVAL) || !mpc_owned_check(wake))
+    if ((pf[0].revents & POLLNVAL) || !mp_prof_fd_check(wake))
         return false;
     for (int i = 0; i < n; i++)
-        if ((pf[1 + i].revents & POLLNVAL) || !mpc_owned_check(ls[i].own))
+        if ((pf[1 + i].revents & POLLNVAL) || !mp_prof_fd_check(ls[i].own))
             return false;
     return true;
 }
 
-void mpc_loop_run(const mpc_loop_listener *ls, int n, mpc_owned *wake, atomic_bool *stop)
+void mpc_loop_run(const mpc_loop_listener *ls, int n, mp_prof_owned_fd *wake, atomic_bool *stop)
 {
     enum { MAXL = 4 };
     struct pollfd pf[1 + MAXL + MPC_MAX_CONN];
@@ -247,7 +248,7 @@ void mpc_loop_run(const mpc_loop_listener *ls, int n, mpc_owned *wake, atomic_bo
             short ev = pf[1 + n + i].revents;
             if (ev == 0 || !c->used)
                 continue;
-            if ((ev & POLLNVAL) || !mpc_owned_check(&c->own)) {
+            if ((ev & POLLNVAL) || !mp_prof_fd_check(&c->own)) {
                 conn_close(c); /* closed by the program: forgotten, not closed */
                 continue;
             }

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "owned.h"
+#include <mimprof/profiling.h>
 
 enum { MPC_MAX_CONN = 8 };
 
@@ -41,7 +41,7 @@ typedef struct {
 struct mpc_conn {
     bool used; /* false: a free slot */
     int fd;
-    mpc_owned own; /* fd with its identity (owned.h) */
+    mp_prof_owned_fd own; /* fd with its identity (mp_prof_fd_take, profiling.h) */
     const mpc_conn_proto *proto;
     int64_t deadline_ms; /* the protocol may move it (a delayed answer) */
     int64_t timer_ms;    /* nonzero: waiting for it, neither reading nor writing */
@@ -66,16 +66,16 @@ void mpc_conn_head(mpc_conn *c, const char *fmt, ...) __attribute__((format(prin
 void mpc_conn_body(mpc_conn *c, void *body, size_t len, void (*release)(void *, size_t));
 
 typedef struct {
-    mpc_owned *own; /* listening, non-blocking */
+    mp_prof_owned_fd *own; /* listening, non-blocking */
     const mpc_conn_proto *proto;
 } mpc_loop_listener;
 
 /* Serves until *stop is set (seen when `wake`, the read end of a pipe,
  * is written, and at least once a second), or until the program has
- * closed `wake` or a listener (owned.h: their numbers are then left
+ * closed `wake` or a listener (mp_prof_fd_check, profiling.h: their numbers are then left
  * alone and the loop ends for good). Closes every connection that is
  * still its own before it returns. */
-void mpc_loop_run(const mpc_loop_listener *ls, int n, mpc_owned *wake, atomic_bool *stop);
+void mpc_loop_run(const mpc_loop_listener *ls, int n, mp_prof_owned_fd *wake, atomic_bool *stop);
 
 /* In a forked child: closes the inherited connections, releases their
  * bodies. */

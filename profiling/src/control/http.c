@@ -21,7 +21,6 @@
 #include "control.h"
 #include "cumul.h"
 #include "http_parse.h"
-#include "owned.h"
 #include "proto.h"
 
 /* ---- the address ------------------------------------------------------ */

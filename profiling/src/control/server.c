@@ -6,7 +6,7 @@
  * One thread runs a poll() loop (conn.h) over the listening sockets (the
  * control socket, ctl.c; the HTTP endpoint, http.c), a wake-up pipe and
  * at most MPC_MAX_CONN connections, every descriptor identity-checked
- * before use (owned.h). Every socket is non-blocking: a connection reads
+ * before use (mp_prof_fd_take, profiling.h). Every socket is non-blocking: a connection reads
  * its request, is answered (built at once, on this thread), then
  * written as the peer reads, and closed when the answer is sent, on any
  * error, or at its deadline.
@@ -37,7 +37,6 @@
 #include "control.h"
 #include "cumul.h"
 #include "http.h"
-#include "owned.h"
 #include "proto.h"
 
 /* The handle: the state is the process's one control, below. */
@@ -45,7 +44,7 @@ struct mp_prof_control {
     int unused;
 };
 
-/* Every descriptor is an mpc_owned (owned.h): the program may close
+/* Every descriptor is an mp_prof_owned_fd (mp_prof_fd_take, profiling.h): the program may close
  * them all and reuse their numbers. Written by open, close and the fork
  * handler (g.lock; the fork child alone), read by the thread they
  * start and stop. */
@@ -58,11 +57,11 @@ static struct {
     char http_spec[128]; /* opts.http points here */
     mp_prof_control_hooks hooks;
     bool have_hooks;
-    mpc_owned listen;           /* the control socket */
-    mpc_owned http;             /* the /debug/pprof listener */
-    atomic_bool http_on;        /* reports feed cumul.h */
-    char http_addr[96];         /* where it listens, for status */
-    mpc_owned wake_rd, wake_wr; /* a pipe: close wakes the thread */
+    mp_prof_owned_fd listen;           /* the control socket */
+    mp_prof_owned_fd http;             /* the /debug/pprof listener */
+    atomic_bool http_on;               /* reports feed cumul.h */
+    char http_addr[96];                /* where it listens, for status */
+    mp_prof_owned_fd wake_rd, wake_wr; /* a pipe: close wakes the thread */
     pthread_t thread;
     bool have_thread;
     atomic_bool stop;
@@ -140,7 +139,7 @@ static int bind_socket(void)
         errno = e;
         return -1;
     }
-    return mpc_owned_take(&g.listen, fd) ? 0 : -1;
+    return mp_prof_fd_take(&g.listen, fd) ? 0 : -1;
 }
 
 /* Where the HTTP endpoint listens, as "host:port" (the port bound). */
@@ -170,10 +169,10 @@ static void http_name(void)
 static void close_all(void)
 {
     atomic_store(&g.http_on, false);
-    mpc_owned_close(&g.listen);
-    mpc_owned_close(&g.http);
-    mpc_owned_close(&g.wake_rd);
-    mpc_owned_close(&g.wake_wr);
+    mp_prof_fd_close(&g.listen);
+    mp_prof_fd_close(&g.http);
+    mp_prof_fd_close(&g.wake_rd);
+    mp_prof_fd_close(&g.wake_wr);
     mpc_loop_after_fork(); /* connections a stopped loop left: none; a fork child's */
 }
 
@@ -188,7 +187,7 @@ static mp_prof_status serve(bool ctl, const char *http, bool wildcard, char *why
     if (http != NULL) {
         char err[512];
         int fd = mpc_http_listen(http, wildcard, err, sizeof err);
-        if (fd < 0 || !mpc_owned_take(&g.http, fd)) {
+        if (fd < 0 || !mp_prof_fd_take(&g.http, fd)) {
             snprintf(why, whylen, "http: %s", fd < 0 ? err : "the socket cannot be identified");
             close_all();
             return MP_PROF_E_IO;
@@ -196,11 +195,11 @@ static mp_prof_status serve(bool ctl, const char *http, bool wildcard, char *why
         http_name();
     }
     /* A pipe, not an eventfd: every eventfd shares one inode, so a
-     * program's own could not be told from ours (owned.h). */
+     * program's own could not be told from ours (mp_prof_fd_take, profiling.h). */
     int p[2];
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
-        mpc_owned_take(&g.wake_rd, mp_prof_fd_high(p[0]));
-        mpc_owned_take(&g.wake_wr, mp_prof_fd_high(p[1]));
+        mp_prof_fd_take(&g.wake_rd, mp_prof_fd_high(p[0]));
+        mp_prof_fd_take(&g.wake_wr, mp_prof_fd_high(p[1]));
     }
     if (g.http.fd >= 0) {
         mpc_cumul_reset(real_ns()); /* before any report can be fed */
@@ -228,7 +227,7 @@ static void stop_thread(void)
     if (!g.have_thread)
         return;
     atomic_store(&g.stop, true);
-    if (mpc_owned_check(&g.wake_wr)) {
+    if (mp_prof_fd_check(&g.wake_wr)) {
         ssize_t w = write(g.wake_wr.fd, "x", 1);
         (void)w;
     }
