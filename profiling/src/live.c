@@ -48,7 +48,9 @@ typedef struct entry {
     uint64_t seq;  /* the event of its insertion (peak.c) */
 } entry;
 
-typedef struct stripe {
+/* 128 bytes (aligned to a cache line): no two stripes share a line, and a
+ * stripe's address is one shift of its index. */
+typedef struct __attribute__((aligned(64))) stripe {
     mp_lock lock;
     entry *slots;
     size_t cap; /* power of two, or 0 */
