@@ -115,7 +115,7 @@ static inline void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t s
 {
     mp_lock_take(&mp_peak_st.lock);
     uint64_t rm = ++mp_peak_st.seq;
-    mp_peak_st.est -= weight * (double)size;
+    mp_peak_st.est -= weight * (double)(int64_t)size; /* size < 2^63 */
     /* needed() (peak.c): inserted at or before a mark it is removed after
      * (the current one, or the one a close holds); kept only then */
     if (__builtin_expect(seq <= mp_peak_st.mark || (mp_peak_st.hold && seq <= mp_peak_st.hold_mark),
