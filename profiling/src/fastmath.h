@@ -52,9 +52,15 @@ static inline double mp_neg_log_unit(uint64_t k)
 /* The estimator's weight 1/p, p = 1 - exp(-x), x = S/R > 0. For x <= 1/4
  * the Laurent series 1/x + 1/2 + x/12 - x^3/720 + x^5/30240 - x^7/1209600
  * (the next term, x^9/47900160, is below 2e-14 of the sum); above, libm's
- * expm1 (a block of at least a quarter of the interval: rare). */
+ * expm1 (a block of at least a quarter of the interval: rare) up to 38,
+ * and 1.0 from there on. */
 static inline double mp_weight(double x)
 {
+    /* x >= 38: exp(-x) < 3.2e-17, below half an ulp of 1 (2^-54), so
+     * expm1(-x) rounds to -1 and the weight is exactly 1.0 (what libm's
+     * path returns, without its call) */
+    if (x >= 38.0)
+        return 1.0;
     if (!(x <= 0.25))
         return x > 0 ? -1.0 / expm1(-x) : 0.0;
     if (!(x > 0))

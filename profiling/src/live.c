@@ -48,7 +48,9 @@ typedef struct entry {
     uint64_t seq;  /* the event of its insertion (peak.c) */
 } entry;
 
-typedef struct stripe {
+/* 128 bytes (aligned to a cache line): no two stripes share a line, and a
+ * stripe's address is one shift of its index. */
+typedef struct __attribute__((aligned(64))) stripe {
     mp_lock lock;
     entry *slots;
     size_t cap; /* power of two, or 0 */
@@ -223,6 +225,8 @@ static void snap_copy(stripe *s)
         ;
 }
 
+/* (double)(int64_t)size below: a block's size is below 2^63 (PTRDIFF_MAX),
+ * so the signed conversion is exact and needs no unsigned one's test. */
 bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen,
                     uint64_t born)
 {
@@ -251,8 +255,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     if (found) { /* a stale entry (a free we could not see): replace it */
         entry *old = &s->slots[i];
         mp_peak_remove(p, old->stack, old->size, old->weight, old->seq);
-        s->slots[i] =
-            (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
+        s->slots[i] = (entry){p,   stack, size, weight,
+                              gen, id,    born, mp_peak_insert(weight * (double)(int64_t)size)};
         mp_lock_release(&s->lock);
         return true;
     }
@@ -275,8 +279,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         mp_lock_release(&s->lock);
         return false;
     }
-    s->slots[k] =
-        (entry){p, stack, size, weight, gen, id, born, mp_peak_insert(weight * (double)size)};
+    s->slots[k] = (entry){p,   stack, size, weight,
+                          gen, id,    born, mp_peak_insert(weight * (double)(int64_t)size)};
     s->count++;
     uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
     if (*c < 255)

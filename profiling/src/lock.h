@@ -42,7 +42,9 @@ static inline void mp_lock_futex_(mp_lock *l, int op, int val)
     errno = e;
 }
 
-static inline void mp_lock_wait_(mp_lock *l)
+/* The contended paths out of line and cold, like rwlock.h's: inlined,
+ * their syscall made every holder save registers on its fast path. */
+__attribute__((noinline, cold, unused)) static void mp_lock_wait_(mp_lock *l)
 {
     while (atomic_exchange_explicit(&l->v, 2, memory_order_acquire) != 0)
         mp_lock_futex_(l, FUTEX_WAIT_PRIVATE, 2);
@@ -57,10 +59,15 @@ static inline void mp_lock_take(mp_lock *l)
         mp_lock_wait_(l);
 }
 
+__attribute__((noinline, cold, unused)) static void mp_lock_wake_(mp_lock *l)
+{
+    mp_lock_futex_(l, FUTEX_WAKE_PRIVATE, 1);
+}
+
 static inline void mp_lock_release(mp_lock *l)
 {
     if (__builtin_expect(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2, 0))
-        mp_lock_futex_(l, FUTEX_WAKE_PRIVATE, 1);
+        mp_lock_wake_(l);
 }
 
 #else

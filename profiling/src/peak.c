@@ -41,27 +41,9 @@
 #include "age.h"
 #include "peak.h"
 
-typedef struct gone {
-    uintptr_t ptr;
-    const mp_stack *stack;
-    uint64_t size;
-    double weight;
-    uint64_t ins, rm; /* event numbers of its insertion and removal */
-} gone;
-
-static struct {
-    mp_lock lock;       /* everything below */
-    uint64_t seq;       /* events so far */
-    double est;         /* live estimate, bytes */
-    uint64_t mark;      /* the current window's high-water mark (an event) */
-    double mark_bytes;  /* the estimate at it */
-    uint64_t mark_wall; /* CLOCK_REALTIME at it */
-    bool hold;          /* a close in progress reads entries live at hold_mark */
-    uint64_t hold_mark;
-    bool lost; /* the gone list could not grow in this window */
-    gone *v;
-    size_t n, cap;
-} g_peak = {.lock = MP_LOCK_INIT};
+mp_peak_state mp_peak_st = {.lock = MP_LOCK_INIT};
+#define g_peak mp_peak_st
+typedef mp_peak_gone gone;
 
 /* Whether a gone entry can still be asked for: live at the current mark
  * (removed after it) or at the mark a close holds. */
@@ -90,41 +72,26 @@ static void mark_locked(void)
         prune_locked();
 }
 
-uint64_t mp_peak_insert(double bytes)
-{
-    mp_lock_take(&g_peak.lock);
-    uint64_t seq = ++g_peak.seq;
-    g_peak.est += bytes;
-    double step = g_peak.mark_bytes / (double)(1u << MP_PEAK_STEP_SHIFT);
-    if (g_peak.est > g_peak.mark_bytes + step)
-        mark_locked();
-    mp_lock_release(&g_peak.lock);
-    return seq;
-}
+void mp_peak_mark_locked_(void) { mark_locked(); }
 
-void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t seq)
+/* The removal's rare part: p was live at a mark that can still be asked
+ * for, so it goes to the gone list (called under the peak's lock). */
+void mp_peak_keep_gone_(uintptr_t p, const mp_stack *stack, uint64_t size, double weight,
+                        uint64_t seq, uint64_t rm)
 {
-    mp_lock_take(&g_peak.lock);
-    uint64_t rm = ++g_peak.seq;
-    g_peak.est -= weight * (double)size;
-    /* needed(): inserted at or before a mark it is removed after (the
-     * current one, or the one a close holds); the entry is built only then */
-    if (__builtin_expect(seq <= g_peak.mark || (g_peak.hold && seq <= g_peak.hold_mark), 0)) {
-        gone g = {p, stack, size, weight, seq, rm};
-        if (g_peak.n == g_peak.cap) {
-            size_t ncap = g_peak.cap ? g_peak.cap * 2 : 256;
-            gone *nv = realloc(g_peak.v, ncap * sizeof *nv);
-            if (nv != NULL) {
-                g_peak.v = nv;
-                g_peak.cap = ncap;
-            }
+    gone g = {p, stack, size, weight, seq, rm};
+    if (g_peak.n == g_peak.cap) {
+        size_t ncap = g_peak.cap ? g_peak.cap * 2 : 256;
+        gone *nv = realloc(g_peak.v, ncap * sizeof *nv);
+        if (nv != NULL) {
+            g_peak.v = nv;
+            g_peak.cap = ncap;
         }
-        if (g_peak.n < g_peak.cap)
-            g_peak.v[g_peak.n++] = g;
-        else
-            g_peak.lost = true;
     }
-    mp_lock_release(&g_peak.lock);
+    if (g_peak.n < g_peak.cap)
+        g_peak.v[g_peak.n++] = g;
+    else
+        g_peak.lost = true;
 }
 
 uint64_t mp_peak_seq(void)

@@ -10,6 +10,7 @@
 
 #include "aggregate.h"
 #include "internal.h"
+#include "lock.h"
 
 /* A new high-water mark is recorded when the live estimate exceeds the
  * window's previous one by more than 1/2^MP_PEAK_STEP_SHIFT of it (1/64,
@@ -23,8 +24,9 @@
  * (weight * size) became live; returns the event number to keep in the
  * entry. Remove: the entry (its pointer, stack, size, weight and the
  * event number insert returned) is gone. */
-uint64_t mp_peak_insert(double bytes);
-void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t seq);
+static inline uint64_t mp_peak_insert(double bytes);
+static inline void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight,
+                                  uint64_t seq);
 /* The current event number (for the stripe visit of mp_peak_close). */
 uint64_t mp_peak_seq(void);
 /* Forgets everything: a new session's first window starts empty. Caller
@@ -62,5 +64,64 @@ bool mp_peak_peek(uint64_t gen, mp_agg *agg, mp_peak_result *out);
 /* The peak's comments ("peak: N bytes estimated live at <UTC>", ...)
  * into a report builder (peak_comments.c; heap images use them too). */
 mp_prof_status mp_peak_comments(mp_report_builder *b, const mp_prof_peak_info *pi);
+
+/* peak.c's state, here so that the two event hooks above inline into the
+ * live table's insert and remove (one call, its spills and the argument
+ * moves fewer each; BENCHMARKS.md, "One sample"). Only peak.c and these
+ * hooks touch it, always under `lock`. */
+typedef struct mp_peak_gone {
+    uintptr_t ptr;
+    const mp_stack *stack;
+    uint64_t size;
+    double weight;
+    uint64_t ins, rm; /* event numbers of its insertion and removal */
+} mp_peak_gone;
+
+typedef struct mp_peak_state {
+    mp_lock lock;       /* everything below */
+    uint64_t seq;       /* events so far */
+    double est;         /* live estimate, bytes */
+    uint64_t mark;      /* the current window's high-water mark (an event) */
+    double mark_bytes;  /* the estimate at it */
+    uint64_t mark_wall; /* CLOCK_REALTIME at it */
+    bool hold;          /* a close in progress reads entries live at hold_mark */
+    uint64_t hold_mark;
+    bool lost; /* the gone list could not grow in this window */
+    mp_peak_gone *v;
+    size_t n, cap;
+} mp_peak_state;
+
+extern __attribute__((visibility("hidden"))) mp_peak_state mp_peak_st;
+/* The rare parts, out of line (peak.c; under the lock). */
+__attribute__((visibility("hidden"))) void mp_peak_mark_locked_(void);
+__attribute__((visibility("hidden"))) void mp_peak_keep_gone_(uintptr_t p, const mp_stack *stack,
+                                                              uint64_t size, double weight,
+                                                              uint64_t seq, uint64_t rm);
+
+static inline uint64_t mp_peak_insert(double bytes)
+{
+    mp_lock_take(&mp_peak_st.lock);
+    uint64_t seq = ++mp_peak_st.seq;
+    mp_peak_st.est += bytes;
+    double step = mp_peak_st.mark_bytes / (double)(1u << MP_PEAK_STEP_SHIFT);
+    if (__builtin_expect(mp_peak_st.est > mp_peak_st.mark_bytes + step, 0))
+        mp_peak_mark_locked_();
+    mp_lock_release(&mp_peak_st.lock);
+    return seq;
+}
+
+static inline void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight,
+                                  uint64_t seq)
+{
+    mp_lock_take(&mp_peak_st.lock);
+    uint64_t rm = ++mp_peak_st.seq;
+    mp_peak_st.est -= weight * (double)(int64_t)size; /* size < 2^63 */
+    /* needed() (peak.c): inserted at or before a mark it is removed after
+     * (the current one, or the one a close holds); kept only then */
+    if (__builtin_expect(seq <= mp_peak_st.mark || (mp_peak_st.hold && seq <= mp_peak_st.hold_mark),
+                         0))
+        mp_peak_keep_gone_(p, stack, size, weight, seq, rm);
+    mp_lock_release(&mp_peak_st.lock);
+}
 
 #endif

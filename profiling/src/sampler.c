@@ -154,7 +154,7 @@ static HOOK uint64_t rng_draw(uint64_t *state, double mean)
     double x = mp_neg_log_unit((z >> 11) + 1) * mean; /* -log(u), u in (0, 1]: Exp(mean) */
     if (!(x < (double)MP_MAX_COUNTDOWN))
         return MP_MAX_COUNTDOWN;
-    return (uint64_t)x; /* floor */
+    return (uint64_t)(int64_t)x; /* floor; x < 2^62 fits int64: no unsigned conversion's test */
 }
 
 static uint64_t random_seed(void)

@@ -83,4 +83,10 @@ Test(fastmath, weight_matches_libm)
     cr_log_info("mp_weight: worst relative error %.3g at x = %.17g", worst, at);
     cr_assert(worst <= 3e-14, "relative error %.3g at x = %.17g", worst, at);
     cr_assert_eq(mp_weight(0), 0.0, "p = 0: no weight");
+    /* from x = 38 on the weight is 1.0 without libm: exactly libm's value */
+    for (double x = 30.0; x <= 1e6; x = x < 64 ? nextafter(x + 0.01, 1e9) : x * 1.5)
+        cr_assert_eq(mp_weight(x), weight_ref(x), "x = %.17g", x);
+    cr_assert_eq(mp_weight(nextafter(38.0, 0)), weight_ref(nextafter(38.0, 0)));
+    cr_assert_eq(mp_weight(38.0), 1.0);
+    cr_assert_eq(weight_ref(38.0), 1.0, "libm's weight at 38 is 1.0 too");
 }
