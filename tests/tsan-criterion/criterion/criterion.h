@@ -70,14 +70,14 @@ void mpcr_log(const char *level, const char *fmt, ...);
 #define MPCR_UNARY_(fatal, neg, ...)                                                               \
     MPCR_CHECK_(fatal, neg !!(MPCR_FIRST_(__VA_ARGS__, 0)), #neg "(" #__VA_ARGS__ ")",             \
                 "" MPCR_REST_(__VA_ARGS__, ""))
-#define cr_assert(...)     MPCR_UNARY_(1, , __VA_ARGS__)
-#define cr_expect(...)     MPCR_UNARY_(0, , __VA_ARGS__)
-#define cr_assert_not(...) MPCR_UNARY_(1, !, __VA_ARGS__)
-#define cr_expect_not(...) MPCR_UNARY_(0, !, __VA_ARGS__)
-#define cr_fail(...)       mpcr_fail(__FILE__, __LINE__, 1, "cr_fail", "" __VA_ARGS__)
+#define cr_assert(...)      MPCR_UNARY_(1, , __VA_ARGS__)
+#define cr_expect(...)      MPCR_UNARY_(0, , __VA_ARGS__)
+#define cr_assert_not(...)  MPCR_UNARY_(1, !, __VA_ARGS__)
+#define cr_expect_not(...)  MPCR_UNARY_(0, !, __VA_ARGS__)
+#define cr_fail(...)        mpcr_fail(__FILE__, __LINE__, 1, "cr_fail", "" __VA_ARGS__)
 #define cr_assert_fail(...) mpcr_fail(__FILE__, __LINE__, 1, "cr_assert_fail", "" __VA_ARGS__)
 #define cr_expect_fail(...) mpcr_fail(__FILE__, __LINE__, 0, "cr_expect_fail", "" __VA_ARGS__)
-#define cr_skip_test(...)  mpcr_skip("" __VA_ARGS__)
+#define cr_skip_test(...)   mpcr_skip("" __VA_ARGS__)
 
 /* Binary comparisons: (a, b [, fmt, args...]). */
 #define MPCR_CMP_(fatal, op, a, b, ...)                                                            \
