@@ -42,6 +42,10 @@ typedef enum mp_elf_sym_source {
     MP_ELF_SYMS_DYNSYM = 2
 } mp_elf_sym_source;
 
+/* Masks of sections to read symbols from (mp_elf_read_symbols_file). */
+#define MP_ELF_FROM_SYMTAB (1u << MP_ELF_SYMS_SYMTAB)
+#define MP_ELF_FROM_DYNSYM (1u << MP_ELF_SYMS_DYNSYM)
+
 /* Function symbols of one object, sorted by address, one per address. */
 typedef struct mp_elf_symtab {
     mp_elf_sym *syms;
@@ -67,12 +71,14 @@ size_t mp_elf_file_build_id(const uint8_t *data, size_t size, uint8_t out[MP_ELF
  * On success `out` owns malloc()ed arrays: release with mp_elf_symtab_free. */
 mp_elf_status mp_elf_read_symbols(const uint8_t *data, size_t size, mp_elf_symtab *out);
 
-/* mmap()s `path` read-only and calls mp_elf_read_symbols. When
+/* mmap()s `path` read-only and reads its function symbols as
+ * mp_elf_read_symbols does, from the first of .symtab and .dynsym that
+ * `sources` (MP_ELF_FROM_* bits) names and the file holds. When
  * `expect_build_id` (lower-case hex) is non-empty and the file carries a
  * different build-id (it was replaced on disk since it was loaded), reads
  * nothing and returns MP_ELF_E_MISMATCH. */
 mp_elf_status mp_elf_read_symbols_file(const char *path, const char *expect_build_id,
-                                       mp_elf_symtab *out);
+                                       unsigned sources, mp_elf_symtab *out);
 
 void mp_elf_symtab_free(mp_elf_symtab *t);
 

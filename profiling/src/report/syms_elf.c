@@ -53,32 +53,40 @@ __attribute__((constructor)) static void debug_root_init(void)
 
 const char *mp_syms_debug_root(void) { return g_debug_root; }
 
+/* The .symtab of the object's separate debug file, if one is installed
+ * with functions in it. */
+static bool debug_symtab(const mp_obj *o, mp_elf_symtab *out)
+{
+    if (strlen(o->build_id) < 4)
+        return false;
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", mp_syms_debug_root(),
+                     o->build_id, o->build_id + 2);
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return false;
+    if (mp_elf_read_symbols_file(path, o->build_id, MP_ELF_FROM_SYMTAB, out) == MP_ELF_OK &&
+        out->count != 0)
+        return true;
+    mp_elf_symtab_free(out);
+    return false;
+}
+
 /* The object's function symbols: its own .symtab, else the .symtab of the
  * separate debug file its build-id names (ROOT/.build-id/xx/yyyy.debug,
  * which distributions ship apart: Debian's -dbg and -dbgsym packages; only
  * there are a stripped library's local functions, e.g. libc's
  * __libc_start_call_main), else its .dynsym. The debug file must carry the
- * same build-id. */
+ * same build-id. The .dynsym is read last, only when needed: reading it
+ * first and dropping it for the debug file cost a sort of libc's 2,900
+ * exported functions in every report. */
 static void read_symtab(const mp_obj *o, mp_elf_symtab *out)
 {
-    mp_elf_status st = mp_elf_read_symbols_file(mp_syms_file(o), o->build_id, out);
-    if (st == MP_ELF_OK && out->source == MP_ELF_SYMS_SYMTAB)
+    if (mp_elf_read_symbols_file(mp_syms_file(o), o->build_id, MP_ELF_FROM_SYMTAB, out) ==
+        MP_ELF_OK)
         return;
-    if (strlen(o->build_id) < 4)
+    if (debug_symtab(o, out))
         return;
-    char path[4096];
-    int n = snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", mp_syms_debug_root(),
-                     o->build_id, o->build_id + 2);
-    if (n <= 0 || (size_t)n >= sizeof path)
-        return;
-    mp_elf_symtab dbg;
-    if (mp_elf_read_symbols_file(path, o->build_id, &dbg) == MP_ELF_OK &&
-        dbg.source == MP_ELF_SYMS_SYMTAB && dbg.count != 0) {
-        mp_elf_symtab_free(out);
-        *out = dbg;
-        return;
-    }
-    mp_elf_symtab_free(&dbg);
+    mp_elf_read_symbols_file(mp_syms_file(o), o->build_id, MP_ELF_FROM_DYNSYM, out);
 }
 
 const char *mp_syms_elf_name(mp_syms *s, mp_obj *o, uintptr_t addr)

@@ -11,6 +11,8 @@
 #include "sites.h"
 #include "util.h"
 
+#define ALL (MP_ELF_FROM_SYMTAB | MP_ELF_FROM_DYNSYM)
+
 static char *self_path(void)
 {
     static char exe[4096];
@@ -61,7 +63,7 @@ static uintptr_t main_base(void)
 Test(report_elf, symtab_names_own_functions)
 {
     mp_elf_symtab t;
-    cr_assert_eq(mp_elf_read_symbols_file(self_path(), "", &t), MP_ELF_OK);
+    cr_assert_eq(mp_elf_read_symbols_file(self_path(), "", ALL, &t), MP_ELF_OK);
     cr_assert_eq(t.source, MP_ELF_SYMS_SYMTAB);
     report_site_alpha();
     const mp_elf_sym *s = mp_elf_symtab_lookup(&t, sites_pc - 1 - main_base());
@@ -78,15 +80,15 @@ Test(report_elf, symtab_names_own_functions)
         cr_assert_lt(t.syms[i - 1].addr, t.syms[i].addr, "sorted, one per address");
     mp_elf_symtab_free(&t);
     /* A file whose build-id differs from the loaded image's is refused. */
-    cr_assert_eq(mp_elf_read_symbols_file(self_path(), "00112233", &t), MP_ELF_E_MISMATCH);
-    cr_assert_eq(mp_elf_read_symbols_file("/nonexistent/file", "", &t), MP_ELF_E_IO);
-    cr_assert_eq(mp_elf_read_symbols_file("/proc/self/maps", "", &t), MP_ELF_E_IO);
+    cr_assert_eq(mp_elf_read_symbols_file(self_path(), "00112233", ALL, &t), MP_ELF_E_MISMATCH);
+    cr_assert_eq(mp_elf_read_symbols_file("/nonexistent/file", "", ALL, &t), MP_ELF_E_IO);
+    cr_assert_eq(mp_elf_read_symbols_file("/proc/self/maps", "", ALL, &t), MP_ELF_E_IO);
 }
 
 Test(report_elf, dynsym_fallback_on_stripped_file)
 {
     mp_elf_symtab t;
-    cr_assert_eq(mp_elf_read_symbols_file(PROBE_STRIPPED_PATH, "", &t), MP_ELF_OK);
+    cr_assert_eq(mp_elf_read_symbols_file(PROBE_STRIPPED_PATH, "", ALL, &t), MP_ELF_OK);
     cr_assert_eq(t.source, MP_ELF_SYMS_DYNSYM);
     bool found = false, hook = false;
     for (size_t i = 0; i < t.count; i++) {
@@ -96,6 +98,106 @@ Test(report_elf, dynsym_fallback_on_stripped_file)
     cr_assert(found, "the exported function is in .dynsym");
     cr_assert_not(hook, "an unexported one is not");
     mp_elf_symtab_free(&t);
+    /* Asked for .symtab only, a stripped file has none. */
+    cr_assert_eq(mp_elf_read_symbols_file(PROBE_STRIPPED_PATH, "", MP_ELF_FROM_SYMTAB, &t),
+                 MP_ELF_E_NOSYMS);
+    cr_assert_eq(t.count, 0);
+}
+
+/* The reference the reader's sort must agree with: every defined, named
+ * function symbol of section type `type`, ordered by (address, binding
+ * global < weak < local, a known size first, name offset), the first of
+ * each address kept (qsort, written for clarity, not speed). */
+typedef struct ref_sym {
+    uint64_t addr, size;
+    uint32_t name;
+    int rank;
+} ref_sym;
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const ref_sym *x = a, *y = b;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank - y->rank;
+    if ((x->size != 0) != (y->size != 0))
+        return x->size != 0 ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+static void expect_reference_order(const char *path, uint32_t type)
+{
+    size_t len = 0;
+    uint8_t *d = ut_read(path, &len);
+    cr_assert_not_null(d, "%s", path);
+    Elf64_Ehdr eh;
+    memcpy(&eh, d, sizeof eh);
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(d + eh.e_shoff);
+    size_t k = 0;
+    while (k < eh.e_shnum && sh[k].sh_type != type)
+        k++;
+    cr_assert_lt(k, eh.e_shnum, "%s has the section", path);
+    const Elf64_Sym *sym = (const Elf64_Sym *)(d + sh[k].sh_offset);
+    const char *str = (const char *)d + sh[sh[k].sh_link].sh_offset;
+    size_t nsym = sh[k].sh_size / sizeof *sym, n = 0;
+    ref_sym *r = malloc(nsym * sizeof *r);
+    for (size_t i = 0; i < nsym; i++) {
+        unsigned t = ELF64_ST_TYPE(sym[i].st_info), b = ELF64_ST_BIND(sym[i].st_info);
+        if ((t != STT_FUNC && t != STT_GNU_IFUNC) || sym[i].st_shndx == SHN_UNDEF ||
+            sym[i].st_value == 0 || sym[i].st_name == 0 || str[sym[i].st_name] == '\0')
+            continue;
+        r[n++] = (ref_sym){sym[i].st_value, sym[i].st_size, sym[i].st_name,
+                           b == STB_GLOBAL ? 0
+                           : b == STB_WEAK ? 1
+                                           : 2};
+    }
+    qsort(r, n, sizeof *r, ref_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || r[m - 1].addr != r[i].addr)
+            r[m++] = r[i];
+
+    mp_elf_symtab t;
+    unsigned from = type == SHT_SYMTAB ? MP_ELF_FROM_SYMTAB : MP_ELF_FROM_DYNSYM;
+    cr_assert_eq(mp_elf_read_symbols_file(path, "", from, &t), MP_ELF_OK, "%s", path);
+    cr_assert_eq(t.count, m, "%s: one symbol per address", path);
+    for (size_t i = 0; i < m; i++) {
+        cr_assert_eq(t.syms[i].addr, r[i].addr, "%s: symbol %zu", path, i);
+        cr_assert_eq(t.syms[i].size, r[i].size, "%s: symbol %zu", path, i);
+        size_t l = strcspn(t.names + t.syms[i].name, "@");
+        cr_assert(strncmp(t.names + t.syms[i].name, str + r[i].name, l) == 0, "%s: %s vs %s", path,
+                  t.names + t.syms[i].name, str + r[i].name);
+    }
+    mp_elf_symtab_free(&t);
+    free(r);
+    free(d);
+}
+
+/* The reader's address sort picks, at every address, the symbol the
+ * reference order does: on this test's own .symtab, on libc's .dynsym
+ * (thousands of functions, many aliases at one address: weak and global
+ * names of one function) and on libc's separate debug file when one is
+ * installed (Debian's libc6-dbg: ~7,000 functions, local ones too). */
+Test(report_elf, symbols_sorted_as_the_reference_order_sorts_them)
+{
+    expect_reference_order(self_path(), SHT_SYMTAB);
+    char libc[4096];
+    int st;
+    char *o = ut_run(&st, "ldd '%s' | sed -n 's/.*libc.so.6 => \\([^ ]*\\).*/\\1/p'", self_path());
+    o[strcspn(o, "\n")] = '\0';
+    cr_assert(realpath(o, libc) != NULL, "libc at '%s'", o);
+    free(o);
+    expect_reference_order(libc, SHT_DYNSYM);
+    size_t len = 0;
+    uint8_t *d = ut_read(libc, &len);
+    uint8_t id[MP_ELF_BUILD_ID_MAX];
+    char hex[2 * MP_ELF_BUILD_ID_MAX + 1], dbg[4200];
+    mp_elf_hex(id, mp_elf_file_build_id(d, len, id), hex);
+    free(d);
+    snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+    if (access(dbg, R_OK) == 0)
+        expect_reference_order(dbg, SHT_SYMTAB);
 }
 
 /* glibc's .symtab spells versioned definitions "name@@VERSION"; the
@@ -103,7 +205,7 @@ Test(report_elf, dynsym_fallback_on_stripped_file)
 Test(report_elf, symbol_versions_are_not_part_of_the_name)
 {
     mp_elf_symtab t;
-    cr_assert_eq(mp_elf_read_symbols_file(VERSIONED_PATH, "", &t), MP_ELF_OK);
+    cr_assert_eq(mp_elf_read_symbols_file(VERSIONED_PATH, "", ALL, &t), MP_ELF_OK);
     cr_assert_eq(t.source, MP_ELF_SYMS_SYMTAB);
     bool found = false;
     for (size_t i = 0; i < t.count; i++) {
