@@ -59,7 +59,8 @@ typedef struct __attribute__((aligned(64))) entry {
 typedef struct __attribute__((aligned(64))) stripe {
     mp_lock lock;
     entry *slots;
-    size_t cap; /* power of two, or 0 */
+    size_t cap;     /* power of two, or 0 */
+    unsigned shift; /* home()'s for cap */
     size_t count;
     size_t grow_at;  /* count at which an insertion grows the table: 3/4 of cap */
     uint8_t *counts; /* SLOTS_PER_STRIPE filter-slot counts, with the first table */
@@ -112,15 +113,16 @@ uint64_t mp_live_bytes(void)
 
 static inline uint32_t filter_slot(uintptr_t p) { return mp_prof_hook_filter_slot((void *)p); }
 
-/* Home index of p in a table of `cap` slots: a second, independent mix. */
-static inline size_t home(uintptr_t p, size_t cap)
+/* Home index of p in a table of 2^(64 - shift) slots: the top bits of a
+ * Fibonacci multiply, which depend on every bit of p from its lowest set
+ * one up (the filter slot, which chose the stripe, is other bits). */
+static inline size_t home(uintptr_t p, unsigned shift)
 {
-    uint64_t x = (uint64_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x & (cap - 1);
+    return (size_t)(((uint64_t)p * 0x9E3779B97F4A7C15ULL) >> shift);
 }
+
+/* The shift of home() for a table of cap slots (a power of two >= 2). */
+static unsigned shift_of(size_t cap) { return 64u - (unsigned)__builtin_ctzll(cap); }
 
 /* Both levels of a word change under its stripe's lock only (the stripe
  * of slot s is s >> SLOT_BITS, which holds all 64 slots of its word), so a
@@ -158,7 +160,7 @@ static inline __attribute__((always_inline)) size_t find(const stripe *s, uintpt
 {
     if (s->cap == 0 || p == 0)
         return s->cap;
-    for (size_t i = home(p, s->cap);; i = (i + 1) & (s->cap - 1)) {
+    for (size_t i = home(p, s->shift);; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i].ptr == p)
             return i;
         if (s->slots[i].ptr == 0)
@@ -180,7 +182,7 @@ static bool grow(stripe *s)
     for (size_t i = 0; i < s->cap; i++) {
         if (s->slots[i].ptr == 0)
             continue;
-        size_t k = home(s->slots[i].ptr, ncap);
+        size_t k = home(s->slots[i].ptr, shift_of(ncap));
         while (n[k].ptr != 0)
             k = (k + 1) & (ncap - 1);
         n[k] = s->slots[i];
@@ -188,6 +190,7 @@ static bool grow(stripe *s)
     free(s->slots);
     s->slots = n;
     s->cap = ncap;
+    s->shift = shift_of(ncap);
     s->grow_at = ncap / 4 * 3;
     return true;
 }
@@ -201,7 +204,7 @@ static void erase(stripe *s, size_t i)
         j = (j + 1) & mask;
         if (s->slots[j].ptr == 0)
             break;
-        size_t k = home(s->slots[j].ptr, s->cap);
+        size_t k = home(s->slots[j].ptr, s->shift);
         /* j's entry may move to i iff its home k is not in (i, j] (cyclically). */
         bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
@@ -240,7 +243,7 @@ static void snap_copy(stripe *s)
 static inline __attribute__((always_inline)) entry *probe(const stripe *s, uintptr_t p)
 {
     size_t mask = s->cap - 1;
-    for (size_t k = home(p, s->cap);; k = (k + 1) & mask)
+    for (size_t k = home(p, s->shift);; k = (k + 1) & mask)
         if (s->slots[k].ptr == p || s->slots[k].ptr == 0)
             return &s->slots[k];
 }
@@ -311,13 +314,14 @@ void mp_live_remove(uintptr_t p, uint64_t id)
     uint32_t slot = filter_slot(p);
     stripe *s = &g_stripes[slot >> SLOT_BITS];
     mp_lock_take(&s->lock);
-    size_t i = find(s, p);
-    if (i != s->cap && (id == 0 || s->slots[i].seq == id)) {
+    /* probe() stops at p's entry or an empty slot; for p = 0 (free(NULL),
+     * whose filter slot a sampled block may share) at an empty one. */
+    entry *e = s->cap != 0 ? probe(s, p) : NULL;
+    if (e != NULL && e->ptr != 0 && (id == 0 || e->seq == id)) {
         if (__builtin_expect(s->snap_pending, 0))
             snap_copy(s); /* before the entry goes (the copy keeps no index) */
-        const entry *e = &s->slots[i];
         mp_peak_remove(p, e->stack, e->size, e->weight, e->seq);
-        erase(s, i);
+        erase(s, (size_t)(e - s->slots));
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
         if (*c < 255 && --*c == 0)
