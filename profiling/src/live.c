@@ -250,11 +250,12 @@ static inline __attribute__((always_inline)) entry *probe(const stripe *s, uintp
 
 /* The rare parts of an insertion, out of line (under the stripe lock).
  * A stale entry of p (a free we could not see) is replaced in place. */
-static __attribute__((noinline, cold)) void replace(entry *e, const entry *with)
+static __attribute__((noinline, cold)) void replace(entry *e, const mp_stack *stack, uint64_t size,
+                                                    double weight, uint64_t gen, uint64_t born)
 {
     mp_peak_remove(e->ptr, e->stack, e->size, e->weight, e->seq);
-    *e = *with;
-    e->seq = mp_peak_insert(with->weight * (double)(int64_t)with->size);
+    *e = (entry){
+        e->ptr, stack, size, weight, gen, born, mp_peak_insert(weight * (double)(int64_t)size)};
 }
 
 /* The live count is at its limit (n, the count before this insertion, at
@@ -286,7 +287,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
     /* an empty table has grow_at 0: room() makes the first one */
     entry *e = s->cap != 0 ? probe(s, p) : NULL;
     if (__builtin_expect(e != NULL && e->ptr == p, 0)) {
-        replace(e, &(entry){p, stack, size, weight, gen, born, 0});
+        replace(e, stack, size, weight, gen, born);
         mp_lock_release(&s->lock);
         return true;
     }
