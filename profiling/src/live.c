@@ -238,6 +238,15 @@ static void snap_copy(stripe *s)
         ;
 }
 
+/* s, opaque to the compiler: it then stays in one register, where gcc
+ * otherwise recomputes the stripe's address (index, shift, add) at each
+ * use in the insertion and the removal. */
+static inline stripe *pin(stripe *s)
+{
+    __asm__("" : "+r"(s));
+    return s;
+}
+
 /* The slot of p in s (cap != 0): p's entry, or the empty slot where
  * it would go. */
 static inline __attribute__((always_inline)) entry *probe(const stripe *s, uintptr_t p)
@@ -280,7 +289,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
                     uint64_t born)
 {
     uint32_t slot = filter_slot(p);
-    stripe *s = &g_stripes[slot >> SLOT_BITS];
+    stripe *s = pin(&g_stripes[slot >> SLOT_BITS]);
     mp_lock_take(&s->lock);
     if (__builtin_expect(s->snap_pending, 0))
         snap_copy(s);
@@ -313,7 +322,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
 void mp_live_remove(uintptr_t p, uint64_t id)
 {
     uint32_t slot = filter_slot(p);
-    stripe *s = &g_stripes[slot >> SLOT_BITS];
+    stripe *s = pin(&g_stripes[slot >> SLOT_BITS]);
     mp_lock_take(&s->lock);
     /* probe() stops at p's entry or an empty slot; for p = 0 (free(NULL),
      * whose filter slot a sampled block may share) at an empty one. */
