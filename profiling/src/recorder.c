@@ -240,17 +240,27 @@ static uint32_t handoff(mp_fifo *f, unsigned first)
     return f->len;
 }
 
-bool mp_rec_push(mp_thread_rec *t, const mp_record *r)
+/* A full ring's push (the ring's lock held): hands the ring to the
+ * shards first. Out of line, so that the common push saves no register. */
+static __attribute__((noinline)) bool push_full(mp_thread_rec *t, const mp_record *r)
 {
-    bool ok;
-    mp_lock_take(&t->lock);
-    if (t->ring.len == t->ring.cap)
-        handoff(&t->ring, t->home_shard);
-    ok = mp_fifo_push(&t->ring, r);
+    handoff(&t->ring, t->home_shard);
+    bool ok = mp_fifo_push(&t->ring, r);
     mp_lock_release(&t->lock);
     if (ok)
         MP_COUNT(ring_records, 1);
     return ok;
+}
+
+bool mp_rec_push(mp_thread_rec *t, const mp_record *r)
+{
+    mp_lock_take(&t->lock);
+    if (__builtin_expect(t->ring.len == t->ring.cap, 0))
+        return push_full(t, r);
+    (void)mp_fifo_push(&t->ring, r); /* not full */
+    mp_lock_release(&t->lock);
+    MP_COUNT(ring_records, 1);
+    return true;
 }
 
 /* The ending session publishes active_gen = 0 before it walks the
