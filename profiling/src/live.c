@@ -37,15 +37,21 @@
 
 mp_prof_hook_filter_t mp_prof_hook_filter;
 
-typedef struct entry {
+/* One cache line an entry (the table is allocated on a line's boundary),
+ * so that an insertion or a removal that finds its slot at the first
+ * probe touches one line of the table; a slot's address is a shift. */
+typedef struct __attribute__((aligned(64))) entry {
     uintptr_t ptr; /* 0 = empty */
     const mp_stack *stack;
     uint64_t size;
     double weight;
     uint64_t gen;
-    uint64_t id;
     uint64_t born; /* mp_now_nanos() when sampled (the ages of a report, age.c) */
-    uint64_t seq;  /* the event of its insertion (peak.c) */
+    /* The event of its insertion (peak.c), which is also its identity
+     * (mp_live_id): event numbers are unique within a session, and a
+     * session's end clears the table, so no two entries a caller of
+     * mp_live_id can meet share one. */
+    uint64_t seq;
 } entry;
 
 /* 128 bytes (aligned to a cache line): no two stripes share a line, and a
@@ -53,13 +59,11 @@ typedef struct entry {
 typedef struct __attribute__((aligned(64))) stripe {
     mp_lock lock;
     entry *slots;
-    size_t cap; /* power of two, or 0 */
+    size_t cap;     /* power of two, or 0 */
+    unsigned shift; /* home()'s for cap */
     size_t count;
-    uint8_t *counts; /* SLOTS_PER_STRIPE filter-slot counts, lazily allocated */
-    /* Entry identities (mp_live_id): unique within the stripe, which is all
-     * they need, since a pointer always maps to one stripe; a per-stripe
-     * counter under the lock keeps a shared atomic off the sampling path. */
-    uint64_t next_id;
+    size_t grow_at;  /* count at which an insertion grows the table: 3/4 of cap */
+    uint8_t *counts; /* SLOTS_PER_STRIPE filter-slot counts, with the first table */
     /* Heap-image snapshot: while set, the stripe has not been copied yet
      * (see mp_live_snap_begin). Under the stripe lock. */
     bool snap_pending;
@@ -69,6 +73,7 @@ typedef struct __attribute__((aligned(64))) stripe {
 } stripe;
 
 _Static_assert(STRIPES == MP_LIVE_STRIPES, "peak.h's stripe count");
+_Static_assert(sizeof(entry) == 64, "an entry a cache line");
 
 static stripe g_stripes[STRIPES];
 static _Atomic uint64_t g_count;
@@ -108,15 +113,16 @@ uint64_t mp_live_bytes(void)
 
 static inline uint32_t filter_slot(uintptr_t p) { return mp_prof_hook_filter_slot((void *)p); }
 
-/* Home index of p in a table of `cap` slots: a second, independent mix. */
-static inline size_t home(uintptr_t p, size_t cap)
+/* Home index of p in a table of 2^(64 - shift) slots: the top bits of a
+ * Fibonacci multiply, which depend on every bit of p from its lowest set
+ * one up (the filter slot, which chose the stripe, is other bits). */
+static inline size_t home(uintptr_t p, unsigned shift)
 {
-    uint64_t x = (uint64_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x & (cap - 1);
+    return (size_t)(((uint64_t)p * 0x9E3779B97F4A7C15ULL) >> shift);
 }
+
+/* The shift of home() for a table of cap slots (a power of two >= 2). */
+static unsigned shift_of(size_t cap) { return 64u - (unsigned)__builtin_ctzll(cap); }
 
 /* Both levels of a word change under its stripe's lock only (the stripe
  * of slot s is s >> SLOT_BITS, which holds all 64 slots of its word), so a
@@ -154,7 +160,7 @@ static inline __attribute__((always_inline)) size_t find(const stripe *s, uintpt
 {
     if (s->cap == 0 || p == 0)
         return s->cap;
-    for (size_t i = home(p, s->cap);; i = (i + 1) & (s->cap - 1)) {
+    for (size_t i = home(p, s->shift);; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i].ptr == p)
             return i;
         if (s->slots[i].ptr == 0)
@@ -162,16 +168,21 @@ static inline __attribute__((always_inline)) size_t find(const stripe *s, uintpt
     }
 }
 
+/* Doubles the table (the first one, and the filter counts, at the first
+ * insertion). */
 static bool grow(stripe *s)
 {
+    if (s->counts == NULL && (s->counts = calloc(SLOTS_PER_STRIPE, 1)) == NULL)
+        return false;
     size_t ncap = s->cap ? s->cap * 2 : 64;
-    entry *n = calloc(ncap, sizeof *n);
+    entry *n = aligned_alloc(64, ncap * sizeof *n);
     if (n == NULL)
         return false;
+    memset(n, 0, ncap * sizeof *n);
     for (size_t i = 0; i < s->cap; i++) {
         if (s->slots[i].ptr == 0)
             continue;
-        size_t k = home(s->slots[i].ptr, ncap);
+        size_t k = home(s->slots[i].ptr, shift_of(ncap));
         while (n[k].ptr != 0)
             k = (k + 1) & (ncap - 1);
         n[k] = s->slots[i];
@@ -179,6 +190,8 @@ static bool grow(stripe *s)
     free(s->slots);
     s->slots = n;
     s->cap = ncap;
+    s->shift = shift_of(ncap);
+    s->grow_at = ncap / 4 * 3;
     return true;
 }
 
@@ -191,7 +204,7 @@ static void erase(stripe *s, size_t i)
         j = (j + 1) & mask;
         if (s->slots[j].ptr == 0)
             break;
-        size_t k = home(s->slots[j].ptr, s->cap);
+        size_t k = home(s->slots[j].ptr, s->shift);
         /* j's entry may move to i iff its home k is not in (i, j] (cyclically). */
         bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
@@ -225,62 +238,77 @@ static void snap_copy(stripe *s)
         ;
 }
 
+/* s, opaque to the compiler: it then stays in one register, where gcc
+ * otherwise recomputes the stripe's address (index, shift, add) at each
+ * use in the insertion and the removal. */
+static inline stripe *pin(stripe *s)
+{
+    __asm__("" : "+r"(s));
+    return s;
+}
+
+/* The slot of p in s (cap != 0): p's entry, or the empty slot where
+ * it would go. */
+static inline __attribute__((always_inline)) entry *probe(const stripe *s, uintptr_t p)
+{
+    size_t mask = s->cap - 1;
+    for (size_t k = home(p, s->shift);; k = (k + 1) & mask)
+        if (s->slots[k].ptr == p || s->slots[k].ptr == 0)
+            return &s->slots[k];
+}
+
+/* The rare parts of an insertion, out of line (under the stripe lock).
+ * A stale entry of p (a free we could not see) is replaced in place. */
+static __attribute__((noinline, cold)) void replace(entry *e, const mp_stack *stack, uint64_t size,
+                                                    double weight, uint64_t gen, uint64_t born)
+{
+    mp_peak_remove(e->ptr, e->stack, e->size, e->weight, e->seq);
+    *e = (entry){
+        e->ptr, stack, size, weight, gen, born, mp_peak_insert(weight * (double)(int64_t)size)};
+}
+
+/* The live count is at its limit (n, the count before this insertion, at
+ * or above it), or the table must grow first: the slot of p after that,
+ * or NULL when p cannot go in (the count is then given back). */
+static __attribute__((noinline, cold)) entry *room(stripe *s, uintptr_t p, uint64_t n)
+{
+    if (n >= atomic_load_explicit(&g_limit, memory_order_relaxed) ||
+        (s->count >= s->grow_at && !grow(s))) {
+        atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
+        return NULL;
+    }
+    return probe(s, p);
+}
+
 /* (double)(int64_t)size below: a block's size is below 2^63 (PTRDIFF_MAX),
- * so the signed conversion is exact and needs no unsigned one's test. */
+ * so the signed conversion is exact and needs no unsigned one's test.
+ * The common case is one probe, one count against the limit and one
+ * against the table's fill, the entry, its peak event and the filter;
+ * everything else is in replace() and room(). */
 bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double weight, uint64_t gen,
                     uint64_t born)
 {
     uint32_t slot = filter_slot(p);
-    stripe *s = &g_stripes[slot >> SLOT_BITS];
-    bool ok = true;
+    stripe *s = pin(&g_stripes[slot >> SLOT_BITS]);
     mp_lock_take(&s->lock);
-    uint64_t id = ++s->next_id;
     if (__builtin_expect(s->snap_pending, 0))
         snap_copy(s);
-    /* One probe finds p or the empty slot it would go to (p != 0: the
-     * sampler never inserts NULL). */
-    size_t i = s->cap, k = 0;
-    bool found = false;
-    if (s->cap != 0) {
-        for (k = home(p, s->cap);; k = (k + 1) & (s->cap - 1)) {
-            if (s->slots[k].ptr == p) {
-                found = true;
-                i = k;
-                break;
-            }
-            if (s->slots[k].ptr == 0)
-                break;
-        }
-    }
-    if (found) { /* a stale entry (a free we could not see): replace it */
-        entry *old = &s->slots[i];
-        mp_peak_remove(p, old->stack, old->size, old->weight, old->seq);
-        s->slots[i] = (entry){p,   stack, size, weight,
-                              gen, id,    born, mp_peak_insert(weight * (double)(int64_t)size)};
+    /* an empty table has grow_at 0: room() makes the first one */
+    entry *e = s->cap != 0 ? probe(s, p) : NULL;
+    if (__builtin_expect(e != NULL && e->ptr == p, 0)) {
+        replace(e, stack, size, weight, gen, born);
         mp_lock_release(&s->lock);
         return true;
     }
     uint64_t n = atomic_fetch_add_explicit(&g_count, 1, memory_order_relaxed);
-    if (n >= atomic_load_explicit(&g_limit, memory_order_relaxed)) {
-        ok = false;
-    } else if (s->counts == NULL && (s->counts = calloc(SLOTS_PER_STRIPE, 1)) == NULL) {
-        ok = false;
-    } else if ((s->count + 1) * 4 > s->cap * 3) {
-        if (grow(s)) { /* the table moved: p's empty slot in the new one */
-            k = home(p, s->cap);
-            while (s->slots[k].ptr != 0)
-                k = (k + 1) & (s->cap - 1);
-        } else {
-            ok = false;
-        }
-    }
-    if (!ok) {
-        atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
+    if (__builtin_expect(n >= atomic_load_explicit(&g_limit, memory_order_relaxed) ||
+                             s->count >= s->grow_at,
+                         0) &&
+        (e = room(s, p, n)) == NULL) {
         mp_lock_release(&s->lock);
         return false;
     }
-    s->slots[k] = (entry){p,   stack, size, weight,
-                          gen, id,    born, mp_peak_insert(weight * (double)(int64_t)size)};
+    *e = (entry){p, stack, size, weight, gen, born, mp_peak_insert(weight * (double)(int64_t)size)};
     s->count++;
     uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
     if (*c < 255)
@@ -294,15 +322,16 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
 void mp_live_remove(uintptr_t p, uint64_t id)
 {
     uint32_t slot = filter_slot(p);
-    stripe *s = &g_stripes[slot >> SLOT_BITS];
+    stripe *s = pin(&g_stripes[slot >> SLOT_BITS]);
     mp_lock_take(&s->lock);
-    size_t i = find(s, p);
-    if (i != s->cap && (id == 0 || s->slots[i].id == id)) {
+    /* probe() stops at p's entry or an empty slot; for p = 0 (free(NULL),
+     * whose filter slot a sampled block may share) at an empty one. */
+    entry *e = s->cap != 0 ? probe(s, p) : NULL;
+    if (e != NULL && e->ptr != 0 && (id == 0 || e->seq == id)) {
         if (__builtin_expect(s->snap_pending, 0))
             snap_copy(s); /* before the entry goes (the copy keeps no index) */
-        const entry *e = &s->slots[i];
         mp_peak_remove(p, e->stack, e->size, e->weight, e->seq);
-        erase(s, i);
+        erase(s, (size_t)(e - s->slots));
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
         if (*c < 255 && --*c == 0)
@@ -320,7 +349,7 @@ uint64_t mp_live_id(uintptr_t p)
     mp_lock_take(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap)
-        id = s->slots[i].id;
+        id = s->slots[i].seq;
     mp_lock_release(&s->lock);
     return id;
 }
@@ -372,6 +401,7 @@ void mp_live_clear(void)
         s->counts = NULL;
         s->cap = 0;
         s->count = 0;
+        s->grow_at = 0;
         for (unsigned w = k * (SLOTS_PER_STRIPE / 64); w < (k + 1) * (SLOTS_PER_STRIPE / 64); w++)
             __atomic_store_n(&mp_prof_hook_filter.bits[w], 0, __ATOMIC_RELAXED);
         mp_lock_release(&s->lock);

@@ -67,6 +67,7 @@ static void mark_locked(void)
 {
     g_peak.mark = g_peak.seq;
     g_peak.mark_bytes = g_peak.est;
+    g_peak.next_bytes = g_peak.est + g_peak.est / (double)(1u << MP_PEAK_STEP_SHIFT);
     g_peak.mark_wall = mp_wall_nanos();
     if (g_peak.n != 0)
         prune_locked();
@@ -109,7 +110,7 @@ void mp_peak_reset(void)
     g_peak.v = NULL;
     g_peak.n = g_peak.cap = 0;
     g_peak.seq = g_peak.mark = 0;
-    g_peak.est = g_peak.mark_bytes = 0;
+    g_peak.est = g_peak.mark_bytes = g_peak.next_bytes = 0;
     g_peak.mark_wall = mp_wall_nanos();
     g_peak.hold = g_peak.lost = false;
     mp_lock_release(&g_peak.lock);

@@ -83,10 +83,11 @@ typedef struct mp_peak_state {
     double est;         /* live estimate, bytes */
     uint64_t mark;      /* the current window's high-water mark (an event) */
     double mark_bytes;  /* the estimate at it */
+    double next_bytes;  /* the estimate above which the next mark is recorded */
     uint64_t mark_wall; /* CLOCK_REALTIME at it */
     bool hold;          /* a close in progress reads entries live at hold_mark */
-    uint64_t hold_mark;
-    bool lost; /* the gone list could not grow in this window */
+    uint64_t hold_mark; /* <= mark: the mark when the close began, marks only grow */
+    bool lost;          /* the gone list could not grow in this window */
     mp_peak_gone *v;
     size_t n, cap;
 } mp_peak_state;
@@ -103,8 +104,7 @@ static inline uint64_t mp_peak_insert(double bytes)
     mp_lock_take(&mp_peak_st.lock);
     uint64_t seq = ++mp_peak_st.seq;
     mp_peak_st.est += bytes;
-    double step = mp_peak_st.mark_bytes / (double)(1u << MP_PEAK_STEP_SHIFT);
-    if (__builtin_expect(mp_peak_st.est > mp_peak_st.mark_bytes + step, 0))
+    if (__builtin_expect(mp_peak_st.est > mp_peak_st.next_bytes, 0))
         mp_peak_mark_locked_();
     mp_lock_release(&mp_peak_st.lock);
     return seq;
@@ -117,9 +117,9 @@ static inline void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t s
     uint64_t rm = ++mp_peak_st.seq;
     mp_peak_st.est -= weight * (double)(int64_t)size; /* size < 2^63 */
     /* needed() (peak.c): inserted at or before a mark it is removed after
-     * (the current one, or the one a close holds); kept only then */
-    if (__builtin_expect(seq <= mp_peak_st.mark || (mp_peak_st.hold && seq <= mp_peak_st.hold_mark),
-                         0))
+     * (the current one, or the one a close holds, which is at or before
+     * the current one); kept only then */
+    if (__builtin_expect(seq <= mp_peak_st.mark, 0))
         mp_peak_keep_gone_(p, stack, size, weight, seq, rm);
     mp_lock_release(&mp_peak_st.lock);
 }

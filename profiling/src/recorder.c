@@ -166,32 +166,71 @@ static shard_entry *shard_add(shard *s, const mp_record *r)
     return &s->e[k];
 }
 
+/* The records r[0..k) of stack st that start r[0..max): their number k,
+ * their sums added to *objects and *bytes. (double)(int64_t): a record's
+ * size is below 2^63 (PTRDIFF_MAX), so the signed conversion is exact. */
+static uint32_t run_of(const mp_record *r, uint32_t max, const mp_stack *st, double *objects,
+                       double *bytes)
+{
+    double o = 0, b = 0;
+    uint32_t k = 0;
+    while (k < max && r[k].stack == st) {
+        o += r[k].weight;
+        b += r[k].weight * (double)(int64_t)r[k].size;
+        k++;
+    }
+    *objects += o;
+    *bytes += b;
+    return k;
+}
+
+/* Moves the records of `f` (whose lock the caller holds), oldest first,
+ * into shard s (locked) until f is empty or s cannot take a record's
+ * stack; returns how many moved. A run of one stack (a loop's allocation
+ * site: the common case) is summed in registers, one contiguous part of
+ * the ring at a time, and added to its entry once, with no probe: the
+ * entry shard_add returned is valid until the next add. */
+static uint32_t absorb(shard *s, mp_fifo *f)
+{
+    const mp_record *slots = f->slots;
+    uint32_t head = f->head, len = f->len, cap = f->cap, n = 0;
+    while (len != 0) {
+        shard_entry *e = shard_add(s, &slots[head]);
+        if (e == NULL)
+            break;
+        double objects = 0, bytes = 0;
+        uint32_t run = 0, k; /* records of the run after its first */
+        if (++head == cap)
+            head = 0;
+        len--;
+        do {
+            uint32_t part = cap - head < len ? cap - head : len;
+            k = run_of(slots + head, part, e->stack, &objects, &bytes);
+            run += k;
+            len -= k;
+            head += k;
+            if (head == cap)
+                head = 0;
+        } while (k != 0 && head == 0 && len != 0); /* the run goes on past the ring's end */
+        e->objects += objects;
+        e->bytes += bytes;
+        e->records += run;
+        s->records += run;
+        n += run + 1;
+    }
+    f->head = len == 0 ? 0 : head;
+    f->len = len;
+    return n;
+}
+
 /* Moves the records of `f` (whose lock the caller holds), oldest first,
  * into the shards starting with `first`; returns how many remain in f. */
 static uint32_t handoff(mp_fifo *f, unsigned first)
 {
     for (unsigned k = 0; k < g_nshards && f->len != 0; k++) {
         shard *s = &g_shards[(first + k) % g_nshards];
-        uint32_t n = 0;
-        shard_entry *same = NULL; /* the entry of the previous record's stack */
         pthread_mutex_lock(&s->lock);
-        while (f->len != 0) {
-            const mp_record *r = &f->slots[f->head];
-            if (same != NULL && same->stack == r->stack) { /* a run of one stack: no probe */
-                same->objects += r->weight;
-                same->bytes += r->weight * (double)r->size;
-                same->records++;
-                s->records++;
-            } else if ((same = shard_add(s, r)) == NULL) { /* valid until the next add */
-                break;
-            }
-            if (++f->head == f->cap) /* consumed (mp_fifo_take of one, inline) */
-                f->head = 0;
-            f->len--;
-            n++;
-        }
-        if (f->len == 0)
-            f->head = 0;
+        uint32_t n = absorb(s, f);
         pthread_mutex_unlock(&s->lock);
         if (n != 0) {
             MP_UNCOUNT(ring_records, n);
@@ -201,17 +240,27 @@ static uint32_t handoff(mp_fifo *f, unsigned first)
     return f->len;
 }
 
-bool mp_rec_push(mp_thread_rec *t, const mp_record *r)
+/* A full ring's push (the ring's lock held): hands the ring to the
+ * shards first. Out of line, so that the common push saves no register. */
+static __attribute__((noinline)) bool push_full(mp_thread_rec *t, const mp_record *r)
 {
-    bool ok;
-    mp_lock_take(&t->lock);
-    if (t->ring.len == t->ring.cap)
-        handoff(&t->ring, t->home_shard);
-    ok = mp_fifo_push(&t->ring, r);
+    handoff(&t->ring, t->home_shard);
+    bool ok = mp_fifo_push(&t->ring, r);
     mp_lock_release(&t->lock);
     if (ok)
         MP_COUNT(ring_records, 1);
     return ok;
+}
+
+bool mp_rec_push(mp_thread_rec *t, const mp_record *r)
+{
+    mp_lock_take(&t->lock);
+    if (__builtin_expect(t->ring.len == t->ring.cap, 0))
+        return push_full(t, r);
+    (void)mp_fifo_push(&t->ring, r); /* not full */
+    mp_lock_release(&t->lock);
+    MP_COUNT(ring_records, 1);
+    return true;
 }
 
 /* The ending session publishes active_gen = 0 before it walks the

@@ -316,6 +316,37 @@ Test(peak, free_of_null_leaves_the_live_table_alone, .timeout = 60)
     mp_profiler_free(p);
 }
 
+/* A sampled block whose free was never seen (freed behind the hooks' back)
+ * and whose address comes back sampled: the new block's entry replaces
+ * the stale one in place (one live sample, the estimate the new block's),
+ * and the peak still holds the old block, which was live at the mark. */
+Test(peak, a_stale_entry_is_replaced_in_place, .timeout = 60)
+{
+    observed();
+    tfx_dealloc(tfx_alloc(1, 8), 1, 8);
+    mp_prof_config c = test_config(1, 6);
+    mp_profiler *p = test_start(&c);
+    void *a = tfx_alloc(4096, 8); /* sampled (interval 1 byte), at 8 */
+    void *b = tfx_alloc(100, 8);  /* at 8 again: a's free was not seen */
+    cr_assert_eq(a, b);
+    cr_assert_eq(live_samples(), 1);
+    tp_profile r, pk;
+    test_report(p, &r);
+    cr_assert_eq(site_bytes(&r, NULL), 100, "the stale entry stayed");
+    tp_free(&r);
+    mp_prof_peak_info info;
+    peak(p, &pk, &info);
+    cr_assert_eq(info.bytes, 4096);
+    cr_assert_eq(site_bytes(&pk, NULL), 4096);
+    tp_free(&pk);
+    tfx_dealloc(b, 100, 8);
+    cr_assert_eq(live_samples(), 0);
+    test_report(p, &r);
+    cr_assert_eq(site_bytes(&r, NULL), 0);
+    tp_free(&r);
+    mp_profiler_free(p);
+}
+
 /* ------------------------------------------------------------ 8 threads */
 
 enum { THREADS = 8 };

@@ -116,9 +116,9 @@ static void *two_phase(void *arg)
     return NULL;
 }
 
-static int64_t site_objects(const tp_profile *prof, const char *name)
+static int64_t site_value(const tp_profile *prof, const char *name, const char *type)
 {
-    int k = tp_type_index(prof, "alloc_objects");
+    int k = tp_type_index(prof, type);
     int64_t sum = 0;
     for (size_t i = 0; i < prof->nsamples; i++) {
         Dl_info info;
@@ -128,6 +128,11 @@ static int64_t site_objects(const tp_profile *prof, const char *name)
             sum += prof->samples[i].values[k];
     }
     return sum;
+}
+
+static int64_t site_objects(const tp_profile *prof, const char *name)
+{
+    return site_value(prof, name, "alloc_objects");
 }
 
 /* Two threads each hold 10 records in their rings (5 from rd_first, then 5
@@ -252,5 +257,73 @@ Test(drain, full_ring_and_full_shards_count_drops, .timeout = 60)
     tp_free(&prof);
     s = stats();
     cr_assert_eq(s.samples_taken, s.samples_reported + s.dropped_overflow_full);
+    mp_profiler_free(p);
+}
+
+/* A full ring's handoff sums a run of one stack in one go, one contiguous
+ * part of the ring at a time: runs that cross the ring's end, runs cut by
+ * another stack, and every record's size must all arrive. Sizes of 64
+ * bytes and more at a 1-byte interval weigh exactly 1, so the sums are
+ * exact. */
+void *hs_a(size_t size);
+void *hs_b(size_t size);
+__attribute__((noinline)) void *hs_a(size_t size)
+{
+    void *p = tmi_alloc(size, 8);
+    TEST_NO_TAIL(p);
+    return p;
+}
+__attribute__((noinline)) void *hs_b(size_t size)
+{
+    void *p = tmi_alloc(size, 8);
+    TEST_NO_TAIL(p);
+    return p;
+}
+
+Test(drain, handoff_sums_runs_across_the_ring_end, .timeout = 60)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(1, 25);
+    c.ring_capacity = 8;
+    c.report_max_records = 3;
+    mp_profiler *p = test_start(&c);
+    int64_t want_a = 0, want_b = 0, got_a = 0, got_b = 0, got_n = 0;
+    size_t size = 64;
+    tp_profile prof;
+    /* 8 of A fill the ring; a report takes 3 (head moves to 3) */
+    for (int i = 0; i < 8; i++, size++) {
+        tmi_dealloc(hs_a(size), size, 8);
+        want_a += (int64_t)size;
+    }
+    test_report(p, &prof);
+    got_a += site_value(&prof, "hs_a", "alloc_space");
+    got_n += test_sum(&prof, "alloc_objects", 1);
+    tp_free(&prof);
+    /* 3 more of A wrap around the ring's end: one run of 8 across it */
+    for (int i = 0; i < 3; i++, size++) {
+        tmi_dealloc(hs_a(size), size, 8);
+        want_a += (int64_t)size;
+    }
+    cr_assert_eq(stats().ring_records, 8);
+    /* B, A, B, ... make runs of one; then A again */
+    for (int i = 0; i < 21; i++, size++) {
+        bool b = i % 2 == 0 && i < 12;
+        tmi_dealloc(b ? hs_b(size) : hs_a(size), size, 8);
+        *(b ? &want_b : &want_a) += (int64_t)size;
+    }
+    cr_assert_gt(stats().overflow_records, 0);
+    for (int i = 0; i < 40 && stats().ring_records + stats().overflow_records != 0; i++) {
+        test_report(p, &prof);
+        got_a += site_value(&prof, "hs_a", "alloc_space");
+        got_b += site_value(&prof, "hs_b", "alloc_space");
+        got_n += test_sum(&prof, "alloc_objects", 1);
+        tp_free(&prof);
+    }
+    mp_prof_stats s = stats();
+    cr_assert_eq(s.dropped_overflow_full, 0);
+    cr_assert_eq(got_n, 32);
+    cr_assert_eq(s.samples_reported, 32);
+    cr_assert_eq(got_a, want_a);
+    cr_assert_eq(got_b, want_b);
     mp_profiler_free(p);
 }
