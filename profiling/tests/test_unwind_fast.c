@@ -203,3 +203,79 @@ Test(unwind_fast, flush_relearns)
     mp_unwind_fast_flush();
     expect_same(vla(4), "after the flush");
 }
+
+/* The walk at every buffer size from 0 to past the stack's depth: the
+ * walk takes four frames a turn while four slots are left, one a turn
+ * after that, so each cap mod 4 ends in a different place; each must be
+ * the full walk's prefix. */
+__attribute__((noinline)) static void walk_every_cap(int *bad_cap)
+{
+    uintptr_t full[CAP], part[CAP];
+    mp_unwind_start from = MP_UNWIND_HERE();
+    int n = mp_unwind_fast(&from, full, CAP);
+    *bad_cap = n < 0 ? -2 : -1;
+    for (int cap = 0; n >= 0 && cap <= n + 2 && cap <= CAP; cap++) {
+        int m = mp_unwind_fast(&from, part, cap);
+        int want = cap < n ? cap : n;
+        if (m != want || memcmp(part, full, (size_t)want * sizeof full[0]) != 0) {
+            *bad_cap = cap;
+            return;
+        }
+    }
+}
+
+__attribute__((noinline)) static void caps_at(int d, int *bad_cap)
+{
+    volatile int x = d;
+    if (d == 0)
+        walk_every_cap(bad_cap);
+    else
+        caps_at(d - 1, bad_cap);
+    x++;
+}
+
+Test(unwind_fast, every_cap_a_prefix)
+{
+    for (int d = 0; d < 4; d++) {
+        int bad = 0;
+        caps_at(d, &bad);
+        cr_assert_neq(bad, -2, "depth %d: the fast walk declined", d);
+        cr_assert_eq(bad, -1, "depth %d: cap %d is not the full walk's prefix", d, bad);
+    }
+}
+
+/* Return addresses no stack of this process holds: 0 ends the stack (as
+ * in libunwind), and addresses at or above 2^47 or negative (garbage
+ * read as a return address) are never stepped by a learned rule, even
+ * one whose slot and key bits they share. */
+__attribute__((noinline)) static mp_unwind_start learned_start(void)
+{
+    uintptr_t pcs[CAP];
+    mp_unwind_start from = MP_UNWIND_HERE();
+    cr_assert_gt(mp_unwind_fast(&from, pcs, CAP), 0); /* its rules are learned now */
+    return from;
+}
+
+Test(unwind_fast, impossible_return_addresses)
+{
+    uintptr_t pcs[CAP];
+    mp_unwind_start from = learned_start();
+    uintptr_t ip = from.ip;
+    cr_assert_lt(ip, (uintptr_t)1 << 47);
+    mp_unwind_start bad = from;
+    bad.ip = 0;
+    cr_assert_eq(mp_unwind_fast(&bad, pcs, CAP), 0, "a zero return address ends the stack");
+    const uintptr_t aliases[] = {
+        ip + ((uintptr_t)1 << 47),      /* the first address the signed key overflows on */
+        ip + ((uintptr_t)1 << 48),      /* the same key bits as ip once shifted by 16 */
+        ip | ((uintptr_t)0xffff << 48), /* negative, above -2^47 */
+        ip | ((uintptr_t)1 << 63),      /* negative, below -2^47 */
+        ~(uintptr_t)0,                  /* -1 */
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        bad.ip = aliases[i];
+        cr_assert_eq(mp_unwind_fast(&bad, pcs, CAP), -1, "return address %#lx: stepped",
+                     (unsigned long)aliases[i]);
+    }
+    cr_assert_gt(mp_unwind_fast(&from, pcs, CAP), 0, "the real address still walks");
+}
