@@ -62,6 +62,8 @@ typedef struct tstate {
     unsigned ordinal;     /* of this thread in session `gen` */
     size_t ring_capacity; /* of session `gen` */
     uint64_t saved_countdown;
+    uintptr_t outside_pc;     /* a first frame found not the profiler's ... */
+    uint64_t outside_version; /* ... at this self-frame table version */
     unsigned guard;
     bool init;    /* first allocation seen */
     bool key_set; /* thread-exit destructor armed */
@@ -197,6 +199,25 @@ void mp_sampler_warm_up(void)
     mp_guard_exit();
 }
 
+/* The self-frame filter, once per call site. Outside static mode a stack
+ * whose first frame is not the profiler's has nothing to cut, and whether
+ * it is depends on that frame and the table alone: a thread keeps the
+ * last first frame found outside and the table version it was found at
+ * (read before the table), and takes 0 for the same frame while the
+ * version stays (a loop's allocation site: every sample but the first). */
+static HOOK size_t skip_profiler(const uintptr_t *pcs, size_t n)
+{
+    uint64_t v = mp_self_frames_version();
+    if (n > 0 && pcs[0] == ts.outside_pc && v == ts.outside_version)
+        return 0;
+    size_t skip = mp_frames_skip_profiler(pcs, n);
+    if (skip == 0 && n > 0 && !mp_self_frames_static_mode()) {
+        ts.outside_pc = pcs[0];
+        ts.outside_version = v;
+    }
+    return skip;
+}
+
 /* ----------------------------------------------------------- thread state */
 
 static void thread_exit(void *arg);
@@ -323,7 +344,7 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
         n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
     if (n < 0)
         n = 0;
-    size_t skip = mp_frames_skip_profiler(t->pcs, (size_t)n);
+    size_t skip = skip_profiler(t->pcs, (size_t)n);
     size_t avail = (size_t)n - skip;
     uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
     bool truncated = avail > ts.max_depth || n == cap;
