@@ -339,11 +339,16 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
 
     mp_thread_rec *t = ts.rec;
     int cap = (int)(ts.max_depth + MP_CAPTURE_SLACK);
-    int n = mp_unwind_fast(from, t->pcs, cap);
-    if (n < 0)
+    bool changed;
+    int n = mp_unwind_fast(from, t->pcs, cap, &changed);
+    if (n < 0) {
         n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
+        changed = true;
+    }
     if (n < 0)
         n = 0;
+    int last_n = t->last_n; /* the buffer's frames before this capture */
+    t->last_n = 0;          /* until last_stack is this capture's stack */
     size_t skip = skip_profiler(t->pcs, (size_t)n);
     size_t avail = (size_t)n - skip;
     uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
@@ -355,10 +360,15 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
         goto out; /* the session ended while we captured */
     MP_COUNT(taken, 1);
     /* A thread's samples often repeat its previous stack (a loop's
-     * allocation site): compared frame for frame, it is that stack. */
+     * allocation site). The walk says whether it found each frame already
+     * in the buffer: then, with as many frames and as many cut, this is
+     * the stack the buffer held (depth and truncation follow from n and
+     * skip). Otherwise, compared frame for frame, it may still be. */
     const mp_stack *last = t->last_stack;
-    if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
-        memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
+    if (last != NULL && !changed && n == last_n && skip == t->last_skip)
+        r.stack = last;
+    else if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
+             memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
         r.stack = last;
     else
         r.stack = t->last_stack = mp_depot_intern(t->pcs + skip, depth, truncated);
@@ -366,6 +376,8 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
         MP_COUNT(dropped_registration, 1); /* no memory for the stack */
         goto out;
     }
+    t->last_n = n;
+    t->last_skip = (uint32_t)skip;
     /* The one clock read of a sample (its age in reports); never on the
      * unsampled path. */
     if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen, mp_now_nanos()))

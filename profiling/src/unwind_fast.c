@@ -37,6 +37,8 @@
  * loaded at the same address would reuse it; the session start flushes. */
 #include "unwind_fast.h"
 
+#include <stdbool.h>
+
 #if MP_HAVE_LIBUNWIND && defined(__x86_64__) && defined(__linux__)
 
 #define UNW_LOCAL_ONLY
@@ -264,12 +266,16 @@ step_slow(uintptr_t ip, uintptr_t sp, uintptr_t bp)
 }
 
 /* Step i of a turn of n steps, inline, out already advanced past the
- * turn: stores ip at out[i - n], then either steps an RSP-based frame (the
- * common case) or leaves the turn with out just past ip (to `slow`, or
- * returning at the outermost frame). */
+ * turn: stores ip at out[i - n] (where it differs from the value there,
+ * noting the difference in `changed`), then either steps an RSP-based
+ * frame (the common case) or leaves the turn with out just past ip (to
+ * `slow`, or returning at the outermost frame). */
 #define FAST_STEP(i, n, slow)                                                                      \
     do {                                                                                           \
-        out[(i) - (n)] = ip;                                                                       \
+        if (out[(i) - (n)] != ip) {                                                                \
+            out[(i) - (n)] = ip;                                                                   \
+            changed = true;                                                                        \
+        }                                                                                          \
         int64_t key;                                                                               \
         if (__builtin_expect(__builtin_mul_overflow((int64_t)ip, (int64_t)R_LIMIT, &key), 0)) {    \
             out -= (n) - (i)-1;                                                                    \
@@ -279,7 +285,7 @@ step_slow(uintptr_t ip, uintptr_t sp, uintptr_t bp)
         if (__builtin_expect((t & not_fast) != 0, 0)) {                                            \
             out -= (n) - (i)-1;                                                                    \
             if (t == K_LAST) /* learned: the outermost frame (every walk ends at one) */           \
-                return (int)(out - pcs);                                                           \
+                RETURN((int)(out - pcs));                                                          \
             goto slow;                                                                             \
         }                                                                                          \
         /* CFA = RSP + k, k in 8..2040: above the frame by construction */                         \
@@ -290,9 +296,16 @@ step_slow(uintptr_t ip, uintptr_t sp, uintptr_t bp)
             bp = ((const uintptr_t *)sp)[-(intptr_t)m8];                                           \
     } while (0)
 
-HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_start *from,
-                                                             uintptr_t *pcs, int cap)
+#define RETURN(v)                                                                                  \
+    do {                                                                                           \
+        *changedp = changed;                                                                       \
+        return (v);                                                                                \
+    } while (0)
+
+HOOK __attribute__((no_sanitize_address)) int
+mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap, bool *changedp)
 {
+    bool changed = false;
     uintptr_t ip = from->ip, sp = from->sp, bp = from->bp;
     uintptr_t *out = pcs;
     /* four steps a turn while four slots are left: one bound test per four */
@@ -310,14 +323,18 @@ HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_sta
             continue;
         }
         if ((uintptr_t)out >= end)
-            return (int)(out - pcs);
+            RETURN((int)(out - pcs));
         out += 1;
         FAST_STEP(0, 1, slow);
         continue;
     slow:; /* ip is stored at out[-1] */
         slow_step st = step_slow(ip, sp, bp);
+        if (st.r < 0) {
+            *changedp = true;
+            return -1;
+        }
         if (st.r != 1)
-            return st.r < 0 ? -1 : (int)(out - pcs) - (st.r == 0); /* 0: ip (0) is no frame */
+            RETURN((int)(out - pcs) - (st.r == 0)); /* 0: ip (0) is no frame */
         ip = st.ip;
         sp = st.sp;
         bp = st.bp;
@@ -339,11 +356,12 @@ void mp_unwind_fast_fork_child(void)
 
 #else
 
-int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap)
+int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap, bool *changed)
 {
     (void)from;
     (void)pcs;
     (void)cap;
+    *changed = true;
     return -1;
 }
 
