@@ -295,6 +295,21 @@ static void thread_exit(void *arg)
 
 /* --------------------------------------------------------------- recording */
 
+/* The stack of the capture t->pcs[0..n) with its first `skip` frames cut
+ * (rw shared held): the thread's last one when equal frame for frame,
+ * else the depot's, which becomes the last one. */
+static HOOK const mp_stack *stack_of(mp_thread_rec *t, int n, size_t skip, int cap)
+{
+    size_t avail = (size_t)n - skip;
+    uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
+    bool truncated = avail > ts.max_depth || n == cap;
+    const mp_stack *last = t->last_stack;
+    if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
+        memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
+        return last;
+    return t->last_stack = mp_depot_intern(t->pcs + skip, depth, truncated);
+}
+
 /* Records the sampled block p of `size` bytes for session ts.gen. Runs
  * under the guard; the capture happens before any lock is taken. Inlined
  * into mp_prof_hook_sample, which the template's slow path tail-calls:
@@ -350,9 +365,6 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
     int last_n = t->last_n; /* the buffer's frames before this capture */
     t->last_n = 0;          /* until last_stack is this capture's stack */
     size_t skip = skip_profiler(t->pcs, (size_t)n);
-    size_t avail = (size_t)n - skip;
-    uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
-    bool truncated = avail > ts.max_depth || n == cap;
     mp_record r = {.size = size, .weight = mp_estimator_weight(size, ts.interval)};
 
     mp_rw_rdlock(&g_rec.rw);
@@ -364,14 +376,10 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
      * in the buffer: then, with as many frames and as many cut, this is
      * the stack the buffer held (depth and truncation follow from n and
      * skip). Otherwise, compared frame for frame, it may still be. */
-    const mp_stack *last = t->last_stack;
-    if (last != NULL && !changed && n == last_n && skip == t->last_skip)
-        r.stack = last;
-    else if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
-             memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
-        r.stack = last;
+    if (t->last_stack != NULL && !changed && n == last_n && skip == t->last_skip)
+        r.stack = t->last_stack;
     else
-        r.stack = t->last_stack = mp_depot_intern(t->pcs + skip, depth, truncated);
+        r.stack = stack_of(t, n, skip, cap);
     if (r.stack == NULL) {
         MP_COUNT(dropped_registration, 1); /* no memory for the stack */
         goto out;
