@@ -90,31 +90,43 @@ static pthread_key_t g_exit_key;
  * hit in those two windows (the countdown is live, the guard held) takes
  * the saved countdown back (mp_prof_hook_sample): the thread never stops
  * sampling for good. */
+/* The guard at depth 0, taken and dropped: for the hook entries, which
+ * have found it free (ts.guard == 0) on entry and so hold it at depth 1
+ * until they drop it (every nested enter, theirs or a signal handler's,
+ * has had its exit by then). */
+static HOOK inline void guard_take(void)
+{
+    uint64_t cd = mp_prof_hook_countdown;
+    ts.guard = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    ts.saved_countdown = cd;
+    atomic_signal_fence(memory_order_seq_cst);
+    mp_prof_hook_countdown = INT64_MAX; /* internal allocations never reach zero */
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+static HOOK inline void guard_drop(void)
+{
+    mp_prof_hook_countdown = ts.saved_countdown;
+    atomic_signal_fence(memory_order_seq_cst);
+    ts.guard = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
 HOOK void mp_guard_enter(void)
 {
-    if (ts.guard == 0) {
-        uint64_t cd = mp_prof_hook_countdown;
-        ts.guard = 1;
-        atomic_signal_fence(memory_order_seq_cst);
-        ts.saved_countdown = cd;
-        atomic_signal_fence(memory_order_seq_cst);
-        mp_prof_hook_countdown = INT64_MAX; /* internal allocations never reach zero */
-        atomic_signal_fence(memory_order_seq_cst);
-        return;
-    }
-    ts.guard++;
+    if (ts.guard == 0)
+        guard_take();
+    else
+        ts.guard++;
 }
 
 HOOK void mp_guard_exit(void)
 {
-    if (ts.guard == 1) {
-        mp_prof_hook_countdown = ts.saved_countdown;
-        atomic_signal_fence(memory_order_seq_cst);
-        ts.guard = 0;
-        atomic_signal_fence(memory_order_seq_cst);
-        return;
-    }
-    ts.guard--;
+    if (ts.guard == 1)
+        guard_drop();
+    else
+        ts.guard--;
 }
 
 /* Parks this thread's countdown for good: it never reaches zero again
@@ -319,7 +331,7 @@ static HOOK const mp_stack *stack_of(mp_thread_rec *t, int n, size_t skip, int c
 static HOOK __attribute__((always_inline)) inline void record(void *p, size_t size,
                                                               const mp_unwind_start *from)
 {
-    mp_guard_enter();
+    guard_take(); /* mp_prof_hook_sample found it free */
     uint64_t gen = ts.gen;
     if (ts.exited) {
         mp_rw_rdlock(&g_rec.rw);
@@ -328,7 +340,7 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
             MP_COUNT(dropped_teardown, 1);
         }
         mp_rw_rdunlock(&g_rec.rw);
-        mp_guard_exit();
+        guard_drop();
         return;
     }
     if (ts.rec == NULL) {
@@ -347,7 +359,7 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
                 MP_COUNT(dropped_registration, 1); /* no memory for a ring */
             }
             mp_rw_rdunlock(&g_rec.rw);
-            mp_guard_exit();
+            guard_drop();
             return;
         }
     }
@@ -398,7 +410,7 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
         MP_COUNT(dropped_overflow_full, 1);
 out:
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
 }
 
 /* ------------------------------------------------------- template entries */
@@ -437,22 +449,22 @@ HOOK void mp_prof_hook_forget(void *p)
 {
     if (ts.guard != 0)
         return; /* profiler-internal memory: never sampled */
-    mp_guard_enter();
+    guard_take();
     mp_rw_rdlock(&g_rec.rw);
     mp_live_remove((uintptr_t)p, 0);
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
 }
 
 HOOK uint64_t mp_prof_hook_live_id(const void *p)
 {
     if (ts.guard != 0)
         return 0;
-    mp_guard_enter();
+    guard_take();
     mp_rw_rdlock(&g_rec.rw);
     uint64_t id = mp_live_id((uintptr_t)p);
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
     return id;
 }
 
@@ -460,11 +472,11 @@ HOOK void mp_prof_hook_forget_id(const void *p, uint64_t id)
 {
     if (ts.guard != 0)
         return;
-    mp_guard_enter();
+    guard_take();
     mp_rw_rdlock(&g_rec.rw);
     mp_live_remove((uintptr_t)p, id);
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
 }
 
 void mp_prof_hook_register(uintptr_t start, uintptr_t end)
