@@ -141,6 +141,11 @@ typedef struct mp_thread_rec {
      * Valid for the record's session (the depot is cleared only at its
      * end, under rw exclusive); read and set under rw shared. */
     const struct mp_stack *last_stack;
+    /* While last_n > 0, pcs[0..last_n) are the frames last_stack was made
+     * from, from pcs[last_skip] on (sampler.c): a walk that finds each of
+     * its frames already in its slot has that stack. */
+    int last_n;
+    uint32_t last_skip;
 } mp_thread_rec;
 
 /* Once per process, before the first session: locks of the recorder. */

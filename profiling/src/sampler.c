@@ -62,6 +62,8 @@ typedef struct tstate {
     unsigned ordinal;     /* of this thread in session `gen` */
     size_t ring_capacity; /* of session `gen` */
     uint64_t saved_countdown;
+    uintptr_t outside_pc;     /* a first frame found not the profiler's ... */
+    uint64_t outside_version; /* ... at this self-frame table version */
     unsigned guard;
     bool init;    /* first allocation seen */
     bool key_set; /* thread-exit destructor armed */
@@ -88,31 +90,43 @@ static pthread_key_t g_exit_key;
  * hit in those two windows (the countdown is live, the guard held) takes
  * the saved countdown back (mp_prof_hook_sample): the thread never stops
  * sampling for good. */
+/* The guard at depth 0, taken and dropped: for the hook entries, which
+ * have found it free (ts.guard == 0) on entry and so hold it at depth 1
+ * until they drop it (every nested enter, theirs or a signal handler's,
+ * has had its exit by then). */
+static HOOK inline void guard_take(void)
+{
+    uint64_t cd = mp_prof_hook_countdown;
+    ts.guard = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    ts.saved_countdown = cd;
+    atomic_signal_fence(memory_order_seq_cst);
+    mp_prof_hook_countdown = INT64_MAX; /* internal allocations never reach zero */
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
+static HOOK inline void guard_drop(void)
+{
+    mp_prof_hook_countdown = ts.saved_countdown;
+    atomic_signal_fence(memory_order_seq_cst);
+    ts.guard = 0;
+    atomic_signal_fence(memory_order_seq_cst);
+}
+
 HOOK void mp_guard_enter(void)
 {
-    if (ts.guard == 0) {
-        uint64_t cd = mp_prof_hook_countdown;
-        ts.guard = 1;
-        atomic_signal_fence(memory_order_seq_cst);
-        ts.saved_countdown = cd;
-        atomic_signal_fence(memory_order_seq_cst);
-        mp_prof_hook_countdown = INT64_MAX; /* internal allocations never reach zero */
-        atomic_signal_fence(memory_order_seq_cst);
-        return;
-    }
-    ts.guard++;
+    if (ts.guard == 0)
+        guard_take();
+    else
+        ts.guard++;
 }
 
 HOOK void mp_guard_exit(void)
 {
-    if (ts.guard == 1) {
-        mp_prof_hook_countdown = ts.saved_countdown;
-        atomic_signal_fence(memory_order_seq_cst);
-        ts.guard = 0;
-        atomic_signal_fence(memory_order_seq_cst);
-        return;
-    }
-    ts.guard--;
+    if (ts.guard == 1)
+        guard_drop();
+    else
+        ts.guard--;
 }
 
 /* Parks this thread's countdown for good: it never reaches zero again
@@ -197,6 +211,25 @@ void mp_sampler_warm_up(void)
     mp_guard_exit();
 }
 
+/* The self-frame filter, once per call site. Outside static mode a stack
+ * whose first frame is not the profiler's has nothing to cut, and whether
+ * it is depends on that frame and the table alone: a thread keeps the
+ * last first frame found outside and the table version it was found at
+ * (read before the table), and takes 0 for the same frame while the
+ * version stays (a loop's allocation site: every sample but the first). */
+static HOOK size_t skip_profiler(const uintptr_t *pcs, size_t n)
+{
+    uint64_t v = mp_self_frames_version();
+    if (n > 0 && pcs[0] == ts.outside_pc && v == ts.outside_version)
+        return 0;
+    size_t skip = mp_frames_skip_profiler(pcs, n);
+    if (skip == 0 && n > 0 && !mp_self_frames_static_mode()) {
+        ts.outside_pc = pcs[0];
+        ts.outside_version = v;
+    }
+    return skip;
+}
+
 /* ----------------------------------------------------------- thread state */
 
 static void thread_exit(void *arg);
@@ -274,6 +307,21 @@ static void thread_exit(void *arg)
 
 /* --------------------------------------------------------------- recording */
 
+/* The stack of the capture t->pcs[0..n) with its first `skip` frames cut
+ * (rw shared held): the thread's last one when equal frame for frame,
+ * else the depot's, which becomes the last one. */
+static HOOK const mp_stack *stack_of(mp_thread_rec *t, int n, size_t skip, int cap)
+{
+    size_t avail = (size_t)n - skip;
+    uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
+    bool truncated = avail > ts.max_depth || n == cap;
+    const mp_stack *last = t->last_stack;
+    if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
+        memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
+        return last;
+    return t->last_stack = mp_depot_intern(t->pcs + skip, depth, truncated);
+}
+
 /* Records the sampled block p of `size` bytes for session ts.gen. Runs
  * under the guard; the capture happens before any lock is taken. Inlined
  * into mp_prof_hook_sample, which the template's slow path tail-calls:
@@ -283,7 +331,7 @@ static void thread_exit(void *arg)
 static HOOK __attribute__((always_inline)) inline void record(void *p, size_t size,
                                                               const mp_unwind_start *from)
 {
-    mp_guard_enter();
+    guard_take(); /* mp_prof_hook_sample found it free */
     uint64_t gen = ts.gen;
     if (ts.exited) {
         mp_rw_rdlock(&g_rec.rw);
@@ -292,7 +340,7 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
             MP_COUNT(dropped_teardown, 1);
         }
         mp_rw_rdunlock(&g_rec.rw);
-        mp_guard_exit();
+        guard_drop();
         return;
     }
     if (ts.rec == NULL) {
@@ -311,22 +359,24 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
                 MP_COUNT(dropped_registration, 1); /* no memory for a ring */
             }
             mp_rw_rdunlock(&g_rec.rw);
-            mp_guard_exit();
+            guard_drop();
             return;
         }
     }
 
     mp_thread_rec *t = ts.rec;
     int cap = (int)(ts.max_depth + MP_CAPTURE_SLACK);
-    int n = mp_unwind_fast(from, t->pcs, cap);
-    if (n < 0)
+    bool changed;
+    int n = mp_unwind_fast(from, t->pcs, cap, &changed);
+    if (n < 0) {
         n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
+        changed = true;
+    }
     if (n < 0)
         n = 0;
-    size_t skip = mp_frames_skip_profiler(t->pcs, (size_t)n);
-    size_t avail = (size_t)n - skip;
-    uint32_t depth = avail > ts.max_depth ? ts.max_depth : (uint32_t)avail;
-    bool truncated = avail > ts.max_depth || n == cap;
+    int last_n = t->last_n; /* the buffer's frames before this capture */
+    t->last_n = 0;          /* until last_stack is this capture's stack */
+    size_t skip = skip_profiler(t->pcs, (size_t)n);
     mp_record r = {.size = size, .weight = mp_estimator_weight(size, ts.interval)};
 
     mp_rw_rdlock(&g_rec.rw);
@@ -334,17 +384,20 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
         goto out; /* the session ended while we captured */
     MP_COUNT(taken, 1);
     /* A thread's samples often repeat its previous stack (a loop's
-     * allocation site): compared frame for frame, it is that stack. */
-    const mp_stack *last = t->last_stack;
-    if (last != NULL && last->depth == depth && last->truncated == (uint32_t)truncated &&
-        memcmp(last->pcs, t->pcs + skip, depth * sizeof *t->pcs) == 0)
-        r.stack = last;
+     * allocation site). The walk says whether it found each frame already
+     * in the buffer: then, with as many frames and as many cut, this is
+     * the stack the buffer held (depth and truncation follow from n and
+     * skip). Otherwise, compared frame for frame, it may still be. */
+    if (t->last_stack != NULL && !changed && n == last_n && skip == t->last_skip)
+        r.stack = t->last_stack;
     else
-        r.stack = t->last_stack = mp_depot_intern(t->pcs + skip, depth, truncated);
+        r.stack = stack_of(t, n, skip, cap);
     if (r.stack == NULL) {
         MP_COUNT(dropped_registration, 1); /* no memory for the stack */
         goto out;
     }
+    t->last_n = n;
+    t->last_skip = (uint32_t)skip;
     /* The one clock read of a sample (its age in reports); never on the
      * unsampled path. */
     if (!mp_live_insert((uintptr_t)p, r.stack, size, r.weight, gen, mp_now_nanos()))
@@ -357,7 +410,7 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
         MP_COUNT(dropped_overflow_full, 1);
 out:
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
 }
 
 /* ------------------------------------------------------- template entries */
@@ -396,22 +449,22 @@ HOOK void mp_prof_hook_forget(void *p)
 {
     if (ts.guard != 0)
         return; /* profiler-internal memory: never sampled */
-    mp_guard_enter();
+    guard_take();
     mp_rw_rdlock(&g_rec.rw);
     mp_live_remove((uintptr_t)p, 0);
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
 }
 
 HOOK uint64_t mp_prof_hook_live_id(const void *p)
 {
     if (ts.guard != 0)
         return 0;
-    mp_guard_enter();
+    guard_take();
     mp_rw_rdlock(&g_rec.rw);
     uint64_t id = mp_live_id((uintptr_t)p);
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
     return id;
 }
 
@@ -419,11 +472,11 @@ HOOK void mp_prof_hook_forget_id(const void *p, uint64_t id)
 {
     if (ts.guard != 0)
         return;
-    mp_guard_enter();
+    guard_take();
     mp_rw_rdlock(&g_rec.rw);
     mp_live_remove((uintptr_t)p, id);
     mp_rw_rdunlock(&g_rec.rw);
-    mp_guard_exit();
+    guard_drop();
 }
 
 void mp_prof_hook_register(uintptr_t start, uintptr_t end)

@@ -14,6 +14,8 @@
 #ifndef MIMPROF_PROFILING_SELF_FRAMES_H
 #define MIMPROF_PROFILING_SELF_FRAMES_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +31,19 @@ void mp_self_frames_register(uintptr_t start, uintptr_t end);
 /* Number of leading entries of pcs[0..n) that are profiler frames. Hook
  * safe: reads the fixed table only. */
 size_t mp_frames_skip_profiler(const uintptr_t *pcs, size_t n);
+
+/* The table's version: it grows after every change of what
+ * mp_frames_skip_profiler answers (a range published, the static mode
+ * found) is visible. An answer computed after reading version v holds for
+ * the same frames as long as the version reads v. Never 0. */
+extern _Atomic uint64_t mp_self_frames_version_;
+static inline uint64_t mp_self_frames_version(void)
+{
+    return atomic_load_explicit(&mp_self_frames_version_, memory_order_acquire);
+}
+
+/* Whether the profiler's code is in the main executable (static mode:
+ * leading application frames can be cut too, see self_frames.c). */
+bool mp_self_frames_static_mode(void);
 
 #endif

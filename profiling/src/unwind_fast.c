@@ -37,6 +37,8 @@
  * loaded at the same address would reuse it; the session start flushes. */
 #include "unwind_fast.h"
 
+#include <stdbool.h>
+
 #if MP_HAVE_LIBUNWIND && defined(__x86_64__) && defined(__linux__)
 
 #define UNW_LOCAL_ONLY
@@ -50,37 +52,47 @@
 
 #define HOOK MP_PROF_HOOK_SECTION_
 
-/* Slot word of return address ip (0 < ip < 2^47): (ip << 17) | rule,
- * rule < 2^17; 0 = empty (no ip matches it). A walk step computes
- * t = (ip << 17) ^ word: the slot is ip's iff t < 2^17, and then t is the
- * rule itself. Rule bits:
+/* Slot word of return address ip (0 < ip < 2^47): (ip << 16) | rule,
+ * rule < 2^16. A walk step computes t = (ip << 16) ^ word: the slot is
+ * ip's iff t < 2^16, and then t is the rule itself. The key is ip times
+ * 2^16 as a signed product, whose overflow flag is the bound test: it
+ * overflows exactly when ip >= 2^47 (or ip < -2^47), and a negative ip
+ * above that gives a key with bit 63 set, which no stored word has (their
+ * ips are below 2^47), so t >= 2^16. Rule bits:
  *   bits 0-7   k / 8, the CFA's offset (k 8..2040; a special rule: 1 for
  *              the outermost frame, 0 for one not handled)
  *   bit 8      CFA from RBP (else from RSP)
  *   bit 9      special: no step
- *   bit 10     RBP restored from CFA - m (else kept)
- *   bits 11-16 m / 8 (m 16..504)
+ *   bits 10-15 m / 8 when RBP is restored from CFA - m (m 16..504), 0
+ *              when RBP is kept
  * so that the common step (RSP-based) tests bits 8-9 and the key's with
- * one mask, and adds the low byte, times 8, to RSP.
+ * one mask, adds the low byte, times 8, to RSP, and finds whether RBP is
+ * restored in the flags of the shift that extracts m / 8.
  * The slot is ip's low 12 bits: return addresses follow call
  * instructions at any byte offset, so these bits are as spread as any
- * hash of them, at one AND. */
-#define R_FROM_BP  0x100u
-#define R_SPECIAL  0x200u
-#define R_BP_SAVED 0x400u
-#define R_K(r)     ((uintptr_t)((r)&0xffu) * 8)
-#define R_M(r)     ((uintptr_t)((r) >> 11) * 8)
-#define R_BITS     17
-#define R_LIMIT    ((uint64_t)1 << R_BITS)
-#define MAX_K      2040u
-#define MAX_M      504u
-#define IP_LIMIT   ((uintptr_t)1 << (64 - R_BITS)) /* exclusive */
-#define K_EMPTY    0u                              /* learn: busy, not learned now */
-#define K_LAST     (R_SPECIAL | 1u)
-#define K_NO       R_SPECIAL
+ * hash of them, at one AND.
+ * Return address 0 (where libunwind ends a stack) has key 0 and slot 0;
+ * slot 0 is never the all-zero word, which would read as ip 0's RSP + 0
+ * rule: empty, it holds K_NO under key 0 (EMPTY0), so that ip 0 always
+ * takes the slow step, which ends the stack there. Every other empty slot
+ * is 0, never ip's for an ip other than 0. */
+#define R_FROM_BP 0x100u
+#define R_SPECIAL 0x200u
+#define R_M_SHIFT 10
+#define R_K(r)    ((uintptr_t)((r)&0xffu) * 8)
+#define R_M(r)    ((uintptr_t)((r) >> R_M_SHIFT) * 8)
+#define R_BITS    16
+#define R_LIMIT   ((uint64_t)1 << R_BITS)
+#define MAX_K     2040u
+#define MAX_M     504u
+#define IP_LIMIT  ((uintptr_t)1 << (63 - R_BITS)) /* exclusive */
+#define K_EMPTY   0u                              /* learn: busy, not learned now */
+#define K_LAST    (R_SPECIAL | 1u)
+#define K_NO      R_SPECIAL
+#define EMPTY0    ((uint64_t)K_NO) /* slot 0 when empty: see above */
 
 #define SLOTS 4096u /* 32 KiB */
-static uint64_t g_rules[SLOTS];
+static uint64_t g_rules[SLOTS] = {EMPTY0};
 
 static inline uint32_t slot_of(uintptr_t ip) { return (uint32_t)ip & (SLOTS - 1); }
 static inline uint64_t key_of(uintptr_t ip) { return (uint64_t)ip << R_BITS; }
@@ -199,7 +211,7 @@ static uint64_t learn_locked(uintptr_t ip)
     if (bp_slot) {
         if (m < 16 || m > (intptr_t)MAX_M || m % 8 != 0)
             return K_NO;
-        rule |= R_BP_SAVED | (uint64_t)(m / 8) << 11;
+        rule |= (uint64_t)(m / 8) << R_M_SHIFT;
     }
     return rule | (uint64_t)(k / 8);
 }
@@ -220,68 +232,119 @@ static uint64_t learn(uintptr_t ip)
 #define MAX_FRAME ((uintptr_t)1 << 24)
 
 /* The walk's step for what the common case does not cover: a return
- * address outside (0, 2^47), one not learned (learned now), a special
- * rule, an RBP-based CFA. 1: step done (*ipp, *spp, *bpp updated); 0:
- * the stack ends here; -1: libunwind decides. */
-static __attribute__((noinline, no_sanitize_address)) int step_slow(uintptr_t st[3], uint64_t t)
+ * address of 0 or outside (0, 2^47), one not learned (learned now), a
+ * special rule, an RBP-based CFA. r = 1: step done (ip, sp, bp of the
+ * caller); 0: the stack ends here, before ip; 2: it ends at ip; -1:
+ * libunwind decides. The state goes in registers and comes back whole:
+ * as an array (GCC packs its initializer of ip and sp into a vector
+ * register), the walk kept ip and sp in one. */
+typedef struct slow_step {
+    uintptr_t ip, sp, bp;
+    int r;
+} slow_step;
+
+static __attribute__((noinline, no_sanitize_address)) slow_step
+step_slow(uintptr_t ip, uintptr_t sp, uintptr_t bp)
 {
-    uintptr_t ip = st[0], sp = st[1], bp = st[2];
+    if (ip - 1 >= IP_LIMIT - 1) /* libunwind ends a stack at a zero return address too */
+        return (slow_step){ip, sp, bp, ip == 0 ? 0 : -1};
+    uint64_t t = key_of(ip) ^ __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
     if (t >= R_LIMIT) { /* not ip's slot */
         uint64_t r = learn(ip);
         if (r == K_EMPTY)
-            return -1; /* not learned now */
+            return (slow_step){ip, sp, bp, -1}; /* not learned now */
         t = r;
     }
     if (t & R_SPECIAL)
-        return t == K_LAST ? 0 : -1;
+        return (slow_step){ip, sp, bp, t == K_LAST ? 2 : -1};
     uintptr_t cfa = ((t & R_FROM_BP) ? bp : sp) + R_K(t);
     if (cfa - sp - 1 >= MAX_FRAME)
-        return -1; /* callers live above their callees */
-    st[0] = *(const uintptr_t *)(cfa - 8);
-    if (t & R_BP_SAVED)
-        st[2] = *(const uintptr_t *)(cfa - R_M(t));
-    st[1] = cfa;
-    return 1;
+        return (slow_step){ip, sp, bp, -1}; /* callers live above their callees */
+    if (R_M(t) != 0)
+        bp = *(const uintptr_t *)(cfa - R_M(t));
+    return (slow_step){*(const uintptr_t *)(cfa - 8), cfa, bp, 1};
 }
 
-HOOK __attribute__((no_sanitize_address)) int mp_unwind_fast(const mp_unwind_start *from,
-                                                             uintptr_t *pcs, int cap)
+/* Step i of a turn of n steps, inline, out already advanced past the
+ * turn: stores ip at out[i - n] (where it differs from the value there,
+ * noting the difference in `changed`), then either steps an RSP-based
+ * frame (the common case) or leaves the turn with out just past ip (to
+ * `slow`, or returning at the outermost frame). */
+#define FAST_STEP(i, n, slow)                                                                      \
+    do {                                                                                           \
+        if (out[(i) - (n)] != ip) {                                                                \
+            out[(i) - (n)] = ip;                                                                   \
+            changed = true;                                                                        \
+        }                                                                                          \
+        int64_t key;                                                                               \
+        if (__builtin_expect(__builtin_mul_overflow((int64_t)ip, (int64_t)R_LIMIT, &key), 0)) {    \
+            out -= (n) - (i)-1;                                                                    \
+            goto slow;                                                                             \
+        }                                                                                          \
+        uint64_t t = (uint64_t)key ^ __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);     \
+        if (__builtin_expect((t & not_fast) != 0, 0)) {                                            \
+            out -= (n) - (i)-1;                                                                    \
+            if (t == K_LAST) /* learned: the outermost frame (every walk ends at one) */           \
+                RETURN((int)(out - pcs));                                                          \
+            goto slow;                                                                             \
+        }                                                                                          \
+        /* CFA = RSP + k, k in 8..2040: above the frame by construction */                         \
+        sp += R_K(t);                                                                              \
+        ip = *(const uintptr_t *)(sp - 8);                                                         \
+        uint64_t m8 = t >> R_M_SHIFT; /* t < 2^16 here: m / 8, or 0 */                             \
+        if (m8 != 0)                                                                               \
+            bp = ((const uintptr_t *)sp)[-(intptr_t)m8];                                           \
+    } while (0)
+
+#define RETURN(v)                                                                                  \
+    do {                                                                                           \
+        *changedp = changed;                                                                       \
+        return (v);                                                                                \
+    } while (0)
+
+HOOK __attribute__((no_sanitize_address)) int
+mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap, bool *changedp)
 {
+    bool changed = false;
     uintptr_t ip = from->ip, sp = from->sp, bp = from->bp;
-    uintptr_t *out = pcs, *end = pcs + (cap > 0 ? cap : 0);
+    uintptr_t *out = pcs;
+    /* four steps a turn while four slots are left: one bound test per four */
+    uintptr_t n = cap > 0 ? (uintptr_t)cap : 0;
+    uintptr_t end = (uintptr_t)(pcs + n), end4 = n >= 4 ? (uintptr_t)(pcs + n - 3) : 0;
     /* t has a bit here unless the slot is ip's and the rule an RSP-based step */
     const uint64_t not_fast = ~(R_LIMIT - 1) | R_SPECIAL | R_FROM_BP;
-    while (out < end) {
-        if (__builtin_expect(ip - 1 >= IP_LIMIT - 1, 0))
-            return ip == 0 ? (int)(out - pcs) : -1; /* libunwind ends a stack at a zero return
-                                                       address too; no key at or above 2^47 */
-        *out++ = ip;
-        uint64_t t = key_of(ip) ^ __atomic_load_n(&g_rules[slot_of(ip)], __ATOMIC_RELAXED);
-        if (__builtin_expect((t & not_fast) != 0, 0)) {
-            if (t == K_LAST) /* learned: the outermost frame (every walk ends at one) */
-                return (int)(out - pcs);
-            uintptr_t st[3] = {ip, sp, bp}; /* in memory on this path only */
-            int r = step_slow(st, t);
-            if (r <= 0)
-                return r == 0 ? (int)(out - pcs) : -1;
-            ip = st[0];
-            sp = st[1];
-            bp = st[2];
+    for (;;) {
+        if ((uintptr_t)out < end4) {
+            out += 4;
+            FAST_STEP(0, 4, slow);
+            FAST_STEP(1, 4, slow);
+            FAST_STEP(2, 4, slow);
+            FAST_STEP(3, 4, slow);
             continue;
         }
-        /* CFA = RSP + k, k in 8..2040: above the frame by construction */
-        sp += R_K(t);
-        ip = *(const uintptr_t *)(sp - 8);
-        if (t & R_BP_SAVED) /* at CFA - m: the word m / 8 below */
-            bp = ((const uintptr_t *)sp)[-(intptr_t)(t >> 11)];
+        if ((uintptr_t)out >= end)
+            RETURN((int)(out - pcs));
+        out += 1;
+        FAST_STEP(0, 1, slow);
+        continue;
+    slow:; /* ip is stored at out[-1] */
+        slow_step st = step_slow(ip, sp, bp);
+        if (st.r < 0) {
+            *changedp = true;
+            return -1;
+        }
+        if (st.r != 1)
+            RETURN((int)(out - pcs) - (st.r == 0)); /* 0: ip (0) is no frame */
+        ip = st.ip;
+        sp = st.sp;
+        bp = st.bp;
     }
-    return (int)(out - pcs);
 }
 
 void mp_unwind_fast_flush(void)
 {
     for (uint32_t i = 0; i < SLOTS; i++)
-        __atomic_store_n(&g_rules[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_rules[i], i == 0 ? EMPTY0 : 0, __ATOMIC_RELAXED);
 }
 
 /* In a fork child no thread is learning: a buffer taken by a parent's
@@ -293,11 +356,12 @@ void mp_unwind_fast_fork_child(void)
 
 #else
 
-int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap)
+int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap, bool *changed)
 {
     (void)from;
     (void)pcs;
     (void)cap;
+    *changed = true;
     return -1;
 }
 

@@ -4,6 +4,7 @@
 #ifndef MIMPROF_PROFILING_UNWIND_FAST_H
 #define MIMPROF_PROFILING_UNWIND_FAST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The frame a walk starts from: the state of the caller of the function
@@ -27,11 +28,14 @@ typedef struct mp_unwind_start {
  * first) to pcs[0..cap) and returns how many, exactly what libunwind's
  * unw_backtrace gives from that frame; or -1 when a frame on the way has
  * a rule this walk does not handle (the caller then asks libunwind).
+ * *changed: false when each of the n frames returned was already the value
+ * in its slot of pcs (a stack the caller can know as its last one without
+ * comparing it again), true otherwise (always true with -1).
  * x86-64 Linux with libunwind only: elsewhere always -1. Hook safe: no
  * lock waited for, no allocation; a return address seen for the first
  * time costs three libunwind steps of a synthetic frame (learning its
  * rule), every later one a table load and two memory reads. */
-int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap);
+int mp_unwind_fast(const mp_unwind_start *from, uintptr_t *pcs, int cap, bool *changed);
 
 /* Forgets every learned rule (session start; tests). */
 void mp_unwind_fast_flush(void);

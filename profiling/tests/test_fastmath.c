@@ -16,14 +16,20 @@ static uint64_t next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Relative error of -log(k 2^-53); exact zero at k = 2^53. */
+/* Error of -log(k 2^-53) in units of the bound, 5e-14 relative + 4e-16
+ * absolute (fastmath.h): at most 1 passes. */
 static double log_err(uint64_t k)
 {
     double want = -log((double)k * 0x1p-53);
     double got = mp_neg_log_unit(k);
-    if (want == 0)
-        return got == 0 ? 0 : INFINITY;
-    return fabs(got - want) / want;
+    return fabs(got - want) / (5e-14 * want + 4e-16);
+}
+
+static void worst_of(uint64_t k, double *worst, uint64_t *at)
+{
+    double r = log_err(k);
+    if (r > *worst)
+        *worst = r, *at = k;
 }
 
 Test(fastmath, neg_log_unit_matches_libm)
@@ -34,31 +40,43 @@ Test(fastmath, neg_log_unit_matches_libm)
         uint64_t base = (uint64_t)1 << e;
         for (int d = -3; d <= 3; d++) {
             uint64_t k = base + (uint64_t)(int64_t)d;
-            if (k < 1 || k > ((uint64_t)1 << 53))
-                continue;
-            double r = log_err(k);
-            if (r > worst)
-                worst = r, at = k;
+            if (k >= 1 && k <= ((uint64_t)1 << 53))
+                worst_of(k, &worst, &at);
         }
-        /* around sqrt(2) * 2^e, where the reduction switches exponent */
-        uint64_t mid = (uint64_t)((double)base * 1.4142135623730951);
-        for (uint64_t k = mid > 3 ? mid - 3 : 1; k <= mid + 3 && k <= ((uint64_t)1 << 53); k++) {
-            double r = log_err(k);
-            if (r > worst)
-                worst = r, at = k;
+        /* every table entry's edges: the mantissa's top eight bits change */
+        for (uint64_t j = 0; e >= 8 && j < 256; j++) {
+            uint64_t edge = base + (j << (e - 8));
+            for (uint64_t k = edge > 2 ? edge - 2 : 1; k <= edge + 2 && k <= ((uint64_t)1 << 53);
+                 k++)
+                worst_of(k, &worst, &at);
         }
     }
+    /* u just below 1, where the two terms nearly cancel */
+    for (uint64_t d = 0; d < 100000; d++)
+        worst_of(((uint64_t)1 << 53) - d, &worst, &at);
     uint64_t s = 7;
-    for (int i = 0; i < 1000000; i++) {
-        uint64_t k = (next(&s) >> 11) + 1; /* the draw's own input */
-        double r = log_err(k);
-        if (r > worst)
-            worst = r, at = k;
-    }
-    cr_log_info("mp_neg_log_unit: worst relative error %.3g at k = %llu", worst,
+    for (int i = 0; i < 1000000; i++)
+        worst_of((next(&s) >> 11) + 1, &worst, &at); /* the draw's own input */
+    cr_log_info("mp_neg_log_unit: worst error %.3g of the bound at k = %llu", worst,
                 (unsigned long long)at);
-    cr_assert(worst <= 5e-14, "relative error %.3g at k = %llu", worst, (unsigned long long)at);
-    cr_assert_eq(mp_neg_log_unit((uint64_t)1 << 53), 0.0, "u = 1 gives an interval of 0");
+    cr_assert(worst <= 1, "error %.3g of the bound at k = %llu", worst, (unsigned long long)at);
+    /* u = 1 gives a countdown of 0 even at the largest mean (the draw's
+     * conversion truncates toward 0) */
+    cr_assert_eq((int64_t)(mp_neg_log_unit((uint64_t)1 << 53) * 0x1p40), 0);
+}
+
+/* The table's entries are what fastmath.h says they are: inv the double
+ * nearest 1/c (IEEE division rounds once), log within one ulp of
+ * log(1/inv) (libm's log is within one ulp). */
+Test(fastmath, log_table_entries)
+{
+    for (int j = 0; j < 256; j++) {
+        double c = 1.0 + (2.0 * j + 1.0) / 512.0; /* exact */
+        cr_assert_eq(mp_log_table_[j].inv, 1.0 / c, "entry %d: inv", j);
+        double want = -log(mp_log_table_[j].inv);
+        double ulp = nextafter(want, INFINITY) - want;
+        cr_assert_leq(fabs(mp_log_table_[j].log - want), ulp, "entry %d: log", j);
+    }
 }
 
 static double weight_ref(double x) { return -1.0 / expm1(-x); }

@@ -414,3 +414,53 @@ Test(session, report_interval_semantics, .timeout = 60)
     tmi_dealloc(keep, 256, 8);
     mp_profiler_free(p);
 }
+
+/* A thread's last stack is taken without a compare when the walk finds
+ * every frame already in the capture buffer: samples alternating between
+ * two sites of the same depth, and repeating one, keep their own stacks. */
+void *site_left(size_t n);
+__attribute__((noinline)) void *site_left(size_t n)
+{
+    void *q = tmi_alloc(n, 8);
+    TEST_NO_TAIL(q);
+    return q;
+}
+
+void *site_right(size_t n);
+__attribute__((noinline)) void *site_right(size_t n)
+{
+    void *q = tmi_alloc(n, 8);
+    TEST_NO_TAIL(q);
+    return q;
+}
+
+Test(session, alternating_sites_keep_their_stacks, .timeout = 60)
+{
+    observe();
+    mp_prof_config c = test_config(ALWAYS, 8);
+    mp_profiler *p = test_start(&c);
+    void *x[7];
+    const int left[7] = {1, 1, 0, 1, 0, 0, 1}; /* repeats and switches */
+    for (int i = 0; i < 7; i++)
+        x[i] = left[i] ? site_left(64) : site_right(64);
+    tp_profile prof;
+    test_report(p, &prof);
+    int k = tp_type_index(&prof, "inuse_objects");
+    cr_assert_geq(k, 0);
+    int64_t nl = 0, nr = 0;
+    for (size_t i = 0; i < prof.nsamples; i++) {
+        if (tp_label_str(&prof, &prof.samples[i], "__delta__") != NULL)
+            continue;
+        Dl_info info;
+        uint64_t leaf = tp_leaf_address(&prof, &prof.samples[i]);
+        cr_assert(dladdr((void *)(uintptr_t)(leaf - 1), &info) && info.dli_sname != NULL);
+        nl += strcmp(info.dli_sname, "site_left") == 0 ? prof.samples[i].values[k] : 0;
+        nr += strcmp(info.dli_sname, "site_right") == 0 ? prof.samples[i].values[k] : 0;
+    }
+    tp_free(&prof);
+    cr_assert_eq(nl, 4);
+    cr_assert_eq(nr, 3);
+    for (int i = 0; i < 7; i++)
+        tmi_dealloc(x[i], 64, 8);
+    mp_profiler_free(p);
+}

@@ -32,7 +32,8 @@ __attribute__((noinline)) static verdict compare_here(void)
     uintptr_t a[CAP], b[CAP + 1];
     mp_unwind_start from = MP_UNWIND_HERE();
     verdict v;
-    v.fast = mp_unwind_fast(&from, a, CAP);
+    bool changed;
+    v.fast = mp_unwind_fast(&from, a, CAP, &changed);
     int m = unw_backtrace((void **)b, CAP + 1);
     v.ub = m - 1;
     v.same = v.fast == v.ub && memcmp(a, b + 1, (size_t)v.ub * sizeof a[0]) == 0;
@@ -202,4 +203,111 @@ Test(unwind_fast, flush_relearns)
     expect_same(vla(4), "before the flush");
     mp_unwind_fast_flush();
     expect_same(vla(4), "after the flush");
+}
+
+/* The walk at every buffer size from 0 to past the stack's depth: the
+ * walk takes four frames a turn while four slots are left, one a turn
+ * after that, so each cap mod 4 ends in a different place; each must be
+ * the full walk's prefix. */
+__attribute__((noinline)) static void walk_every_cap(int *bad_cap)
+{
+    uintptr_t full[CAP], part[CAP];
+    mp_unwind_start from = MP_UNWIND_HERE();
+    bool changed;
+    int n = mp_unwind_fast(&from, full, CAP, &changed);
+    *bad_cap = n < 0 ? -2 : -1;
+    for (int cap = 0; n >= 0 && cap <= n + 2 && cap <= CAP; cap++) {
+        int m = mp_unwind_fast(&from, part, cap, &changed);
+        int want = cap < n ? cap : n;
+        if (m != want || memcmp(part, full, (size_t)want * sizeof full[0]) != 0) {
+            *bad_cap = cap;
+            return;
+        }
+    }
+}
+
+__attribute__((noinline)) static void caps_at(int d, int *bad_cap)
+{
+    volatile int x = d;
+    if (d == 0)
+        walk_every_cap(bad_cap);
+    else
+        caps_at(d - 1, bad_cap);
+    x++;
+}
+
+Test(unwind_fast, every_cap_a_prefix)
+{
+    for (int d = 0; d < 4; d++) {
+        int bad = 0;
+        caps_at(d, &bad);
+        cr_assert_neq(bad, -2, "depth %d: the fast walk declined", d);
+        cr_assert_eq(bad, -1, "depth %d: cap %d is not the full walk's prefix", d, bad);
+    }
+}
+
+/* Return addresses no stack of this process holds: 0 ends the stack (as
+ * in libunwind), and addresses at or above 2^47 or negative (garbage
+ * read as a return address) are never stepped by a learned rule, even
+ * one whose slot and key bits they share. */
+__attribute__((noinline)) static mp_unwind_start learned_start(void)
+{
+    uintptr_t pcs[CAP];
+    mp_unwind_start from = MP_UNWIND_HERE();
+    bool changed;
+    cr_assert_gt(mp_unwind_fast(&from, pcs, CAP, &changed), 0); /* its rules are learned now */
+    return from;
+}
+
+Test(unwind_fast, impossible_return_addresses)
+{
+    uintptr_t pcs[CAP];
+    bool changed;
+    mp_unwind_start from = learned_start();
+    uintptr_t ip = from.ip;
+    cr_assert_lt(ip, (uintptr_t)1 << 47);
+    mp_unwind_start bad = from;
+    bad.ip = 0;
+    cr_assert_eq(mp_unwind_fast(&bad, pcs, CAP, &changed), 0,
+                 "a zero return address ends the stack");
+    const uintptr_t aliases[] = {
+        ip + ((uintptr_t)1 << 47),      /* the first address the signed key overflows on */
+        ip + ((uintptr_t)1 << 48),      /* the same key bits as ip once shifted by 16 */
+        ip | ((uintptr_t)0xffff << 48), /* negative, above -2^47 */
+        ip | ((uintptr_t)1 << 63),      /* negative, below -2^47 */
+        ~(uintptr_t)0,                  /* -1 */
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        bad.ip = aliases[i];
+        cr_assert_eq(mp_unwind_fast(&bad, pcs, CAP, &changed), -1, "return address %#lx: stepped",
+                     (unsigned long)aliases[i]);
+    }
+    cr_assert_gt(mp_unwind_fast(&from, pcs, CAP, &changed), 0, "the real address still walks");
+}
+
+/* *changed: false exactly when every frame the walk returns was already
+ * in its slot (the sampler then takes its last stack without comparing). */
+__attribute__((noinline)) static void walk_twice(int *n, bool changed[4], uintptr_t *buf,
+                                                 uintptr_t *ref)
+{
+    mp_unwind_start from = MP_UNWIND_HERE();
+    *n = mp_unwind_fast(&from, ref, CAP, &changed[0]); /* the reference, into a buffer of its own */
+    memset(buf, 0, CAP * sizeof *buf);
+    (void)mp_unwind_fast(&from, buf, CAP, &changed[1]); /* a buffer of zeros */
+    (void)mp_unwind_fast(&from, buf, CAP, &changed[2]); /* the same walk again */
+    buf[*n / 2] ^= 16;                                  /* one frame differs */
+    (void)mp_unwind_fast(&from, buf, CAP, &changed[3]);
+}
+
+Test(unwind_fast, changed_says_whether_the_buffer_held_the_stack)
+{
+    uintptr_t buf[CAP], ref[CAP];
+    bool changed[4];
+    int n;
+    walk_twice(&n, changed, buf, ref);
+    cr_assert_gt(n, 2);
+    cr_assert(changed[1], "a buffer of zeros held no frame");
+    cr_assert_not(changed[2], "the same stack in the same buffer: unchanged");
+    cr_assert(changed[3], "one frame differed");
+    cr_assert_arr_eq(buf, ref, (size_t)n * sizeof *buf, "the walk repairs the buffer");
 }

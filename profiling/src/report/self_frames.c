@@ -46,6 +46,13 @@ static _Atomic uintptr_t g_lo = UINTPTR_MAX;
 static _Atomic uintptr_t g_hi;
 static _Atomic uint64_t g_dropped; /* registrations that found no slot */
 static _Atomic bool g_static;      /* profiler code is in the main executable */
+_Atomic uint64_t mp_self_frames_version_ = 1;
+
+/* After a change is visible: readers of the new version see it. */
+static void bump_version(void)
+{
+    atomic_fetch_add_explicit(&mp_self_frames_version_, 1, memory_order_release);
+}
 
 static bool have_range(uintptr_t start, uintptr_t end)
 {
@@ -80,6 +87,7 @@ static void add_range(uintptr_t start, uintptr_t end, int hook)
     atomic_store_explicit(&g_ranges[i].start, start, memory_order_relaxed);
     atomic_store_explicit(&g_ranges[i].hook, hook, memory_order_relaxed);
     atomic_store_explicit(&g_ranges[i].end, end, memory_order_release);
+    bump_version();
 }
 
 void mp_self_frames_register(uintptr_t start, uintptr_t end) { add_range(start, end, 1); }
@@ -105,8 +113,9 @@ static bool add_object_of(uintptr_t addr)
 
 void mp_self_frames_init(void)
 {
-    if (add_object_of((uintptr_t)&mp_self_frames_init))
-        atomic_store_explicit(&g_static, true, memory_order_release);
+    if (add_object_of((uintptr_t)&mp_self_frames_init) &&
+        !atomic_exchange_explicit(&g_static, true, memory_order_acq_rel))
+        bump_version();
     /* libunwind, when it is its own object (statically linked into the
      * profiler's object it is already covered). Found by address: its
      * exported entry points, whichever this build has. */

@@ -12,8 +12,6 @@
 /* Static linking: how deep a hook frame is looked for (see self_frames.c). */
 #define MP_SELF_SCAN_FRAMES 32
 
-/* True when the profiler's code was found in the main executable. */
-bool mp_self_frames_static_mode(void);
 /* Copies up to `cap` published ranges; returns how many. */
 size_t mp_self_frames_ranges(uintptr_t *starts, uintptr_t *ends, int *hooks, size_t cap);
 /* Registrations that found the table full. */
