@@ -37,8 +37,10 @@
 
 #include <mimprof/image.h>
 
+#include "hash.h"
 #include "heap_image_schema.h"
 #include "heap_image_write.h"
+#include "index.h"
 #include "internal.h"
 #include "peak.h"
 #include "platform/platform.h"
@@ -48,76 +50,54 @@
 
 /* ------------------------------------------------------------ pointer map */
 
+typedef struct pmap_pair {
+    const void *k;
+    size_t v;
+} pmap_pair;
+
+/* Invariant: e[0 .. n) are the pairs in insertion order, each in ix. */
 typedef struct pmap {
-    const void **k;
-    size_t *v;
-    size_t cap, n;
+    pmap_pair *e;
+    size_t n, cap;
+    mp_index ix;
 } pmap;
 
-static size_t pmix(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(x ^ (x >> 29));
-}
-
-static bool pmap_grow(pmap *m)
-{
-    size_t nc = m->cap ? m->cap * 2 : 256;
-    const void **k = calloc(nc, sizeof *k);
-    size_t *v = malloc(nc * sizeof *v);
-    if (k == NULL || v == NULL) {
-        free(k);
-        free(v);
-        return false;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->k[i] == NULL)
-            continue;
-        size_t j = pmix(m->k[i]) & (nc - 1);
-        while (k[j] != NULL)
-            j = (j + 1) & (nc - 1);
-        k[j] = m->k[i];
-        v[j] = m->v[i];
-    }
-    free(m->k);
-    free(m->v);
-    m->k = k;
-    m->v = v;
-    m->cap = nc;
-    return true;
-}
-
 /* The value slot of key p, inserted with `fresh` when absent; NULL on
- * out-of-memory. *added says whether it was inserted. */
+ * out-of-memory. *added says whether it was inserted. The slot is valid
+ * until the next insertion. */
 static size_t *pmap_put(pmap *m, const void *p, size_t fresh, bool *added)
 {
-    if ((m->n + 1) * 2 > m->cap && !pmap_grow(m))
+    *added = false;
+    if (!mp_index_reserve(&m->ix))
         return NULL;
-    size_t j = pmix(p) & (m->cap - 1);
-    while (m->k[j] != NULL && m->k[j] != p)
-        j = (j + 1) & (m->cap - 1);
-    *added = m->k[j] == NULL;
-    if (*added) {
-        m->k[j] = p;
-        m->v[j] = fresh;
-        m->n++;
-    }
-    return &m->v[j];
+    mp_index_probe pr = mp_index_start(&m->ix, mp_hash_ptr((uintptr_t)p));
+    uint32_t i;
+    while (mp_index_next(&pr, &i))
+        if (m->e[i].k == p)
+            return &m->e[i].v;
+    if (!mp_array_reserve((void **)&m->e, &m->cap, m->n + 1, sizeof *m->e))
+        return NULL;
+    m->e[m->n] = (pmap_pair){p, fresh};
+    mp_index_put(&m->ix, &pr, (uint32_t)m->n);
+    *added = true;
+    return &m->e[m->n++].v;
 }
 
 /* The value of a key that is present. */
 static size_t pmap_get(const pmap *m, const void *p)
 {
-    size_t j = pmix(p) & (m->cap - 1);
-    while (m->k[j] != p)
-        j = (j + 1) & (m->cap - 1);
-    return m->v[j];
+    mp_index_probe pr = mp_index_start(&m->ix, mp_hash_ptr((uintptr_t)p));
+    uint32_t i = 0;
+    while (mp_index_next(&pr, &i))
+        if (m->e[i].k == p)
+            break;
+    return m->e[i].v;
 }
 
 static void pmap_free(pmap *m)
 {
-    free(m->k);
-    free(m->v);
+    free(m->e);
+    mp_index_free(&m->ix);
     *m = (pmap){0};
 }
 
@@ -347,10 +327,8 @@ static mp_img_word *peak_sums(builder *b, const snap *sn)
     if (list == NULL)
         return NULL;
     size_t n = 0; /* every entry has live sums: peak.c adds nothing else */
-    for (size_t i = 0; i < sn->peak.cap; i++) {
+    for (size_t i = 0; i < sn->peak.count; i++) {
         const mp_agg_entry *e = &sn->peak.e[i];
-        if (e->stack == NULL)
-            continue;
         mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_INTERVAL_UNITS);
         if (o == NULL || (o[0] = (mp_img_word)stack_object(b, e->stack)) == 0)
             return NULL;
