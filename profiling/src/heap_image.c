@@ -411,24 +411,7 @@ static bool build(builder *b, const mp_profiler *p, const snap *sn)
     c[MP_HIMG_CFG_SYMBOLIZE] = (mp_img_word)p->cfg.symbolize;
     c[MP_HIMG_CFG_OVERFLOW] = p->cfg.overflow_stacks;
     c[MP_HIMG_CFG_REPORT_MAX] = p->cfg.report_max_records;
-    const mp_prof_stats *s = &sn->counters;
-    k[MP_HIMG_CTR_TAKEN] = s->samples_taken;
-    k[MP_HIMG_CTR_REPORTED] = s->samples_reported;
-    k[MP_HIMG_CTR_DROPPED_REGISTRATION] = s->dropped_registration;
-    k[MP_HIMG_CTR_DROPPED_TEARDOWN] = s->dropped_teardown;
-    k[MP_HIMG_CTR_DROPPED_OVERFLOW_FULL] = s->dropped_overflow_full;
-    k[MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL] = s->dropped_live_table_full;
-    k[MP_HIMG_CTR_RING_RECORDS] = s->ring_records;
-    k[MP_HIMG_CTR_OVERFLOW_RECORDS] = s->overflow_records;
-    k[MP_HIMG_CTR_LIVE_SAMPLES] = s->live_samples;
-    k[MP_HIMG_CTR_REGISTERED_THREADS] = s->registered_threads;
-    k[MP_HIMG_CTR_LAST_REPORT_NANOS] = s->last_report_nanos;
-    k[MP_HIMG_CTR_SYMBOL_BYTES] = s->symbol_bytes;
-    k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY] = (mp_img_word)(intptr_t)s->last_symbol_quality;
-    k[MP_HIMG_CTR_RECORDS_DISCARDED] = s->records_discarded;
-    k[MP_HIMG_CTR_STACKS] = s->stacks;
-    k[MP_HIMG_CTR_ACTIVE] = s->active;
-    k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] = s->allocator_observed;
+    mp_himg_counters_put(k, &sn->counters);
 
     return root(b, MP_HIMG_ROOT_META, meta) && root(b, MP_HIMG_ROOT_CONFIG, cfg) &&
            root(b, MP_HIMG_ROOT_COUNTERS, ctr) && root(b, MP_HIMG_ROOT_MAPPINGS, maps) &&

@@ -498,24 +498,7 @@ static bool read_config(rd *r)
         c[MP_HIMG_CFG_MAX_DEPTH] < 1 || c[MP_HIMG_CFG_MAX_DEPTH] > MP_HIMG_MAX_DEPTH ||
         c[MP_HIMG_CFG_SYMBOLIZE] > MP_PROF_SYMBOLIZE_LINES)
         return fail(r->err, r->errlen, "the session configuration is out of range"), false;
-    mp_prof_stats *s = &img->counters;
-    s->samples_taken = k[MP_HIMG_CTR_TAKEN];
-    s->samples_reported = k[MP_HIMG_CTR_REPORTED];
-    s->dropped_registration = k[MP_HIMG_CTR_DROPPED_REGISTRATION];
-    s->dropped_teardown = k[MP_HIMG_CTR_DROPPED_TEARDOWN];
-    s->dropped_overflow_full = k[MP_HIMG_CTR_DROPPED_OVERFLOW_FULL];
-    s->dropped_live_table_full = k[MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL];
-    s->ring_records = k[MP_HIMG_CTR_RING_RECORDS];
-    s->overflow_records = k[MP_HIMG_CTR_OVERFLOW_RECORDS];
-    s->live_samples = k[MP_HIMG_CTR_LIVE_SAMPLES];
-    s->registered_threads = k[MP_HIMG_CTR_REGISTERED_THREADS];
-    s->last_report_nanos = k[MP_HIMG_CTR_LAST_REPORT_NANOS];
-    s->symbol_bytes = k[MP_HIMG_CTR_SYMBOL_BYTES];
-    s->last_symbol_quality = (int)(intptr_t)k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY];
-    s->records_discarded = k[MP_HIMG_CTR_RECORDS_DISCARDED];
-    s->stacks = k[MP_HIMG_CTR_STACKS];
-    s->active = k[MP_HIMG_CTR_ACTIVE] != 0;
-    s->allocator_observed = k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] != 0;
+    mp_himg_counters_get(&img->counters, k);
 
     void *o;
     bool bad = true;
