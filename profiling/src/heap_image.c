@@ -83,17 +83,6 @@ static size_t *pmap_put(pmap *m, const void *p, size_t fresh, bool *added)
     return &m->e[m->n++].v;
 }
 
-/* The value of a key that is present. */
-static size_t pmap_get(const pmap *m, const void *p)
-{
-    mp_index_probe pr = mp_index_start(&m->ix, mp_hash_ptr((uintptr_t)p));
-    uint32_t i = 0;
-    while (mp_index_next(&pr, &i))
-        if (m->e[i].k == p)
-            break;
-    return m->e[i].v;
-}
-
 static void pmap_free(pmap *m)
 {
     free(m->e);
@@ -136,15 +125,9 @@ static void on_peek(void *ctx, const mp_stack *stack, double objects, double byt
         return;
     }
     if (added) {
-        if (sn->nivl == sn->ivl_cap) {
-            size_t nc = sn->ivl_cap ? sn->ivl_cap * 2 : 64;
-            ivl *v = realloc(sn->ivl, nc * sizeof *v);
-            if (v == NULL) {
-                sn->oom = true;
-                return;
-            }
-            sn->ivl = v;
-            sn->ivl_cap = nc;
+        if (!mp_array_reserve((void **)&sn->ivl, &sn->ivl_cap, sn->nivl + 1, sizeof *sn->ivl)) {
+            sn->oom = true;
+            return;
         }
         sn->ivl[sn->nivl++] = (ivl){stack, 0, 0, 0};
     }
@@ -265,7 +248,8 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
     pmap group_of = {0};
     size_t *count = NULL, *fill = NULL, ngroups = 0, cap = 0;
     mp_img_word **words = NULL, *list = NULL;
-    bool ok = true;
+    uint32_t *group = malloc((sn->nlive ? sn->nlive : 1) * sizeof *group); /* of each sample */
+    bool ok = group != NULL;
     for (size_t i = 0; i < sn->nlive && ok; i++) {
         bool added;
         size_t *g = pmap_put(&group_of, sn->live[i].stack, ngroups, &added);
@@ -274,18 +258,14 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
             break;
         }
         if (added) {
-            if (ngroups == cap) {
-                cap = cap ? cap * 2 : 64;
-                size_t *c = realloc(count, cap * sizeof *c);
-                if (c == NULL) {
-                    ok = false;
-                    break;
-                }
-                count = c;
+            if (!mp_array_reserve((void **)&count, &cap, ngroups + 1, sizeof *count)) {
+                ok = false;
+                break;
             }
             count[ngroups++] = 0;
         }
         count[*g]++;
+        group[i] = (uint32_t)*g;
     }
     if (ok)
         ok = (list = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + ngroups)) != NULL &&
@@ -293,7 +273,7 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
              (fill = calloc(ngroups ? ngroups : 1, sizeof *fill)) != NULL;
     for (size_t i = 0; i < sn->nlive && ok; i++) {
         const mp_live_sample *l = &sn->live[i];
-        size_t g = pmap_get(&group_of, l->stack);
+        size_t g = group[i];
         if (words[g] == NULL) {
             mp_img_word *grp = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_LIVE], MP_HIMG_LIVE_UNITS);
             words[g] =
@@ -313,6 +293,7 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
         w[3] = sn->snapshot_mono > l->born ? sn->snapshot_mono - l->born : 0;
     }
     pmap_free(&group_of);
+    free(group);
     free(count);
     free(fill);
     free(words);

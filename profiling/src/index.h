@@ -57,11 +57,11 @@ typedef struct mp_index {
  * used. */
 #define MP_INDEX_MAX_VALUES ((size_t)1 << 31)
 
-/* Where a lookup stands: the next slot to look at and the hash's tag. */
+/* Where a lookup stands: the next slot to look at and the hash. */
 typedef struct mp_index_probe {
     const uint64_t *slots;
     size_t at, mask;
-    uint64_t tag;
+    uint64_t hash;
 } mp_index_probe;
 
 /* Grows the index (doubling, from 256 slots) to room for `more` values
@@ -90,7 +90,7 @@ static inline mp_index_probe mp_index_start(const mp_index *ix, uint64_t hash)
     if (ix->cap == 0)
         return (mp_index_probe){&mp_index_no_slot, 0, 0, 0};
     size_t mask = ix->cap - 1;
-    return (mp_index_probe){ix->slots, (size_t)(hash >> ix->shift), mask, hash & MP_INDEX_TAG};
+    return (mp_index_probe){ix->slots, (size_t)(hash >> ix->shift), mask, hash};
 }
 
 /* The next candidate of the lookup (a value whose hash has the same top
@@ -100,7 +100,7 @@ static inline bool mp_index_next(mp_index_probe *p, uint32_t *value)
 {
     for (uint64_t e; (e = p->slots[p->at]) != 0;) {
         p->at = (p->at + 1) & p->mask;
-        if ((e & MP_INDEX_TAG) == p->tag) {
+        if (((e ^ p->hash) >> 32) == 0) { /* the tags agree */
             *value = (uint32_t)e - 1;
             return true;
         }
@@ -113,7 +113,7 @@ static inline bool mp_index_next(mp_index_probe *p, uint32_t *value)
  * value, and nothing was put or grown since the lookup started. */
 static inline void mp_index_put(mp_index *ix, const mp_index_probe *p, uint32_t value)
 {
-    ix->slots[p->at] = p->tag | ((uint64_t)value + 1);
+    ix->slots[p->at] = (p->hash & MP_INDEX_TAG) | ((uint64_t)value + 1);
     ix->n++;
 }
 
