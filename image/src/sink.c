@@ -5,35 +5,20 @@
 #include "sink.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define SINK_CAP ((size_t)1 << 20)
 
-int img_write_all(int fd, const void *data, size_t len)
+/* All of data out, retrying short and interrupted writes: at the file
+ * offset `offset` (pwrite) when `at` is set, else at the current one. */
+static int put_all(int fd, const void *data, size_t len, bool at, uint64_t offset)
 {
     const unsigned char *p = data;
     while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        if (n == 0)
-            return EIO;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int img_pwrite_all(int fd, const void *data, size_t len, uint64_t offset)
-{
-    const unsigned char *p = data;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)offset);
+        ssize_t n = at ? pwrite(fd, p, len, (off_t)offset) : write(fd, p, len);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -46,6 +31,13 @@ int img_pwrite_all(int fd, const void *data, size_t len, uint64_t offset)
         offset += (uint64_t)n;
     }
     return 0;
+}
+
+int img_write_all(int fd, const void *data, size_t len) { return put_all(fd, data, len, false, 0); }
+
+int img_pwrite_all(int fd, const void *data, size_t len, uint64_t offset)
+{
+    return put_all(fd, data, len, true, offset);
 }
 
 int img_sink_open(struct img_sink *s, int fd, uint64_t hash_from)

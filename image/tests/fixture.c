@@ -343,18 +343,24 @@ static int same_object(struct iso *s, const mp_img_word *a, const mp_img_word *b
     return 1;
 }
 
+/* Compares the queued pairs (while `ok`) and frees the comparison. */
+static int drain(struct iso *s, int ok)
+{
+    for (size_t i = 0; ok && i < s->n; i += 2)
+        ok = same_object(s, s->queue[i], s->queue[i + 1]);
+    img_map_free(&s->ab);
+    img_map_free(&s->ba);
+    free(s->queue);
+    return ok;
+}
+
 int fx_iso(const mp_img_heap *ha, const void *a, const mp_img_heap *hb, const void *b,
            char why[256])
 {
     struct iso s = {.ha = ha, .hb = hb, .why = why};
     why[0] = '\0';
     int ok = pair(&s, a, b, "root");
-    for (size_t i = 0; ok && i < s.n; i += 2)
-        ok = same_object(&s, s.queue[i], s.queue[i + 1]);
-    img_map_free(&s.ab);
-    img_map_free(&s.ba);
-    free(s.queue);
-    return ok;
+    return drain(&s, ok);
 }
 
 int fx_iso_roots(const mp_img_heap *ha, const mp_img_heap *hb, char why[256])
@@ -377,10 +383,5 @@ int fx_iso_roots(const mp_img_heap *ha, const mp_img_heap *hb, char why[256])
             ok = pair(&s, a, b, na);
         }
     }
-    for (size_t i = 0; ok && i < s.n; i += 2)
-        ok = same_object(&s, s.queue[i], s.queue[i + 1]);
-    img_map_free(&s.ab);
-    img_map_free(&s.ba);
-    free(s.queue);
-    return ok;
+    return drain(&s, ok);
 }

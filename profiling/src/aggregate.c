@@ -5,31 +5,24 @@
 #include <stdlib.h>
 
 #include "aggregate.h"
+#include "hash.h"
 
-static size_t slot_of(const mp_stack *s, unsigned bucket, size_t cap)
+/* The entry of (s, bucket), made on first sight; NULL on out-of-memory. */
+static mp_agg_entry *entry_of(mp_agg *a, const mp_stack *s, unsigned bucket)
 {
-    uint64_t x = ((uint64_t)(uintptr_t)s ^ bucket) * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(x >> 20) & (cap - 1);
-}
-
-static bool grow(mp_agg *a)
-{
-    size_t ncap = a->cap ? a->cap * 2 : 256;
-    mp_agg_entry *n = calloc(ncap, sizeof *n);
-    if (n == NULL)
-        return false;
-    for (size_t i = 0; i < a->cap; i++) {
-        if (a->e[i].stack == NULL)
-            continue;
-        size_t k = slot_of(a->e[i].stack, a->e[i].bucket, ncap);
-        while (n[k].stack != NULL)
-            k = (k + 1) & (ncap - 1);
-        n[k] = a->e[i];
-    }
-    free(a->e);
-    a->e = n;
-    a->cap = ncap;
-    return true;
+    if (!mp_index_reserve(&a->ix))
+        return NULL;
+    mp_index_probe p = mp_index_start(&a->ix, mp_hash_ptr((uintptr_t)s ^ bucket));
+    uint32_t i;
+    while (mp_index_next(&p, &i))
+        if (a->e[i].stack == s && a->e[i].bucket == bucket)
+            return &a->e[i];
+    if (!mp_array_reserve((void **)&a->e, &a->e_cap, a->count + 1, sizeof *a->e))
+        return NULL;
+    mp_agg_entry *e = &a->e[a->count];
+    *e = (mp_agg_entry){.stack = s, .bucket = bucket};
+    mp_index_put(&a->ix, &p, (uint32_t)a->count++);
+    return e;
 }
 
 bool mp_agg_add(mp_agg *a, const mp_stack *s, bool live, unsigned bucket, double objects,
@@ -37,18 +30,10 @@ bool mp_agg_add(mp_agg *a, const mp_stack *s, bool live, unsigned bucket, double
 {
     if (!live)
         bucket = MP_AGE_NONE;
-    if ((a->count + 1) * 2 > a->cap && !grow(a)) {
+    mp_agg_entry *e = entry_of(a, s, bucket);
+    if (e == NULL) {
         a->oom = true;
         return false;
-    }
-    size_t k = slot_of(s, bucket, a->cap);
-    while (a->e[k].stack != NULL && (a->e[k].stack != s || a->e[k].bucket != bucket))
-        k = (k + 1) & (a->cap - 1);
-    mp_agg_entry *e = &a->e[k];
-    if (e->stack == NULL) {
-        e->stack = s;
-        e->bucket = bucket;
-        a->count++;
     }
     if (live) {
         e->v[MP_VAL_INUSE_OBJECTS] += objects;
@@ -65,5 +50,6 @@ bool mp_agg_add(mp_agg *a, const mp_stack *s, bool live, unsigned bucket, double
 void mp_agg_free(mp_agg *a)
 {
     free(a->e);
+    mp_index_free(&a->ix);
     *a = (mp_agg){0};
 }

@@ -37,8 +37,10 @@
 
 #include <mimprof/image.h>
 
+#include "hash.h"
 #include "heap_image_schema.h"
 #include "heap_image_write.h"
+#include "index.h"
 #include "internal.h"
 #include "peak.h"
 #include "platform/platform.h"
@@ -48,76 +50,43 @@
 
 /* ------------------------------------------------------------ pointer map */
 
+typedef struct pmap_pair {
+    const void *k;
+    size_t v;
+} pmap_pair;
+
+/* Invariant: e[0 .. n) are the pairs in insertion order, each in ix. */
 typedef struct pmap {
-    const void **k;
-    size_t *v;
-    size_t cap, n;
+    pmap_pair *e;
+    size_t n, cap;
+    mp_index ix;
 } pmap;
 
-static size_t pmix(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(x ^ (x >> 29));
-}
-
-static bool pmap_grow(pmap *m)
-{
-    size_t nc = m->cap ? m->cap * 2 : 256;
-    const void **k = calloc(nc, sizeof *k);
-    size_t *v = malloc(nc * sizeof *v);
-    if (k == NULL || v == NULL) {
-        free(k);
-        free(v);
-        return false;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->k[i] == NULL)
-            continue;
-        size_t j = pmix(m->k[i]) & (nc - 1);
-        while (k[j] != NULL)
-            j = (j + 1) & (nc - 1);
-        k[j] = m->k[i];
-        v[j] = m->v[i];
-    }
-    free(m->k);
-    free(m->v);
-    m->k = k;
-    m->v = v;
-    m->cap = nc;
-    return true;
-}
-
 /* The value slot of key p, inserted with `fresh` when absent; NULL on
- * out-of-memory. *added says whether it was inserted. */
+ * out-of-memory. *added says whether it was inserted. The slot is valid
+ * until the next insertion. */
 static size_t *pmap_put(pmap *m, const void *p, size_t fresh, bool *added)
 {
-    if ((m->n + 1) * 2 > m->cap && !pmap_grow(m))
+    *added = false;
+    if (!mp_index_reserve(&m->ix))
         return NULL;
-    size_t j = pmix(p) & (m->cap - 1);
-    while (m->k[j] != NULL && m->k[j] != p)
-        j = (j + 1) & (m->cap - 1);
-    *added = m->k[j] == NULL;
-    if (*added) {
-        m->k[j] = p;
-        m->v[j] = fresh;
-        m->n++;
-    }
-    return &m->v[j];
-}
-
-/* The value of a key that is present. */
-static size_t pmap_get(const pmap *m, const void *p)
-{
-    size_t j = pmix(p) & (m->cap - 1);
-    while (m->k[j] != p)
-        j = (j + 1) & (m->cap - 1);
-    return m->v[j];
+    mp_index_probe pr = mp_index_start(&m->ix, mp_hash_ptr((uintptr_t)p));
+    uint32_t i;
+    while (mp_index_next(&pr, &i))
+        if (m->e[i].k == p)
+            return &m->e[i].v;
+    if (!mp_array_reserve((void **)&m->e, &m->cap, m->n + 1, sizeof *m->e))
+        return NULL;
+    m->e[m->n] = (pmap_pair){p, fresh};
+    mp_index_put(&m->ix, &pr, (uint32_t)m->n);
+    *added = true;
+    return &m->e[m->n++].v;
 }
 
 static void pmap_free(pmap *m)
 {
-    free(m->k);
-    free(m->v);
+    free(m->e);
+    mp_index_free(&m->ix);
     *m = (pmap){0};
 }
 
@@ -156,15 +125,9 @@ static void on_peek(void *ctx, const mp_stack *stack, double objects, double byt
         return;
     }
     if (added) {
-        if (sn->nivl == sn->ivl_cap) {
-            size_t nc = sn->ivl_cap ? sn->ivl_cap * 2 : 64;
-            ivl *v = realloc(sn->ivl, nc * sizeof *v);
-            if (v == NULL) {
-                sn->oom = true;
-                return;
-            }
-            sn->ivl = v;
-            sn->ivl_cap = nc;
+        if (!mp_array_reserve((void **)&sn->ivl, &sn->ivl_cap, sn->nivl + 1, sizeof *sn->ivl)) {
+            sn->oom = true;
+            return;
         }
         sn->ivl[sn->nivl++] = (ivl){stack, 0, 0, 0};
     }
@@ -285,7 +248,8 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
     pmap group_of = {0};
     size_t *count = NULL, *fill = NULL, ngroups = 0, cap = 0;
     mp_img_word **words = NULL, *list = NULL;
-    bool ok = true;
+    uint32_t *group = malloc((sn->nlive ? sn->nlive : 1) * sizeof *group); /* of each sample */
+    bool ok = group != NULL;
     for (size_t i = 0; i < sn->nlive && ok; i++) {
         bool added;
         size_t *g = pmap_put(&group_of, sn->live[i].stack, ngroups, &added);
@@ -294,18 +258,14 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
             break;
         }
         if (added) {
-            if (ngroups == cap) {
-                cap = cap ? cap * 2 : 64;
-                size_t *c = realloc(count, cap * sizeof *c);
-                if (c == NULL) {
-                    ok = false;
-                    break;
-                }
-                count = c;
+            if (!mp_array_reserve((void **)&count, &cap, ngroups + 1, sizeof *count)) {
+                ok = false;
+                break;
             }
             count[ngroups++] = 0;
         }
         count[*g]++;
+        group[i] = (uint32_t)*g;
     }
     if (ok)
         ok = (list = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_REFS], 1 + ngroups)) != NULL &&
@@ -313,7 +273,7 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
              (fill = calloc(ngroups ? ngroups : 1, sizeof *fill)) != NULL;
     for (size_t i = 0; i < sn->nlive && ok; i++) {
         const mp_live_sample *l = &sn->live[i];
-        size_t g = pmap_get(&group_of, l->stack);
+        size_t g = group[i];
         if (words[g] == NULL) {
             mp_img_word *grp = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_LIVE], MP_HIMG_LIVE_UNITS);
             words[g] =
@@ -333,6 +293,7 @@ static mp_img_word *live_groups(builder *b, const snap *sn)
         w[3] = sn->snapshot_mono > l->born ? sn->snapshot_mono - l->born : 0;
     }
     pmap_free(&group_of);
+    free(group);
     free(count);
     free(fill);
     free(words);
@@ -347,10 +308,8 @@ static mp_img_word *peak_sums(builder *b, const snap *sn)
     if (list == NULL)
         return NULL;
     size_t n = 0; /* every entry has live sums: peak.c adds nothing else */
-    for (size_t i = 0; i < sn->peak.cap; i++) {
+    for (size_t i = 0; i < sn->peak.count; i++) {
         const mp_agg_entry *e = &sn->peak.e[i];
-        if (e->stack == NULL)
-            continue;
         mp_img_word *o = mp_img_alloc(b->h, b->T->t[MP_HIMG_T_INTERVAL], MP_HIMG_INTERVAL_UNITS);
         if (o == NULL || (o[0] = (mp_img_word)stack_object(b, e->stack)) == 0)
             return NULL;
@@ -433,24 +392,7 @@ static bool build(builder *b, const mp_profiler *p, const snap *sn)
     c[MP_HIMG_CFG_SYMBOLIZE] = (mp_img_word)p->cfg.symbolize;
     c[MP_HIMG_CFG_OVERFLOW] = p->cfg.overflow_stacks;
     c[MP_HIMG_CFG_REPORT_MAX] = p->cfg.report_max_records;
-    const mp_prof_stats *s = &sn->counters;
-    k[MP_HIMG_CTR_TAKEN] = s->samples_taken;
-    k[MP_HIMG_CTR_REPORTED] = s->samples_reported;
-    k[MP_HIMG_CTR_DROPPED_REGISTRATION] = s->dropped_registration;
-    k[MP_HIMG_CTR_DROPPED_TEARDOWN] = s->dropped_teardown;
-    k[MP_HIMG_CTR_DROPPED_OVERFLOW_FULL] = s->dropped_overflow_full;
-    k[MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL] = s->dropped_live_table_full;
-    k[MP_HIMG_CTR_RING_RECORDS] = s->ring_records;
-    k[MP_HIMG_CTR_OVERFLOW_RECORDS] = s->overflow_records;
-    k[MP_HIMG_CTR_LIVE_SAMPLES] = s->live_samples;
-    k[MP_HIMG_CTR_REGISTERED_THREADS] = s->registered_threads;
-    k[MP_HIMG_CTR_LAST_REPORT_NANOS] = s->last_report_nanos;
-    k[MP_HIMG_CTR_SYMBOL_BYTES] = s->symbol_bytes;
-    k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY] = (mp_img_word)(intptr_t)s->last_symbol_quality;
-    k[MP_HIMG_CTR_RECORDS_DISCARDED] = s->records_discarded;
-    k[MP_HIMG_CTR_STACKS] = s->stacks;
-    k[MP_HIMG_CTR_ACTIVE] = s->active;
-    k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] = s->allocator_observed;
+    mp_himg_counters_put(k, &sn->counters);
 
     return root(b, MP_HIMG_ROOT_META, meta) && root(b, MP_HIMG_ROOT_CONFIG, cfg) &&
            root(b, MP_HIMG_ROOT_COUNTERS, ctr) && root(b, MP_HIMG_ROOT_MAPPINGS, maps) &&

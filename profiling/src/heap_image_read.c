@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "heap_image.h"
+#include "index.h"
 #include "report/elf_reader.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -39,21 +41,32 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 /* --------------------------------------------------------- schema checks */
 
+typedef struct stk_ent {
+    const void *obj;
+    uint32_t index;
+} stk_ent;
+
+typedef struct code_ent {
+    uintptr_t value;
+    uint32_t map;
+    uint64_t off;
+} code_ent;
+
 typedef struct rd {
     const mp_img_heap *h;
     const mp_himg_types *T;
     char *err;
     size_t errlen;
     mp_himg *img;
-    /* stack object -> index, for the samples and intervals */
-    const void **sk;
-    uint32_t *sv;
-    size_t scap, sn;
-    /* code value -> (mapping, offset) cache */
-    uintptr_t *cv;
-    uint32_t *cmap;
-    uint64_t *coff;
-    size_t ccap, cn;
+    /* stack object -> index, for the samples and intervals: stk[0 .. nstk)
+     * in stk_ix */
+    stk_ent *stk;
+    size_t nstk, stk_cap;
+    mp_index stk_ix;
+    /* code value -> (mapping, offset) cache: code[0 .. ncode) in code_ix */
+    code_ent *code;
+    size_t ncode, code_cap;
+    mp_index code_ix;
 } rd;
 
 static bool is_a(const rd *r, const void *o, int t)
@@ -228,72 +241,58 @@ static bool read_mappings(rd *r)
     return true;
 }
 
-/* The address a code unit had in the writing process: the image's mapping
- * with the unit's build-id, whose segment holds bias + offset. */
+/* Where code unit `value` lies in the image: the mapping with the unit's
+ * build-id whose segment holds bias + offset, into e->map and e->off. */
+static bool code_place(rd *r, uintptr_t value, code_ent *e)
+{
+    mp_img_code c;
+    if (!mp_img_code_lookup(r->h, value, &c) || c.build_id_len == 0 ||
+        c.build_id_len > MP_HIMG_BUILD_ID_HEX / 2)
+        return fail(r->err, r->errlen, "a frame is not a code location with a build-id"), false;
+    char hex[MP_HIMG_BUILD_ID_HEX + 1];
+    mp_elf_hex(c.build_id, c.build_id_len, hex);
+    uint32_t found = UINT32_MAX;
+    for (size_t i = 0; i < r->img->nmaps && found == UINT32_MAX; i++) {
+        const mp_himg_mapping *m = &r->img->maps[i];
+        if (strcmp(m->build_id, hex) != 0)
+            continue;
+        uint64_t a = m->base + (uint64_t)c.offset;
+        if (a < m->base)
+            continue;
+        for (size_t s = 0; s < m->nsegs; s++)
+            if (a > m->segs[s].start && a <= m->segs[s].limit)
+                found = (uint32_t)i;
+    }
+    if (found == UINT32_MAX)
+        return fail(r->err, r->errlen,
+                    "a frame names code(%s, +0x%llx), which no mapping of the image holds", hex,
+                    (unsigned long long)c.offset),
+               false;
+    *e = (code_ent){value, found, (uint64_t)c.offset};
+    return true;
+}
+
+/* The address a code unit had in the writing process (code_place, cached
+ * by value). */
 static bool code_pc(rd *r, uintptr_t value, uintptr_t *pc)
 {
-    if ((r->cn + 1) * 2 > r->ccap) {
-        size_t nc = r->ccap ? r->ccap * 2 : 256;
-        uintptr_t *cv = calloc(nc, sizeof *cv);
-        uint32_t *cm = malloc(nc * sizeof *cm);
-        uint64_t *co = malloc(nc * sizeof *co);
-        if (cv == NULL || cm == NULL || co == NULL) {
-            free(cv);
-            free(cm);
-            free(co);
+    if (!mp_index_reserve(&r->code_ix))
+        return fail(r->err, r->errlen, "out of memory"), false;
+    mp_index_probe p = mp_index_start(&r->code_ix, mp_hash_ptr(value));
+    uint32_t k;
+    const code_ent *e = NULL;
+    while (e == NULL && mp_index_next(&p, &k))
+        if (r->code[k].value == value)
+            e = &r->code[k];
+    if (e == NULL) {
+        if (!mp_array_reserve((void **)&r->code, &r->code_cap, r->ncode + 1, sizeof *r->code))
             return fail(r->err, r->errlen, "out of memory"), false;
-        }
-        for (size_t i = 0; i < r->ccap; i++) {
-            if (r->cv[i] == 0)
-                continue;
-            size_t j = (size_t)(r->cv[i] * 0x9E3779B97F4A7C15ULL >> 17) & (nc - 1);
-            while (cv[j] != 0)
-                j = (j + 1) & (nc - 1);
-            cv[j] = r->cv[i];
-            cm[j] = r->cmap[i];
-            co[j] = r->coff[i];
-        }
-        free(r->cv);
-        free(r->cmap);
-        free(r->coff);
-        r->cv = cv;
-        r->cmap = cm;
-        r->coff = co;
-        r->ccap = nc;
+        if (!code_place(r, value, &r->code[r->ncode]))
+            return false;
+        mp_index_put(&r->code_ix, &p, (uint32_t)r->ncode);
+        e = &r->code[r->ncode++];
     }
-    size_t j = (size_t)(value * 0x9E3779B97F4A7C15ULL >> 17) & (r->ccap - 1);
-    while (r->cv[j] != 0 && r->cv[j] != value)
-        j = (j + 1) & (r->ccap - 1);
-    if (r->cv[j] == 0) {
-        mp_img_code c;
-        if (!mp_img_code_lookup(r->h, value, &c) || c.build_id_len == 0 ||
-            c.build_id_len > MP_HIMG_BUILD_ID_HEX / 2)
-            return fail(r->err, r->errlen, "a frame is not a code location with a build-id"), false;
-        char hex[MP_HIMG_BUILD_ID_HEX + 1];
-        mp_elf_hex(c.build_id, c.build_id_len, hex);
-        uint32_t found = UINT32_MAX;
-        for (size_t i = 0; i < r->img->nmaps && found == UINT32_MAX; i++) {
-            const mp_himg_mapping *m = &r->img->maps[i];
-            if (strcmp(m->build_id, hex) != 0)
-                continue;
-            uint64_t a = m->base + (uint64_t)c.offset;
-            if (a < m->base)
-                continue;
-            for (size_t s = 0; s < m->nsegs; s++)
-                if (a > m->segs[s].start && a <= m->segs[s].limit)
-                    found = (uint32_t)i;
-        }
-        if (found == UINT32_MAX)
-            return fail(r->err, r->errlen,
-                        "a frame names code(%s, +0x%llx), which no mapping of the image holds", hex,
-                        (unsigned long long)c.offset),
-                   false;
-        r->cv[j] = value;
-        r->cmap[j] = found;
-        r->coff[j] = (uint64_t)c.offset;
-        r->cn++;
-    }
-    *pc = (uintptr_t)(r->img->maps[r->cmap[j]].base + r->coff[j]);
+    *pc = (uintptr_t)(r->img->maps[e->map].base + e->off);
     return true;
 }
 
@@ -302,37 +301,16 @@ static bool stack_index(rd *r, const void *o, uint32_t *index)
 {
     if (!is_a(r, o, MP_HIMG_T_STACK))
         return fail(r->err, r->errlen, "a sample's stack is not a stack"), false;
-    if ((r->sn + 1) * 2 > r->scap) {
-        size_t nc = r->scap ? r->scap * 2 : 256;
-        const void **k = calloc(nc, sizeof *k);
-        uint32_t *v = malloc(nc * sizeof *v);
-        if (k == NULL || v == NULL) {
-            free(k);
-            free(v);
-            return fail(r->err, r->errlen, "out of memory"), false;
+    if (!mp_index_reserve(&r->stk_ix) ||
+        !mp_array_reserve((void **)&r->stk, &r->stk_cap, r->nstk + 1, sizeof *r->stk))
+        return fail(r->err, r->errlen, "out of memory"), false;
+    mp_index_probe p = mp_index_start(&r->stk_ix, mp_hash_ptr((uintptr_t)o));
+    uint32_t k;
+    while (mp_index_next(&p, &k))
+        if (r->stk[k].obj == o) {
+            *index = r->stk[k].index;
+            return true;
         }
-        for (size_t i = 0; i < r->scap; i++) {
-            if (r->sk[i] == NULL)
-                continue;
-            size_t j = (size_t)((uintptr_t)r->sk[i] * 0x9E3779B97F4A7C15ULL >> 17) & (nc - 1);
-            while (k[j] != NULL)
-                j = (j + 1) & (nc - 1);
-            k[j] = r->sk[i];
-            v[j] = r->sv[i];
-        }
-        free(r->sk);
-        free(r->sv);
-        r->sk = k;
-        r->sv = v;
-        r->scap = nc;
-    }
-    size_t j = (size_t)((uintptr_t)o * 0x9E3779B97F4A7C15ULL >> 17) & (r->scap - 1);
-    while (r->sk[j] != NULL && r->sk[j] != o)
-        j = (j + 1) & (r->scap - 1);
-    if (r->sk[j] != NULL) {
-        *index = r->sv[j];
-        return true;
-    }
 
     const mp_img_word *w = o;
     size_t units = mp_img_units(o);
@@ -373,10 +351,9 @@ static bool stack_index(rd *r, const void *o, uint32_t *index)
             return false;
         s->named++;
     }
-    r->sk[j] = o;
-    r->sv[j] = (uint32_t)(img->nstacks - 1);
-    r->sn++;
-    *index = r->sv[j];
+    r->stk[r->nstk] = (stk_ent){o, (uint32_t)(img->nstacks - 1)};
+    mp_index_put(&r->stk_ix, &p, (uint32_t)r->nstk++);
+    *index = (uint32_t)(img->nstacks - 1);
     return true;
 }
 
@@ -521,24 +498,7 @@ static bool read_config(rd *r)
         c[MP_HIMG_CFG_MAX_DEPTH] < 1 || c[MP_HIMG_CFG_MAX_DEPTH] > MP_HIMG_MAX_DEPTH ||
         c[MP_HIMG_CFG_SYMBOLIZE] > MP_PROF_SYMBOLIZE_LINES)
         return fail(r->err, r->errlen, "the session configuration is out of range"), false;
-    mp_prof_stats *s = &img->counters;
-    s->samples_taken = k[MP_HIMG_CTR_TAKEN];
-    s->samples_reported = k[MP_HIMG_CTR_REPORTED];
-    s->dropped_registration = k[MP_HIMG_CTR_DROPPED_REGISTRATION];
-    s->dropped_teardown = k[MP_HIMG_CTR_DROPPED_TEARDOWN];
-    s->dropped_overflow_full = k[MP_HIMG_CTR_DROPPED_OVERFLOW_FULL];
-    s->dropped_live_table_full = k[MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL];
-    s->ring_records = k[MP_HIMG_CTR_RING_RECORDS];
-    s->overflow_records = k[MP_HIMG_CTR_OVERFLOW_RECORDS];
-    s->live_samples = k[MP_HIMG_CTR_LIVE_SAMPLES];
-    s->registered_threads = k[MP_HIMG_CTR_REGISTERED_THREADS];
-    s->last_report_nanos = k[MP_HIMG_CTR_LAST_REPORT_NANOS];
-    s->symbol_bytes = k[MP_HIMG_CTR_SYMBOL_BYTES];
-    s->last_symbol_quality = (int)(intptr_t)k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY];
-    s->records_discarded = k[MP_HIMG_CTR_RECORDS_DISCARDED];
-    s->stacks = k[MP_HIMG_CTR_STACKS];
-    s->active = k[MP_HIMG_CTR_ACTIVE] != 0;
-    s->allocator_observed = k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] != 0;
+    mp_himg_counters_get(&img->counters, k);
 
     void *o;
     bool bad = true;
@@ -572,11 +532,10 @@ int mp_himg_from_heap(const mp_img_heap *heap, const mp_himg_types *types, mp_hi
     if (r.img == NULL)
         return fail(err, errlen, "out of memory");
     bool ok = read_config(&r) && read_mappings(&r) && read_samples(&r);
-    free(r.sk);
-    free(r.sv);
-    free(r.cv);
-    free(r.cmap);
-    free(r.coff);
+    free(r.stk);
+    mp_index_free(&r.stk_ix);
+    free(r.code);
+    mp_index_free(&r.code_ix);
     if (!ok) {
         mp_himg_free(r.img);
         return -1;

@@ -3,6 +3,7 @@
 #include "heap_image_schema.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 static const struct {
     const char *name;
@@ -36,4 +37,47 @@ mp_img_status mp_himg_registry_new(mp_img_registry **out, mp_himg_types *types, 
     }
     *out = reg;
     return MP_IMG_OK;
+}
+
+/* The counters stored as they are (uint64_t fields), by word. */
+static const struct {
+    int word;
+    size_t offset;
+} COUNTERS[] = {
+    {MP_HIMG_CTR_TAKEN, offsetof(mp_prof_stats, samples_taken)},
+    {MP_HIMG_CTR_REPORTED, offsetof(mp_prof_stats, samples_reported)},
+    {MP_HIMG_CTR_DROPPED_REGISTRATION, offsetof(mp_prof_stats, dropped_registration)},
+    {MP_HIMG_CTR_DROPPED_TEARDOWN, offsetof(mp_prof_stats, dropped_teardown)},
+    {MP_HIMG_CTR_DROPPED_OVERFLOW_FULL, offsetof(mp_prof_stats, dropped_overflow_full)},
+    {MP_HIMG_CTR_DROPPED_LIVE_TABLE_FULL, offsetof(mp_prof_stats, dropped_live_table_full)},
+    {MP_HIMG_CTR_RING_RECORDS, offsetof(mp_prof_stats, ring_records)},
+    {MP_HIMG_CTR_OVERFLOW_RECORDS, offsetof(mp_prof_stats, overflow_records)},
+    {MP_HIMG_CTR_LIVE_SAMPLES, offsetof(mp_prof_stats, live_samples)},
+    {MP_HIMG_CTR_REGISTERED_THREADS, offsetof(mp_prof_stats, registered_threads)},
+    {MP_HIMG_CTR_LAST_REPORT_NANOS, offsetof(mp_prof_stats, last_report_nanos)},
+    {MP_HIMG_CTR_SYMBOL_BYTES, offsetof(mp_prof_stats, symbol_bytes)},
+    {MP_HIMG_CTR_RECORDS_DISCARDED, offsetof(mp_prof_stats, records_discarded)},
+    {MP_HIMG_CTR_STACKS, offsetof(mp_prof_stats, stacks)},
+};
+
+/* Every word but the three converted by hand below is in COUNTERS. */
+_Static_assert(sizeof COUNTERS / sizeof COUNTERS[0] == MP_HIMG_CTR_COUNT - 3,
+               "a counter word without its field");
+
+void mp_himg_counters_put(mp_img_word *k, const mp_prof_stats *s)
+{
+    for (size_t i = 0; i < sizeof COUNTERS / sizeof COUNTERS[0]; i++)
+        k[COUNTERS[i].word] = *(const uint64_t *)((const char *)s + COUNTERS[i].offset);
+    k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY] = (mp_img_word)(intptr_t)s->last_symbol_quality;
+    k[MP_HIMG_CTR_ACTIVE] = s->active;
+    k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] = s->allocator_observed;
+}
+
+void mp_himg_counters_get(mp_prof_stats *s, const mp_img_word *k)
+{
+    for (size_t i = 0; i < sizeof COUNTERS / sizeof COUNTERS[0]; i++)
+        *(uint64_t *)((char *)s + COUNTERS[i].offset) = k[COUNTERS[i].word];
+    s->last_symbol_quality = (int)(intptr_t)k[MP_HIMG_CTR_LAST_SYMBOL_QUALITY];
+    s->active = k[MP_HIMG_CTR_ACTIVE] != 0;
+    s->allocator_observed = k[MP_HIMG_CTR_ALLOCATOR_OBSERVED] != 0;
 }

@@ -187,4 +187,9 @@ enum {
  * and the types by index in `types`. Free with mp_img_registry_free(). */
 mp_img_status mp_himg_registry_new(mp_img_registry **out, mp_himg_types *types, mp_img_error *err);
 
+/* The counters' words (MP_HIMG_CTR_COUNT of them) from mp_prof_stats,
+ * and back: the one list of which field is which word. */
+void mp_himg_counters_put(mp_img_word *k, const mp_prof_stats *s);
+void mp_himg_counters_get(mp_prof_stats *s, const mp_img_word *k);
+
 #endif

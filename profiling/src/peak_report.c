@@ -23,9 +23,9 @@ static mp_prof_status encode_locked(mp_profiler *p, uint8_t **out, size_t *len)
     if (b == NULL)
         return MP_PROF_E_NOMEM;
     mp_prof_status st = pi->window_end_nanos != 0 ? mp_peak_comments(b, pi) : MP_PROF_OK;
-    for (size_t i = 0; st == MP_PROF_OK && i < p->peak.cap; i++) {
+    for (size_t i = 0; st == MP_PROF_OK && i < p->peak.count; i++) {
         const mp_agg_entry *e = &p->peak.e[i];
-        if (e->stack == NULL || e->n_live == 0)
+        if (e->n_live == 0)
             continue;
         double v[MP_VAL_COUNT] = {0, 0, e->v[MP_VAL_INUSE_OBJECTS], e->v[MP_VAL_INUSE_SPACE]};
         st = mp_report_add(b, e->stack->pcs, e->stack->depth, e->stack->truncated != 0, v, false);

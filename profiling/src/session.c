@@ -292,9 +292,8 @@ static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now
         }
     }
     double live_bytes = 0;
-    for (size_t i = 0; i < rc->agg.cap; i++)
-        if (rc->agg.e[i].stack != NULL)
-            live_bytes += rc->agg.e[i].v[MP_VAL_INUSE_SPACE];
+    for (size_t i = 0; i < rc->agg.count; i++)
+        live_bytes += rc->agg.e[i].v[MP_VAL_INUSE_SPACE];
     mp_reconcile memory;
     mp_reconcile_gather(p, live_bytes, &memory);
     mp_prof_status cst = mp_reconcile_comment(b, &memory, p->stats_name);
@@ -302,10 +301,8 @@ static mp_prof_status encode(mp_profiler *p, struct report_ctx *rc, uint64_t now
         mp_report_abort(b);
         return cst;
     }
-    for (size_t i = 0; i < rc->agg.cap; i++) {
+    for (size_t i = 0; i < rc->agg.count; i++) {
         const mp_agg_entry *e = &rc->agg.e[i];
-        if (e->stack == NULL)
-            continue;
         mp_prof_status st = MP_PROF_OK;
         if (e->n_interval != 0) {
             double v[MP_VAL_COUNT] = {e->v[MP_VAL_ALLOC_OBJECTS], e->v[MP_VAL_ALLOC_SPACE], 0, 0};

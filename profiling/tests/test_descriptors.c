@@ -28,8 +28,10 @@ MP_PROF_SAMPLING_ALLOCATOR_INLINE(tfd, mp_sys_mimalloc);
     } while (0)
 
 /* "fd -> target" of every open descriptor but the listing's own, one per
- * line, in descriptor order (the kernel lists them in order). */
-static void fd_table(char *out, size_t cap)
+ * line, in descriptor order (the kernel lists them in order). With
+ * `strays`, only those above 2 that are below `floor` or lack
+ * close-on-exec, the latter marked. */
+static void fd_lines(char *out, size_t cap, bool strays, int floor)
 {
     out[0] = '\0';
     DIR *d = opendir("/proc/self/fd");
@@ -39,13 +41,19 @@ static void fd_table(char *out, size_t cap)
     size_t o = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || atoi(e->d_name) == self)
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == self)
+            continue;
+        int flags = fcntl(fd, F_GETFD);
+        bool cloexec = flags >= 0 && (flags & FD_CLOEXEC);
+        if (strays && (fd <= 2 || (fd >= floor && cloexec)))
             continue;
         char link[300], target[512];
-        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
         ssize_t n = readlink(link, target, sizeof target - 1);
         target[n > 0 ? n : 0] = '\0';
-        int w = snprintf(out + o, cap - o, "%s -> %s\n", e->d_name, target);
+        int w = snprintf(out + o, cap - o, "%d -> %s%s\n", fd, target,
+                         strays && !cloexec ? " (inherited by exec)" : "");
         if (w > 0 && (size_t)w < cap - o)
             o += (size_t)w;
     }
@@ -103,7 +111,7 @@ static void daemon_life(const char *dir, bool profiled, char *tables, size_t cap
     int log = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     CHILD_CHECK(data == 3 && log == 4, 24);
     size_t o = 0;
-    fd_table(tables, cap);
+    fd_lines(tables, cap, false, 0);
     o = strlen(tables);
     for (int i = 0; i < 600; i++) {
         char rec[32], back[32];
@@ -117,11 +125,11 @@ static void daemon_life(const char *dir, bool profiled, char *tables, size_t cap
         int n = snprintf(line, sizeof line, "%d\n", i);
         CHILD_CHECK(write(log, line, (size_t)n) == n, 29);
         if (i == 300) {
-            fd_table(tables + o, cap - o);
+            fd_lines(tables + o, cap - o, false, 0);
             o += strlen(tables + o);
         }
     }
-    fd_table(tables + o, cap - o);
+    fd_lines(tables + o, cap - o, false, 0);
     /* The files hold exactly what the program wrote. */
     struct stat st;
     CHILD_CHECK(fstat(data, &st) == 0 && st.st_size == 600 * 32, 30);
@@ -184,37 +192,6 @@ Test(descriptors, daemon_keeps_its_descriptors_and_files)
               plain, profiled);
 }
 
-/* Every descriptor open in this process, 0-2 and the listing's own
- * aside, that is below `floor` or lacks close-on-exec, as "fd -> target"
- * lines. */
-static void stray_fds(int floor, char *out, size_t cap)
-{
-    out[0] = '\0';
-    DIR *d = opendir("/proc/self/fd");
-    if (d == NULL)
-        return;
-    int self = dirfd(d);
-    size_t o = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] == '.' || fd == self || fd <= 2)
-            continue;
-        int flags = fcntl(fd, F_GETFD);
-        if (fd >= floor && flags >= 0 && (flags & FD_CLOEXEC))
-            continue;
-        char link[300], target[512];
-        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-        ssize_t n = readlink(link, target, sizeof target - 1);
-        target[n > 0 ? n : 0] = '\0';
-        int w = snprintf(out + o, cap - o, "%d -> %s%s\n", fd, target,
-                         flags >= 0 && (flags & FD_CLOEXEC) ? "" : " (inherited by exec)");
-        if (w > 0 && (size_t)w < cap - o)
-            o += (size_t)w;
-    }
-    closedir(d);
-}
-
 /* Symbolizing with file:line keeps each object's file (and its separate
  * debug file) open in libdw for the process's life. Regression: libdw
  * opened them itself at the lowest free numbers (3, 4, ...) without
@@ -252,7 +229,7 @@ Test(descriptors, symbolized_report_keeps_its_files_out_of_the_programs_range)
         struct rlimit rl;
         CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, 22);
         rlim_t top = rl.rlim_cur > 4096 ? 4096 : rl.rlim_cur;
-        stray_fds((int)top - 64, shared, 8192);
+        fd_lines(shared, 8192, true, (int)top - 64);
         if (shared[0] != '\0')
             _exit(0); /* the parent shows them */
         /* libdw holds files: the test looked where it means to */

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "../hash.h"
+#include "../index.h"
 #include "arena.h"
 #include "profile.pb-c.h"
 
@@ -20,9 +22,10 @@ typedef struct {
     size_t len;          /* bytes */
 } ent;
 
+/* ents[0 .. n) in ix; the entries, the keys and the index's slots live
+ * in the arena the table is interned into. */
 typedef struct {
-    uint32_t *slots; /* entry index + 1; 0: empty */
-    size_t cap;      /* a power of two, or 0 */
+    mp_index ix;
     ent *ents;
     size_t n, ents_cap;
 } tab;
@@ -45,15 +48,6 @@ static struct {
     unsigned epoch; /* sessions so far */
 } g;
 
-static uint64_t fnv(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static bool grow(mpc_arena *a, void **arr, size_t *cap, size_t elem, size_t want)
 {
     if (want <= *cap)
@@ -71,44 +65,52 @@ static bool grow(mpc_arena *a, void **arr, size_t *cap, size_t elem, size_t want
     return true;
 }
 
-/* The index of `key` in `t`, or -1. */
-static int64_t find(const tab *t, const void *key, size_t len, uint64_t h)
+static void *arena_zalloc(void *arena, size_t bytes)
 {
-    if (t->cap == 0)
-        return -1;
-    for (size_t i = h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
-        uint32_t s = t->slots[i];
-        if (s == 0)
-            return -1;
-        const ent *e = &t->ents[s - 1];
+    void *p = mpc_arena_alloc(arena, bytes);
+    if (p != NULL)
+        memset(p, 0, bytes);
+    return p;
+}
+
+/* Slots from an arena; the old ones stay there until it is freed. */
+static const mp_index_mem arena_mem = {arena_zalloc, NULL};
+
+/* Looks `key` (hash h) up in `t`: true with its index in *i, or false
+ * with *p standing where it goes. */
+static bool lookup(const tab *t, const void *key, size_t len, uint64_t h, mp_index_probe *p,
+                   uint32_t *i)
+{
+    *p = mp_index_start(&t->ix, h);
+    while (mp_index_next(p, i)) {
+        const ent *e = &t->ents[*i];
         if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)
-            return (int64_t)(s - 1);
+            return true;
     }
+    return false;
+}
+
+/* The index of `key` in `t`, or -1. */
+static int64_t find(const tab *t, const void *key, size_t len)
+{
+    mp_index_probe p;
+    uint32_t i;
+    return lookup(t, key, len, mp_hash_bytes(key, len), &p, &i) ? (int64_t)i : -1;
 }
 
 /* The index of `key` in `t` (interned on first sight, copied into `a`);
  * -1 when out of memory. */
 static int64_t intern(tab *t, mpc_arena *a, const void *key, size_t len)
 {
-    uint64_t h = fnv(key, len);
-    int64_t found = find(t, key, len, h);
-    if (found >= 0)
-        return found;
-    if ((t->n + 1) * 2 > t->cap) { /* rehash at half full */
-        size_t ncap = t->cap ? t->cap * 2 : 1024;
-        uint32_t *ns = mpc_arena_alloc(a, ncap * sizeof *ns);
-        if (ns == NULL)
-            return -1;
-        memset(ns, 0, ncap * sizeof *ns);
-        for (size_t k = 0; k < t->n; k++) {
-            size_t i = t->ents[k].hash & (ncap - 1);
-            while (ns[i] != 0)
-                i = (i + 1) & (ncap - 1);
-            ns[i] = (uint32_t)(k + 1);
-        }
-        t->slots = ns;
-        t->cap = ncap;
-    }
+    t->ix.mem = &arena_mem; /* the slots too stay out of the sampled malloc */
+    t->ix.mem_ctx = a;
+    if (!mp_index_reserve(&t->ix))
+        return -1;
+    uint64_t h = mp_hash_bytes(key, len);
+    mp_index_probe p;
+    uint32_t i;
+    if (lookup(t, key, len, h, &p, &i))
+        return i;
     if (!grow(a, (void **)&t->ents, &t->ents_cap, sizeof(ent), t->n + 1))
         return -1;
     uint64_t *copy = mpc_arena_alloc(a, len + 1);
@@ -116,12 +118,9 @@ static int64_t intern(tab *t, mpc_arena *a, const void *key, size_t len)
         return -1;
     memcpy(copy, key, len);
     ((char *)copy)[len] = '\0';
-    size_t i = h & (t->cap - 1);
-    while (t->slots[i] != 0)
-        i = (i + 1) & (t->cap - 1);
     t->ents[t->n] = (ent){.hash = h, .key = copy, .len = len};
-    t->slots[i] = (uint32_t)(++t->n);
-    return (int64_t)(t->n - 1);
+    mp_index_put(&t->ix, &p, (uint32_t)t->n);
+    return (int64_t)t->n++;
 }
 
 void mpc_cumul_reset(int64_t start_ns)
@@ -162,7 +161,7 @@ static bool idmap_put(idmap *m, mpc_arena *a, uint64_t id, uint64_t to)
 
 static uint64_t idmap_get(const idmap *m, uint64_t id)
 {
-    int64_t i = find(&m->t, &id, sizeof id, fnv(&id, sizeof id));
+    int64_t i = find(&m->t, &id, sizeof id);
     return i < 0 ? 0 : m->to[i]; /* a dangling id: pprof's "none" */
 }
 

@@ -15,21 +15,6 @@
 #include "builder_state.h"
 #include "report_internal.h"
 
-bool mp_report_reserve(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t nc = *cap ? *cap : 64;
-    while (nc < need)
-        nc *= 2;
-    void *q = realloc(*p, nc * elem);
-    if (q == NULL)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
-
 mp_report_builder *mp_report_begin(mp_report_cache *cache, const mp_report_options *opt)
 {
     if (cache == NULL || opt == NULL)
@@ -50,10 +35,10 @@ void mp_report_abort(mp_report_builder *b)
     if (b == NULL)
         return;
     free(b->loc_pc);
-    free(b->loc_tab);
+    mp_index_free(&b->loc_ix);
     free(b->stk);
     free(b->smp);
-    free(b->smp_tab);
+    mp_index_free(&b->smp_ix);
     for (size_t i = 0; i < b->ncomments; i++)
         free(b->comments[i]);
     free(b->comments);
@@ -65,8 +50,8 @@ mp_prof_status mp_report_comment(mp_report_builder *b, const char *text)
     if (b == NULL || text == NULL)
         return MP_PROF_E_INTERNAL;
     char *c = strdup(text);
-    if (c == NULL || !mp_report_reserve((void **)&b->comments, &b->comments_cap, b->ncomments + 1,
-                                        sizeof *b->comments)) {
+    if (c == NULL || !mp_array_reserve((void **)&b->comments, &b->comments_cap, b->ncomments + 1,
+                                       sizeof *b->comments)) {
         free(c);
         return MP_PROF_E_NOMEM;
     }
@@ -74,72 +59,27 @@ mp_prof_status mp_report_comment(mp_report_builder *b, const char *text)
     return MP_PROF_OK;
 }
 
-static bool grow_loc_tab(mp_report_builder *b)
-{
-    size_t nc = b->loc_tab_cap ? b->loc_tab_cap * 2 : 1024;
-    struct mp_loc_slot *t = calloc(nc, sizeof *t);
-    if (t == NULL)
-        return false;
-    for (size_t i = 0; i < b->loc_tab_cap; i++) {
-        if (b->loc_tab[i].idx == 0)
-            continue;
-        size_t j = mp_hash_mix(b->loc_tab[i].pc) & (nc - 1);
-        while (t[j].idx)
-            j = (j + 1) & (nc - 1);
-        t[j] = b->loc_tab[i];
-    }
-    free(b->loc_tab);
-    b->loc_tab = t;
-    b->loc_tab_cap = nc;
-    return true;
-}
-
 static uint32_t new_loc(mp_report_builder *b, uintptr_t pc)
 {
     if (b->nloc >= MP_NO_LOC - 1 ||
-        !mp_report_reserve((void **)&b->loc_pc, &b->loc_cap, b->nloc + 1, sizeof *b->loc_pc))
+        !mp_array_reserve((void **)&b->loc_pc, &b->loc_cap, b->nloc + 1, sizeof *b->loc_pc))
         return MP_NO_LOC;
     b->loc_pc[b->nloc] = pc;
     return (uint32_t)b->nloc++;
 }
 
+/* Room for its location must be reserved in loc_ix. */
 static uint32_t loc_of(mp_report_builder *b, uintptr_t pc)
 {
-    if ((b->nloc + 1) * 2 > b->loc_tab_cap && !grow_loc_tab(b))
-        return MP_NO_LOC;
-    size_t j = mp_hash_mix(pc) & (b->loc_tab_cap - 1);
-    while (b->loc_tab[j].idx) {
-        if (b->loc_tab[j].pc == pc)
-            return b->loc_tab[j].idx - 1;
-        j = (j + 1) & (b->loc_tab_cap - 1);
-    }
-    uint32_t i = new_loc(b, pc);
-    if (i != MP_NO_LOC) {
-        b->loc_tab[j].pc = pc;
-        b->loc_tab[j].idx = i + 1;
-    }
+    mp_index_probe p = mp_index_start(&b->loc_ix, mp_hash_ptr(pc));
+    uint32_t i;
+    while (mp_index_next(&p, &i))
+        if (b->loc_pc[i] == pc)
+            return i;
+    i = new_loc(b, pc);
+    if (i != MP_NO_LOC)
+        mp_index_put(&b->loc_ix, &p, i);
     return i;
-}
-
-static bool grow_smp_tab(mp_report_builder *b)
-{
-    size_t nc = b->smp_tab_cap ? b->smp_tab_cap * 2 : 1024;
-    uint64_t *t = calloc(nc, sizeof *t);
-    if (t == NULL)
-        return false;
-    for (size_t i = 0; i < b->smp_tab_cap; i++) {
-        uint64_t e = b->smp_tab[i];
-        if (e == 0)
-            continue;
-        size_t j = (size_t)(e >> 32) & (nc - 1);
-        while (t[j])
-            j = (j + 1) & (nc - 1);
-        t[j] = e;
-    }
-    free(b->smp_tab);
-    b->smp_tab = t;
-    b->smp_tab_cap = nc;
-    return true;
 }
 
 mp_prof_status mp_report_add(mp_report_builder *b, const uintptr_t *pcs, size_t depth,
@@ -158,8 +98,8 @@ mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, si
     int8_t age = age_bucket == MP_AGE_NONE ? -1 : (int8_t)age_bucket;
     size_t n = depth + (truncated ? 1 : 0);
     if (b->nsmp >= UINT32_MAX - 1 ||
-        !mp_report_reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk) ||
-        ((b->nsmp + 1) * 2 > b->smp_tab_cap && !grow_smp_tab(b)))
+        !mp_array_reserve((void **)&b->stk, &b->stk_cap, b->nstk + n + 1, sizeof *b->stk) ||
+        !mp_index_reserve(&b->smp_ix) || !mp_index_reserve_n(&b->loc_ix, depth))
         return MP_PROF_E_NOMEM;
     uint32_t *s = b->stk + b->nstk;
     uint64_t h = MP_HASH_SEED ^ (interval ? 0x9e37u : 0x7f4au) ^ ((uint64_t)(age + 1) << 20);
@@ -180,21 +120,18 @@ mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, si
         h = mp_hash_step(h, b->marker);
     }
     h = mp_hash_mix(h ^ n);
-    uint64_t tag = h & 0xffffffff00000000ull; /* also the slot: rehash needs no sample */
-    size_t j = (size_t)(h >> 32) & (b->smp_tab_cap - 1);
-    while (b->smp_tab[j]) {
-        uint64_t e = b->smp_tab[j];
-        mp_bsample *o = &b->smp[(uint32_t)e - 1];
-        if ((e & 0xffffffff00000000ull) == tag && o->hash == h && o->depth == n &&
-            o->interval == interval && o->age == age &&
+    mp_index_probe p = mp_index_start(&b->smp_ix, h);
+    uint32_t i;
+    while (mp_index_next(&p, &i)) {
+        mp_bsample *o = &b->smp[i];
+        if (o->hash == h && o->depth == n && o->interval == interval && o->age == age &&
             memcmp(b->stk + o->off, s, n * sizeof *s) == 0) {
             for (int k = 0; k < MP_VAL_COUNT; k++)
                 o->v[k] += values[k];
             return MP_PROF_OK;
         }
-        j = (j + 1) & (b->smp_tab_cap - 1);
     }
-    if (!mp_report_reserve((void **)&b->smp, &b->smp_cap, b->nsmp + 1, sizeof *b->smp))
+    if (!mp_array_reserve((void **)&b->smp, &b->smp_cap, b->nsmp + 1, sizeof *b->smp))
         return MP_PROF_E_NOMEM;
     mp_bsample *o = &b->smp[b->nsmp];
     o->hash = h;
@@ -203,7 +140,7 @@ mp_prof_status mp_report_add_aged(mp_report_builder *b, const uintptr_t *pcs, si
     o->interval = interval;
     o->age = age;
     memcpy(o->v, values, sizeof o->v);
-    b->smp_tab[j] = tag | (uint32_t)++b->nsmp;
+    mp_index_put(&b->smp_ix, &p, (uint32_t)b->nsmp++);
     b->nstk += n;
     return MP_PROF_OK;
 }

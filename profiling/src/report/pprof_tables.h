@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Internal to the report side: the string table and the function table
- * of one pprof profile, each an array plus an open-addressing index (at
- * most half full). Zero-initialised tables are empty; free with
+ * of one pprof profile, each an array plus its index (../index.h). Zero-initialised tables are empty; free with
  * mp_strtab_free / mp_fntab_free. */
 #ifndef MIMPROF_PROFILING_REPORT_PPROF_TABLES_H
 #define MIMPROF_PROFILING_REPORT_PPROF_TABLES_H
@@ -9,14 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../index.h"
 #include "profile.pb-c.h"
 
 /* The profile's string table: content -> index. */
 typedef struct mp_strtab {
     char **v;
     size_t n, cap;
-    uint32_t *tab;
-    size_t tab_cap;
+    mp_index ix; /* the n elements */
 } mp_strtab;
 
 /* Index of `s` (NULL = ""); -1 on out-of-memory. The table keeps the
@@ -30,8 +29,7 @@ void mp_strtab_free(mp_strtab *t);
 typedef struct mp_fntab {
     Perftools__Profiles__Function *v;
     size_t n, cap;
-    uint32_t *tab;
-    size_t tab_cap;
+    mp_index ix; /* the n elements */
 } mp_fntab;
 
 /* Function id (>= 1) for (name, sys, file); 0 on out-of-memory. */

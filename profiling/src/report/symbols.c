@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../hash.h"
+#include "../index.h"
 #include "demangle.h"
 #include "syms_state.h"
 
@@ -31,6 +32,9 @@ void mp_syms_clear_addresses(mp_syms *s)
     free(s->strs);
     free(s->pcs);
     free(s->humans);
+    mp_index_free(&s->strs_ix);
+    mp_index_free(&s->pcs_ix);
+    mp_index_free(&s->humans_ix);
     s->strs = NULL;
     s->pcs = NULL;
     s->humans = NULL;
@@ -65,7 +69,8 @@ size_t mp_syms_bytes(const mp_syms *s)
     if (s == NULL)
         return 0;
     return sizeof *s + s->mem.bytes + s->strs_cap * sizeof *s->strs + s->pcs_cap * sizeof *s->pcs +
-           s->humans_cap * sizeof *s->humans + s->symtab_bytes;
+           s->humans_cap * sizeof *s->humans + mp_index_bytes(&s->strs_ix) +
+           mp_index_bytes(&s->pcs_ix) + mp_index_bytes(&s->humans_ix) + s->symtab_bytes;
 }
 
 void mp_syms_trim(mp_syms *s, mp_maps *m, size_t budget)
@@ -77,73 +82,46 @@ void mp_syms_trim(mp_syms *s, mp_maps *m, size_t budget)
         mp_syms_forget_obj(s, m->objs[i]);
 }
 
-static bool grow_strs(mp_syms *s)
-{
-    size_t nc = s->strs_cap ? s->strs_cap * 2 : 1024;
-    const char **t = calloc(nc, sizeof *t);
-    if (t == NULL)
-        return false;
-    for (size_t i = 0; i < s->strs_cap; i++) {
-        const char *v = s->strs[i];
-        if (v == NULL)
-            continue;
-        size_t j = mp_hash_str(v) & (nc - 1);
-        while (t[j])
-            j = (j + 1) & (nc - 1);
-        t[j] = v;
-    }
-    free(s->strs);
-    s->strs = t;
-    s->strs_cap = nc;
-    return true;
-}
-
 const char *mp_syms_intern(mp_syms *s, const char *str)
 {
-    if (str == NULL || str[0] == '\0')
+    if (str == NULL || str[0] == '\0' || !mp_index_reserve(&s->strs_ix))
         return NULL;
-    if ((s->nstrs + 1) * 2 > s->strs_cap && !grow_strs(s))
-        return NULL;
-    size_t j = mp_hash_str(str) & (s->strs_cap - 1);
-    while (s->strs[j]) {
-        if (strcmp(s->strs[j], str) == 0)
-            return s->strs[j];
-        j = (j + 1) & (s->strs_cap - 1);
-    }
+    mp_index_probe p = mp_index_start(&s->strs_ix, mp_hash_str(str));
+    uint32_t i;
+    while (mp_index_next(&p, &i))
+        if (strcmp(s->strs[i], str) == 0)
+            return s->strs[i];
     size_t len = strlen(str) + 1;
-    char *copy = mp_arena_alloc(&s->mem, len);
+    char *copy = NULL;
+    if (mp_array_reserve((void **)&s->strs, &s->strs_cap, s->nstrs + 1, sizeof *s->strs))
+        copy = mp_arena_alloc(&s->mem, len);
     if (copy == NULL)
         return NULL;
     memcpy(copy, str, len);
-    s->strs[j] = copy;
-    s->nstrs++;
+    s->strs[s->nstrs] = copy;
+    mp_index_put(&s->strs_ix, &p, (uint32_t)s->nstrs++);
     return copy;
 }
 
-static human_slot *human_slot_of(mp_syms *s, const char *sys)
+/* The human name of an interned linkage name, demangled on first sight;
+ * NULL when the demangler refuses it or out of memory. */
+static const char *human_of(mp_syms *s, const char *sys)
 {
-    size_t j = mp_hash_ptr((uintptr_t)sys) & (s->humans_cap - 1);
-    while (s->humans[j].sys != NULL && s->humans[j].sys != sys)
-        j = (j + 1) & (s->humans_cap - 1);
-    return &s->humans[j];
-}
-
-static bool grow_humans(mp_syms *s)
-{
-    size_t nc = s->humans_cap ? s->humans_cap * 2 : 256;
-    human_slot *old = s->humans;
-    size_t oc = s->humans_cap;
-    s->humans = calloc(nc, sizeof *s->humans);
-    if (s->humans == NULL) {
-        s->humans = old;
-        return false;
-    }
-    s->humans_cap = nc;
-    for (size_t i = 0; i < oc; i++)
-        if (old[i].sys != NULL)
-            *human_slot_of(s, old[i].sys) = old[i];
-    free(old);
-    return true;
+    if (!mp_index_reserve(&s->humans_ix))
+        return NULL;
+    mp_index_probe p = mp_index_start(&s->humans_ix, mp_hash_ptr((uintptr_t)sys));
+    uint32_t i;
+    while (mp_index_next(&p, &i))
+        if (s->humans[i].sys == sys)
+            return s->humans[i].human;
+    if (!mp_array_reserve((void **)&s->humans, &s->humans_cap, s->nhumans + 1, sizeof *s->humans))
+        return NULL;
+    char buf[8192];
+    long n = mp_demangle(sys, buf, sizeof buf);
+    const char *human = n > 0 && (size_t)n < sizeof buf ? mp_syms_intern(s, buf) : NULL;
+    s->humans[s->nhumans] = (human_slot){sys, human};
+    mp_index_put(&s->humans_ix, &p, (uint32_t)s->nhumans++);
+    return human;
 }
 
 /* Human names are cached with the strings, by the linkage name's pointer. */
@@ -153,56 +131,41 @@ void mp_syms_set_name(mp_syms *s, mp_frame *f, const char *sys)
     f->sysname = NULL;
     if (sys == NULL || !mp_demangle_looks_mangled(sys))
         return;
-    if ((s->nhumans + 1) * 2 > s->humans_cap && !grow_humans(s))
-        return; /* out of memory: the linkage name serves */
-    human_slot *h = human_slot_of(s, sys);
-    if (h->sys == NULL) {
-        char buf[8192];
-        long n = mp_demangle(sys, buf, sizeof buf);
-        h->sys = sys;
-        h->human = n > 0 && (size_t)n < sizeof buf ? mp_syms_intern(s, buf) : NULL;
-        s->nhumans++;
-    }
-    if (h->human != NULL && h->human != sys) {
-        f->func = h->human;
+    const char *human = human_of(s, sys); /* NULL: the linkage name serves */
+    if (human != NULL && human != sys) {
+        f->func = human;
         f->sysname = sys;
     }
 }
 
-static mp_pcinfo **pc_slot(mp_syms *s, uintptr_t addr)
+/* The cached entry of `addr`, made (mode 0xff: not resolved) on first
+ * sight; NULL on out-of-memory. */
+static mp_pcinfo *pc_entry(mp_syms *s, uintptr_t addr)
 {
-    size_t j = mp_hash_ptr(addr) & (s->pcs_cap - 1);
-    while (s->pcs[j] && s->pcs[j]->addr != addr)
-        j = (j + 1) & (s->pcs_cap - 1);
-    return &s->pcs[j];
-}
-
-static bool grow_pcs(mp_syms *s)
-{
-    size_t nc = s->pcs_cap ? s->pcs_cap * 2 : 1024;
-    mp_pcinfo **old = s->pcs;
-    size_t oc = s->pcs_cap;
-    s->pcs = calloc(nc, sizeof *s->pcs);
-    if (s->pcs == NULL) {
-        s->pcs = old;
-        return false;
-    }
-    s->pcs_cap = nc;
-    for (size_t i = 0; i < oc; i++)
-        if (old[i])
-            *pc_slot(s, old[i]->addr) = old[i];
-    free(old);
-    return true;
+    if (!mp_index_reserve(&s->pcs_ix))
+        return NULL;
+    mp_index_probe p = mp_index_start(&s->pcs_ix, mp_hash_ptr(addr));
+    uint32_t i;
+    while (mp_index_next(&p, &i))
+        if (s->pcs[i]->addr == addr)
+            return s->pcs[i];
+    mp_pcinfo *pi = NULL;
+    if (mp_array_reserve((void **)&s->pcs, &s->pcs_cap, s->npcs + 1, sizeof *s->pcs))
+        pi = mp_arena_alloc(&s->mem, sizeof *pi);
+    if (pi == NULL)
+        return NULL;
+    *pi = (mp_pcinfo){.addr = addr, .mode = 0xff};
+    s->pcs[s->npcs] = pi;
+    mp_index_put(&s->pcs_ix, &p, (uint32_t)s->npcs++);
+    return pi;
 }
 
 const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_symbolize mode,
                                  bool local)
 {
-    if ((s->npcs + 1) * 2 > s->pcs_cap && !grow_pcs(s))
-        return NULL;
-    mp_pcinfo **slot = pc_slot(s, addr);
-    if (*slot != NULL && (*slot)->mode == (uint8_t)mode)
-        return *slot;
+    mp_pcinfo *pi = pc_entry(s, addr);
+    if (pi == NULL || pi->mode == (uint8_t)mode)
+        return pi;
 
     mp_frame fr[MP_SYMS_MAX_INLINE];
     int k = 0;
@@ -228,14 +191,6 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
             }
         }
     }
-    mp_pcinfo *pi = *slot;
-    if (pi == NULL) {
-        pi = mp_arena_alloc(&s->mem, sizeof *pi);
-        if (pi == NULL)
-            return NULL;
-        s->npcs++;
-    }
-    pi->addr = addr;
     pi->mode = (uint8_t)mode;
     pi->flags = flags;
     pi->nframes = (uint16_t)k;
@@ -245,11 +200,9 @@ const mp_pcinfo *mp_syms_resolve(mp_syms *s, mp_obj *o, uintptr_t addr, mp_prof_
         if (pi->frames == NULL) {
             pi->nframes = 0;
             pi->mode = 0xff; /* resolved again next time */
-            *slot = pi;
             return NULL;
         }
         memcpy(pi->frames, fr, (size_t)k * sizeof *fr);
     }
-    *slot = pi;
     return pi;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../index.h"
 #include "arena.h"
 #include "elf_reader.h"
 #include "symbols.h"
@@ -44,19 +45,24 @@ struct mp_obj_syms {
 #endif
 };
 
-/* An interned linkage name and its interned human name. */
+/* An interned linkage name and its interned human name (NULL: none). */
 typedef struct human_slot {
     const char *sys, *human;
 } human_slot;
 
+/* Each array's index holds its n elements: strs by content, humans by
+ * the linkage name's pointer, pcs by address. */
 struct mp_syms {
     mp_arena mem;      /* pc entries, frames, strings */
-    const char **strs; /* interned strings (open addressing) */
+    const char **strs; /* interned strings */
     size_t nstrs, strs_cap;
-    human_slot *humans; /* demangled names by linkage name (open addressing on the pointer) */
+    mp_index strs_ix;
+    human_slot *humans; /* demangled names by linkage name */
     size_t nhumans, humans_cap;
-    mp_pcinfo **pcs; /* pc cache (open addressing on addr) */
+    mp_index humans_ix;
+    mp_pcinfo **pcs; /* pc cache */
     size_t npcs, pcs_cap;
+    mp_index pcs_ix;
     size_t symtab_bytes; /* sum over objects' symbol tables */
     size_t dwfl_count;   /* open DWARF sessions */
 };

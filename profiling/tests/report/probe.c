@@ -16,12 +16,7 @@ int main(int argc, char **argv)
         return 2;
     bool functions = argc == 3 && strcmp(argv[2], "functions") == 0;
     uintptr_t pcs[3];
-    report_site_alpha();
-    pcs[0] = sites_pc;
-    report_outer_gamma();
-    pcs[1] = sites_pc;
-    mp_prof_sample_hook();
-    pcs[2] = sites_pc;
+    sites_three_pcs(pcs);
     mp_report_cache *c = mp_report_cache_new();
     mp_report_options o = {.period = 4096,
                            .symbolize =

@@ -53,3 +53,13 @@ __attribute__((noinline)) void report_site_libc(void)
     qsort(v, 2, sizeof v[0], cmp_capture);
     __asm__ volatile("" ::: "memory");
 }
+
+void sites_three_pcs(uintptr_t pcs[3])
+{
+    report_site_alpha();
+    pcs[0] = sites_pc;
+    report_outer_gamma();
+    pcs[1] = sites_pc;
+    mp_prof_sample_hook();
+    pcs[2] = sites_pc;
+}

@@ -24,4 +24,8 @@ void mp_prof_sample_hook(void);
 /* qsort calls back: sites_pc is a return address inside libc. */
 void report_site_libc(void);
 
+/* The sites_pc of report_site_alpha, report_outer_gamma and
+ * mp_prof_sample_hook, in that order. */
+void sites_three_pcs(uintptr_t pcs[3]);
+
 #endif

@@ -187,12 +187,7 @@ Test(report_encode, empty_stack_and_large_values)
 static uint8_t *sites_profile(mp_report_cache *c, mp_prof_symbolize mode, size_t *len)
 {
     uintptr_t pcs[3];
-    report_site_alpha();
-    pcs[0] = sites_pc;
-    report_outer_gamma();
-    pcs[1] = sites_pc;
-    mp_prof_sample_hook();
-    pcs[2] = sites_pc;
+    sites_three_pcs(pcs);
     mp_report_options o = opts(mode);
     mp_report_builder *b = mp_report_begin(c, &o);
     double v[4] = {10, 10240, 5, 5120};

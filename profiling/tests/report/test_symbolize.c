@@ -186,12 +186,7 @@ Test(report_maps, refreshed_only_when_objects_change)
 Test(report_symbols, functions_mode_names)
 {
     uintptr_t pcs[3];
-    report_site_alpha();
-    pcs[0] = sites_pc;
-    report_outer_gamma();
-    pcs[1] = sites_pc;
-    mp_prof_sample_hook();
-    pcs[2] = sites_pc;
+    sites_three_pcs(pcs);
     mp_report_cache *c = mp_report_cache_new();
     ut_prof *p = report_pcs(c, pcs, 3, MP_PROF_SYMBOLIZE_FUNCTIONS);
     cr_assert_str_eq(ut_line_fn(p, loc_for(p, pcs[0]), 0), "report_site_alpha");
