@@ -390,7 +390,11 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
     int last_n = t->last_n; /* the buffer's frames before this capture */
     t->last_n = 0;          /* until last_stack is this capture's stack */
     size_t skip = skip_profiler(t->pcs, (size_t)n);
-    mp_record r = {.size = size, .weight = mp_estimator_weight(size, ts.interval)};
+    /* The estimator's weight (mp_estimator_weight) with the size converted
+     * as signed: p != NULL, and no allocator returns a block of 2^63 bytes
+     * or more (their limit is PTRDIFF_MAX), so there is no unsigned
+     * conversion's test. */
+    mp_record r = {.size = size, .weight = mp_weight((double)(int64_t)size / ts.interval)};
 
     mp_rw_rdlock(&g_rec.rw);
     if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != gen)
