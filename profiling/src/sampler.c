@@ -56,7 +56,7 @@ __thread uint64_t mp_prof_hook_countdown __attribute__((tls_model("initial-exec"
 typedef struct tstate {
     mp_thread_rec *rec;   /* this thread's record for session `gen` (or stale) */
     uint64_t gen;         /* session the countdown was drawn for; 0 = idle */
-    uint64_t rng;         /* splitmix64 state */
+    uint64_t rng;         /* wyrand state */
     double interval;      /* R of session `gen` */
     unsigned max_depth;   /* of session `gen` */
     unsigned ordinal;     /* of this thread in session `gen` */
@@ -161,10 +161,23 @@ static uint64_t rng_seed(uint64_t seed, uint64_t stream)
     return splitmix64(&a) ^ splitmix64(&b);
 }
 
-/* One exponential draw with mean `mean` from *state (splitmix64). */
+/* The draws' generator: wyrand (a Weyl sequence folded by one 64x64->128
+ * multiply; passes BigCrush and PractRand like splitmix64, which takes two
+ * multiplies and three shift-xors a draw). The seed is still mixed by
+ * splitmix64, off the hot path. */
+__extension__ typedef unsigned __int128 mp_u128; /* GCC and Clang on 64-bit targets */
+
+static HOOK uint64_t wyrand(uint64_t *state)
+{
+    uint64_t s = (*state += 0xA0761D6478BD642FULL);
+    mp_u128 m = (mp_u128)s * (s ^ 0xE7037ED1A0B428DBULL);
+    return (uint64_t)(m >> 64) ^ (uint64_t)m;
+}
+
+/* One exponential draw with mean `mean` from *state (wyrand). */
 static HOOK uint64_t rng_draw(uint64_t *state, double mean)
 {
-    uint64_t z = splitmix64(state);
+    uint64_t z = wyrand(state);
     double x = mp_neg_log_unit((z >> 11) + 1) * mean; /* -log(u), u in (0, 1]: Exp(mean) */
     if (!(x < (double)MP_MAX_COUNTDOWN))
         return MP_MAX_COUNTDOWN;
@@ -377,7 +390,11 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
     int last_n = t->last_n; /* the buffer's frames before this capture */
     t->last_n = 0;          /* until last_stack is this capture's stack */
     size_t skip = skip_profiler(t->pcs, (size_t)n);
-    mp_record r = {.size = size, .weight = mp_estimator_weight(size, ts.interval)};
+    /* The estimator's weight (mp_estimator_weight) with the size converted
+     * as signed: p != NULL, and no allocator returns a block of 2^63 bytes
+     * or more (their limit is PTRDIFF_MAX), so there is no unsigned
+     * conversion's test. */
+    mp_record r = {.size = size, .weight = mp_weight((double)(int64_t)size / ts.interval)};
 
     mp_rw_rdlock(&g_rec.rw);
     if (atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != gen)
