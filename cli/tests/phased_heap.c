@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A program with known heap phases (issue 18's test program):
+/* A program with known heap phases (the ages and peak tests' program):
  *   keep_old     40 MiB allocated at the start and kept to the end
  *   spike        120 MiB allocated after that and freed again
  *   (sleep SECONDS, argv[1], default 11)

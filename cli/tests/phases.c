@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A program with known phases (issue 18's tests): keep_site allocates
+/* A program with known phases (the ages and peak tests): keep_site allocates
  * 40 MiB at the start and keeps it, spike_site allocates 120 MiB that is
  * then freed, late_site allocates 20 MiB just before the end. Blocks of
  * 64 KiB, written to, so that they are resident.

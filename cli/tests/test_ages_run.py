@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Issue 18, parts 1 and 4, through `mimprof run` on a program with known
+"""Ages, peaks and RSS through `mimprof run` on a program with known
 phases (phased_heap.c): 40 MiB kept from the start (keep_old), a 120 MiB
 spike freed again, a sleep, 20 MiB allocated just before the end
 (keep_young).

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Whole-process wall and CPU ratio of the churn (issue 16 item 5).
+"""Whole-process wall and CPU ratio of the churn, the profiler against a baseline.
 
 Interleaved rounds of `hyperfine -N --runs R` over named configurations
 of `mimprof-bench-pairs PAIRS THREADS`, the order rotated per round (a b c,
