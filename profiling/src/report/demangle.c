@@ -10,6 +10,8 @@
 
 #include <mimprof/profiling.h>
 
+#include "rust_v0.h"
+
 #if MP_HAVE_LIBIBERTY
 #include <libiberty/demangle.h>
 #endif
@@ -18,7 +20,7 @@ bool mp_demangle_available(void) { return MP_HAVE_LIBIBERTY != 0; }
 
 bool mp_demangle_looks_mangled(const char *name)
 {
-    return name != NULL && name[0] == '_' && name[1] == 'Z';
+    return (name != NULL && name[0] == '_' && name[1] == 'Z') || mp_rust_v0_looks_mangled(name);
 }
 
 #if MP_HAVE_LIBIBERTY
@@ -29,8 +31,8 @@ bool mp_demangle_looks_mangled(const char *name)
  * short name can print exponentially much (a 201-byte Rust v0 name found
  * by fuzz_demangle ran for minutes); for the C++ and Rust legacy
  * demanglers the time of a walk is proportional to what it prints, so
- * bounding the output bounds the time (v0 names are not demangled at all:
- * demangle.h says why). Past the
+ * bounding the output bounds the time (v0 names go to rust_v0.c, which
+ * also bounds its work: demangle.h says why). Past the
  * bound, put() leaves the walk with siglongjmp: the callback API keeps
  * all its state on the stack (no malloc, no lock), so unwinding its
  * frames leaks nothing. */
@@ -78,6 +80,8 @@ long mp_demangle(const char *name, char *out, size_t cap)
     if (!mp_demangle_looks_mangled(name) ||
         strnlen(name, MP_DEMANGLE_MAX_INPUT + 1) > MP_DEMANGLE_MAX_INPUT)
         return -1;
+    if (mp_rust_v0_looks_mangled(name))
+        return mp_rust_v0_demangle(name, out, cap, NULL);
 #if MP_HAVE_LIBIBERTY
     /* Rust first: a Rust legacy name is also a valid C++ name, but only
      * the Rust reading drops its hash (`::h0123456789abcdef`). */
@@ -94,7 +98,7 @@ mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t 
 {
     if (name == NULL || (out == NULL && cap > 0) || len == NULL)
         return MP_PROF_E_INVALID_CONFIG;
-    if (!mp_demangle_available())
+    if (!mp_demangle_available() && !mp_rust_v0_looks_mangled(name))
         return MP_PROF_E_UNSUPPORTED;
     long n = mp_demangle(name, out, cap);
     if (n < 0)

@@ -10,10 +10,11 @@
  * into a hooked allocator, whatever thread builds the report), it needs no
  * libstdc++ in a C program, and it reads Rust as well. D is left out: its
  * demangler has no callback API and exits the process when xmalloc fails.
- * Rust v0 names (_R...) are left out too: libiberty's v0 demangler has
- * short inputs (found by fuzz_demangle: 225 bytes) that it walks for
- * minutes while printing nothing, which no bound on its output can stop;
- * such names stay as they are (go tool pprof and rustfilt read them).
+ * Rust v0 names (_R...) are read by rust_v0.c instead, in every build:
+ * libiberty's v0 demangler has short inputs (found by fuzz_demangle: 201
+ * and 225 bytes) that it walks for minutes, one of them printing
+ * nothing, which no bound on its output can stop; rust_v0.c bounds its
+ * work, output and depth itself.
  *
  * Safe to call from any thread, reentrant; never from an allocation hook
  * (it uses up to ~80 KiB of stack for the longest accepted name).
@@ -42,19 +43,21 @@
  * few KiB. */
 #define MP_DEMANGLE_MAX_OUTPUT 16384
 
-/* Whether a demangler is built in. */
+/* Whether the C++ and Rust legacy demangler (libiberty) is built in;
+ * Rust v0 names are demangled in every build. */
 bool mp_demangle_available(void);
 
 /* Whether `name` has the prefix of a name the demangler reads (_Z: C++
- * and Rust legacy); says nothing about it being valid. */
+ * and Rust legacy; _R and an uppercase letter: Rust v0); says nothing
+ * about it being valid. */
 bool mp_demangle_looks_mangled(const char *name);
 
 /* Demangles `name` into out[cap]. Returns the length of the whole human
  * name (out holds it NUL-terminated when it is < cap, else a truncated
  * prefix, as snprintf), or -1 when `name` is not mangled, is refused by
  * the demangler, is longer than MP_DEMANGLE_MAX_INPUT, would print more
- * than MP_DEMANGLE_MAX_OUTPUT, or no demangler
- * is built in (then `name` is its own human name). */
+ * than MP_DEMANGLE_MAX_OUTPUT, passes rust_v0.h's work or depth bound, or
+ * no demangler for it is built in (then `name` is its own human name). */
 long mp_demangle(const char *name, char *out, size_t cap);
 
 #endif

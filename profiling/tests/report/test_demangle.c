@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* mp_prof_demangle / mp_demangle (src/report/demangle.c): the naming rule
- * on real linkage names (C++, Rust legacy), names left alone (C, Rust v0,
- * refused, too long), snprintf-style truncation, argument checks. */
+ * on real linkage names (C++, Rust legacy), names left alone (C,
+ * refused, too long), snprintf-style truncation, argument checks. Rust v0
+ * names: test_demangle_v0.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,33 +139,12 @@ Test(demangle, unsupported_without_the_feature)
 
 /* Regression (fuzz_demangle, CI of 2026-12-01): back-references make this
  * 201-byte Rust v0 name print exponentially much; libiberty walked it for
- * minutes. It is refused once its human form passes
- * MP_DEMANGLE_MAX_OUTPUT (meson's test timeout is what catches a walk
- * that is not cut short). */
+ * minutes. It is refused (now by rust_v0.c; meson's test timeout is what
+ * catches a walk that is not cut short). */
 static const char exponential_rust_v0[] =
     "_RNvMsJ_NtNtNtC5alloc11co2lections5btree4nodeINtB5_6Hayyyyyyyyyyyyyyyyyy"
     "iyctyyyyyyyyyyyyiyctionyFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF"
     "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFGFFFFFyyyyyyyyyyxyndeReB1_";
-
-/* Regression (fuzz_demangle, CI of 2026-12-02): libiberty's v0 demangler
- * walked this 225-byte name for minutes printing nothing, so the output
- * bound could not stop it: Rust v0 names are not demangled at all. */
-static const char silent_rust_v0[] =
-    "_RNvMsJ_NtNtNtNvMsJ_NtNtNtC5alloc11co2lections5btree4nodeINtB5_6HayyyFFFFFFFFFFFFFFFFFFF"
-    "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFGFFFyyyyyxyndeReB1_C5alloc11co2l"
-    "ections5btree4nodeINtB5_6HayFFyyyyyiyctyyydeReB1_";
-
-Test(demangle, rust_v0_names_stay_as_they_are)
-{
-    char out[64];
-    size_t len = 0;
-    cr_expect(!mp_demangle_looks_mangled(silent_rust_v0));
-    cr_expect_eq(mp_demangle(silent_rust_v0, out, sizeof out), -1);
-    cr_expect_eq(mp_demangle("_RNvCs1234_7mycrate3foo", out, sizeof out), -1);
-    if (mp_demangle_available())
-        cr_expect_eq(mp_prof_demangle(silent_rust_v0, out, sizeof out, &len),
-                     MP_PROF_E_NOT_MANGLED);
-}
 
 Test(demangle, exponential_output_is_refused)
 {
@@ -172,7 +152,7 @@ Test(demangle, exponential_output_is_refused)
         cr_skip_test("built without the demangle feature");
     char out[64];
     size_t len = 0;
-    cr_expect_eq(mp_demangle(exponential_rust_v0, out, sizeof out), -1);
+    cr_expect_eq(mp_demangle(exponential_rust_v0, out, sizeof out), -1); /* rust_v0.c */
     cr_expect_eq(mp_prof_demangle(exponential_rust_v0, out, sizeof out, &len),
                  MP_PROF_E_NOT_MANGLED);
     /* the walk cut short leaves the demangler usable */
