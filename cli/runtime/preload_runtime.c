@@ -305,6 +305,11 @@ void mpt_rt_end_session_locked(bool at_exit)
     }
     mpt_rt_image_stop(at_exit); /* the exit image first: it still holds the interval */
     mpt_rt_report_once(NULL);
+    if (at_exit) {
+        mp_prof_stats st;
+        mp_prof_diagnostics(&st);
+        mpt_rt_say_if_unsampled(st.samples_taken);
+    }
     mpt_rt.started = false;
     mp_profiler_free(mpt_rt.prof);
     mpt_rt.prof = NULL;

@@ -110,6 +110,12 @@ int mpt_rt_start_locked(void);
 /* Ends the session (its last report written); lock held. */
 void mpt_rt_end_session_locked(bool at_exit);
 
+/* At exit: one line on the message descriptor (unless quiet) when the
+ * session took no sample while the process's peak RSS reached 32 MiB
+ * and 8 sampling intervals: its allocations bypassed malloc
+ * (rt_unsampled.c says why that is the test). */
+void mpt_rt_say_if_unsampled(uint64_t samples_taken);
+
 /* ---- rt_control.c ----------------------------------------------------- */
 
 /* Opens the control (MIMPROF_CTL, MIMPROF_HTTP) into mpt_rt.control; lock

@@ -79,6 +79,13 @@ int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_
             mpt_display_name(unit, un, sizeof un, 40));
     fprintf(out, "Total: %s in %zu samples; showing top %zu of %zu functions%s\n", tot, p->nsamples,
             shown, nrows, cum_order ? ", by cum" : "");
+    if (p->nsamples == 0)
+        fputs("Empty: no samples. A program whose allocations bypass malloc (its allocator "
+              "linked in: Rust #[global_allocator], tcmalloc or jemalloc) leaves its profile "
+              "empty under mimprof run; profile a Rust one with the mimprof crate. Else the "
+              "program allocated less than the sampling interval (-i), or freed everything "
+              "(inuse types).\n",
+              out);
     if (ages)
         fprintf(out, "%10s %7s %7s %10s %7s %7s  %s\n", "flat", "flat%", "sum%", "cum", "cum%",
                 "age", "function");
