@@ -576,7 +576,7 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  * The human name of a linkage (mangled) name, by the rule reports use for
  * `Function.name` (the linkage name itself is `Function.system_name`):
  *
- * - C++ (Itanium ABI) and Rust legacy names are demangled and
+ * - C++ (Itanium ABI) and Rust (legacy and v0) names are demangled and
  *   fully qualified, with template arguments, lambdas and anonymous
  *   namespaces as the compiler names them, e.g.
  *   @verbatim
@@ -598,11 +598,14 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  *   answers MP_PROF_E_NOT_MANGLED and the name stays as it is. So does a
  *   name the demangler refuses, longer than 1024 bytes, or whose human
  *   form would be longer than 16 KiB (back-references let a short name
- *   print exponentially much; the bound keeps each name to microseconds).
+ *   print exponentially much; the bound keeps each name to microseconds),
+ *   and a Rust v0 name past its demangler's work or nesting bound.
  *
- * The demangler (GNU libiberty's callback API, linked in) allocates
- * nothing and takes no lock: it is safe in any thread of a profiled
- * process, and reentrant.
+ * The demanglers (GNU libiberty's callback API, linked in, for C++ and
+ * Rust legacy names; this library's own for Rust v0 names, with
+ * rustc-demangle's alternate output: `std::rt::lang_start_internal`)
+ * allocate nothing and take no lock: they are safe in any thread of a
+ * profiled process, and reentrant.
  *
  * @param name  a NUL-terminated linkage name
  * @param out   receives the human name, NUL-terminated; when `*len >= cap`
@@ -612,8 +615,8 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  *              then be NULL)
  * @param len   receives the length of the whole human name
  * @return MP_PROF_OK; MP_PROF_E_NOT_MANGLED (`out` untouched);
- *         MP_PROF_E_UNSUPPORTED in a build without the `demangle` feature
- *         (reports then carry linkage names); MP_PROF_E_INVALID_CONFIG for
+ *         MP_PROF_E_UNSUPPORTED in a build without the `demangle` feature,
+ *         for a name other than Rust v0 (reports then carry linkage names); MP_PROF_E_INVALID_CONFIG for
  *         a NULL `name`/`len`, or NULL `out` with `cap` > 0.
  */
 MP_PROF_API mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t *len);
