@@ -105,6 +105,16 @@ class Names(RustTest):
         self.assertIn(STD, grew)
 
 
+    def test_v0_names_with_dwarf_lines(self):
+        _, path = self.run_profiled("lines", self.leaky, "2048", opts=("-i", "16k", "-s", "lines"))
+        with open(path, "rb") as f:
+            prof = pprof_wire.decode_profile(f.read())
+        names = {f["name"] for f in prof["functions"].values()}
+        self.assertIn(STD, names)
+        self.assertIn(REMEMBER, names)
+        self.assertFalse([n for n in names if n.startswith("_R")], sorted(names))
+
+
 class SilentProfiles(RustTest):
     def test_allocator_of_its_own_is_said_on_stderr(self):
         r, path = self.run_profiled("own", self.own, "8192", quiet=False)

@@ -51,6 +51,9 @@ Test(demangle_noalloc, no_malloc_family_call)
         "iteratorISE_ESt23_Rb_tree_const_iteratorISE_EDpOT_",
         "_ZN3std2rt10lang_start17h0123456789abcdefE",
         "_RNvCs1234_7mycrate3foo",
+        /* Rust v0 (rust_v0.c): Punycode, generics, impls, constants */
+        "_RNvNtCs95VJtrAqbEC_7samplesu9gre_6ka8iu7lzzl24a",
+        "_RNvXs0_Cs95VJtrAqbEC_7samplesINtB5_7WrapperfKj3_ENtB5_5Shape4areaB5_",
         "_Zfoo",
     };
     char out[8192];
