@@ -39,9 +39,12 @@
  * below (see tests/report/test_demangle_v0.c). */
 #define MP_V0_MAX_DEPTH 200
 
-/* Work bound: bytes read, re-reads of back-references included. A real
- * name reads a few times its own length; 1 << 18 is ~1 ms of walking. */
-#define MP_V0_MAX_WORK (1u << 18)
+/* Work bound: bytes read, re-reads of back-references included, over
+ * the passes of one call. The real names of the tests take at most 2,469
+ * (an output near the 16 KiB bound would take ~40,000 at their ratio); a
+ * call that reaches the bound has spent ~3 M instructions (callgrind:
+ * ~48 a unit), about a millisecond. */
+#define MP_V0_MAX_WORK (1u << 16)
 
 /* Whether `name` has a v0 prefix (`_R` followed by an uppercase letter,
  * the start of every path); says nothing about it being valid. */
