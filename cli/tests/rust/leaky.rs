@@ -69,7 +69,10 @@ pub mod cache {
 }
 
 fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(4096);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(4096);
     let mut store = cache::Store::new();
     let block = vec![7u8; 1024];
     for i in 0..rounds {

@@ -8,7 +8,10 @@ use std::hint::black_box;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(65536);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(65536);
     let mut kept: Vec<Vec<u8>> = Vec::with_capacity(rounds);
     for i in 0..rounds {
         let mut b = vec![1u8; 1024];

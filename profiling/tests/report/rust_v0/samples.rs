@@ -6,7 +6,12 @@
 // slices, tuples, const generics (integers, signed, bool, char), and
 // non-ASCII (punycode) identifiers. Built by make_pairs.sh with
 // -Csymbol-mangling-version=v0; its `nm` feeds the reference pairs.
-#![allow(dead_code, non_snake_case, uncommon_codepoints, mixed_script_confusables)]
+#![allow(
+    dead_code,
+    non_snake_case,
+    uncommon_codepoints,
+    mixed_script_confusables
+)]
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::hint::black_box;
@@ -145,19 +150,30 @@ fn main() {
     s.remember(&String::from("x"));
     let mut s2 = Store { items: Vec::new() };
     s2.remember(&(1u8, 'c'));
-    let shapes: Vec<Box<dyn Shape>> = vec![Box::new(Square(2.0)), Box::new(Wrapper::<f32, 3>([1.0, 2.0, 3.0])), Box::new(Wrapper::<u8, 0>([]))];
+    let shapes: Vec<Box<dyn Shape>> = vec![
+        Box::new(Square(2.0)),
+        Box::new(Wrapper::<f32, 3>([1.0, 2.0, 3.0])),
+        Box::new(Wrapper::<u8, 0>([])),
+    ];
     let area: f64 = shapes.iter().map(|s| s.area()).sum();
     let f1 = Flags::<true, 'x', -5>.show();
     let f2 = Flags::<false, 'ü', 300000>.show();
-    let n = use_dyn(&Len, "abc") + use_boxed(Box::new(|s: &str| s.len())) + take_fn_ptr(|a, _, _| a);
+    let n =
+        use_dyn(&Len, "abc") + use_boxed(Box::new(|s: &str| s.len())) + take_fn_ptr(|a, _, _| a);
     let c = take_c_fn(c_callback);
-    let g = generic_tuple((1i8, "s"), (2,), ()) + &generic_tuple((vec![1u64], Some(2.5f64)), (3,), ());
+    let g =
+        generic_tuple((1i8, "s"), (2,), ()) + &generic_tuple((vec![1u64], Some(2.5f64)), (3,), ());
     let mut big = [1u128, 2];
     let a = arrays([1i64, 2, 3], &mut big) + arrays([5i64; 17], &mut []);
     let u = größe::计算(black_box(2)) as usize + größe::Über.zählen();
     let fst = first(&["a", "b"]);
-    let t = std::thread::spawn(move || closures() + maps()).join().unwrap();
-    println!("{} {} {} {} {} {} {} {} {} {}", area, f1, f2, n, c, g, a, u, fst, t);
+    let t = std::thread::spawn(move || closures() + maps())
+        .join()
+        .unwrap();
+    println!(
+        "{} {} {} {} {} {} {} {} {} {}",
+        area, f1, f2, n, c, g, a, u, fst, t
+    );
     if black_box(false) {
         never_returns();
     }

@@ -23,9 +23,14 @@ fn main() {
             Ok(d) => format!("{:#}", d),
             Err(_) => String::new(),
         };
-        let marked = ["{invalid syntax}", "{recursion limit reached}", "{size limit reached}", "?"]
-            .iter()
-            .any(|m| human.contains(m));
+        let marked = [
+            "{invalid syntax}",
+            "{recursion limit reached}",
+            "{size limit reached}",
+            "?",
+        ]
+        .iter()
+        .any(|m| human.contains(m));
         let human = if marked { "" } else { human.as_str() };
         writeln!(out, "{}\t{}", name, human).expect("stdout");
     }
