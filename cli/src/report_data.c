@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: MIT */
+/* The data of `mimprof report` (report.h): each file's profile becomes a
+ * moment with exact totals and a bounded set of stacks; names, stacks and
+ * sites are interned across moments (a service's stacks repeat from one
+ * report to the next, so the stack table stays small while the moments
+ * refer to it by id). Written as one JSON document the page reads. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "report_intern.h"
+
+enum { KIND_REPORT = 'r', KIND_PEAK = 'p', KIND_ABOVE = 'a' };
+
+typedef struct entry {
+    uint32_t stack; /* global stack id */
+    int64_t age;    /* seconds of the age label, -1 without one */
+    int64_t value;  /* inuse_space */
+} entry;
+
+typedef struct pair {
+    int64_t key, value;
+} pair;
+
+typedef struct top_row {
+    uint32_t name;
+    int64_t flat, cum;
+} top_row;
+
+typedef struct moment {
+    char *file;
+    char *why; /* a threshold report's "report-above: ..." comment */
+    char kind;
+    int64_t t_ns;
+    int64_t total, objects, alloc; /* alloc: -1 without alloc_space */
+    mpt_report_mem mem;
+    pair *sites; /* (global site id, value), every site of the moment */
+    size_t nsites;
+    entry *kept;
+    size_t nkept;
+    int64_t other;   /* the merged rest of the entries */
+    size_t nother;   /* how many entries were merged */
+    pair *ages;      /* (age seconds or -1, value), sorted by age */
+    size_t nages;
+    top_row *top;
+    size_t ntop;
+} moment;
+
+struct mpt_report_data {
+    mpt_report_opts o;
+    mpt_intern names, stacks, sites;
+    moment *m;
+    size_t n, cap;
+    char **skip_file, **skip_why;
+    size_t nskip;
+};
+
+void mpt_report_opts_init(mpt_report_opts *o)
+{
+    o->sites = 12;
+    o->site_frames = 1;
+    o->stacks = 400;
+    o->top_rows = 50;
+}
+
+mpt_report_data *mpt_report_data_new(const mpt_report_opts *o)
+{
+    mpt_report_data *d = calloc(1, sizeof *d);
+    if (d != NULL)
+        d->o = *o;
+    return d;
+}
+
+static void moment_free(moment *m)
+{
+    free(m->file);
+    free(m->why);
+    free(m->sites);
+    free(m->kept);
+    free(m->ages);
+    free(m->top);
+}
+
+void mpt_report_data_free(mpt_report_data *d)
+{
+    if (d == NULL)
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        moment_free(&d->m[i]);
+    free(d->m);
+    for (size_t i = 0; i < d->nskip; i++) {
+        free(d->skip_file[i]);
+        free(d->skip_why[i]);
+    }
+    free(d->skip_file);
+    free(d->skip_why);
+    mpt_intern_free(&d->names);
+    mpt_intern_free(&d->stacks);
+    mpt_intern_free(&d->sites);
+    free(d);
+}
+
+int mpt_report_data_skip(mpt_report_data *d, const char *file, const char *why)
+{
+    char **nf = realloc(d->skip_file, (d->nskip + 1) * sizeof *nf);
+    if (nf == NULL)
+        return -1;
+    d->skip_file = nf;
+    char **nw = realloc(d->skip_why, (d->nskip + 1) * sizeof *nw);
+    if (nw == NULL)
+        return -1;
+    d->skip_why = nw;
+    nf[d->nskip] = strdup(file);
+    nw[d->nskip] = strdup(why);
+    if (nf[d->nskip] == NULL || nw[d->nskip] == NULL) {
+        free(nf[d->nskip]);
+        free(nw[d->nskip]);
+        return -1;
+    }
+    d->nskip++;
+    return 0;
+}
+
+/* The number after `key` in `s`, or -1. */
+static int64_t num_after(const char *s, const char *key)
+{
+    const char *k = strstr(s, key);
+    if (k == NULL)
+        return -1;
+    char *end;
+    long long v = strtoll(k + strlen(key), &end, 10);
+    return end != k + strlen(key) ? (int64_t)v : -1;
+}
+
+void mpt_report_mem_parse(const mpt_profile *p, mpt_report_mem *m)
+{
+    *m = (mpt_report_mem){-1, -1, -1, -1, -1, ""};
+    for (size_t i = 0; i < p->ncomments; i++) {
+        const char *c = p->comments[i];
+        if (strncmp(c, "memory rss: ", 12) == 0)
+            m->rss = num_after(c, "memory rss: ");
+        else if (strncmp(c, "memory live heap: ", 18) == 0)
+            m->live = num_after(c, "memory live heap: ");
+        else if (strncmp(c, "memory profiler: ", 17) == 0)
+            m->profiler = num_after(c, "memory profiler: ");
+        else if (strncmp(c, "memory allocator: ", 18) == 0) {
+            m->resident = num_after(c, " resident=");
+            m->committed = num_after(c, " committed=");
+            size_t n = strcspn(c + 18, " ");
+            if (n < sizeof m->allocator && strncmp(c + 18, "no statistics", 13) != 0) {
+                memcpy(m->allocator, c + 18, n);
+                m->allocator[n] = '\0';
+            }
+        }
+    }
+}
+
+/* Global id of each of p's names; NULL when out of memory. */
+static uint32_t *map_names(mpt_report_data *d, const mpt_profile *p)
+{
+    uint32_t *g = malloc((p->nnames + 1) * sizeof *g);
+    for (size_t i = 0; g != NULL && i < p->nnames; i++) {
+        int64_t id = mpt_intern_put(&d->names, p->names[i], strlen(p->names[i]));
+        if (id < 0) {
+            free(g);
+            return NULL;
+        }
+        g[i] = (uint32_t)id;
+    }
+    return g;
+}
+
+static int by_stack_age(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->age < y->age ? -1 : x->age > y->age;
+}
+
+static int by_value_desc(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->value != y->value)
+        return x->value > y->value ? -1 : 1;
+    return by_stack_age(a, b);
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const pair *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int top_by_flat(const void *a, const void *b)
+{
+    const top_row *x = a, *y = b;
+    if (x->flat != y->flat)
+        return x->flat > y->flat ? -1 : 1;
+    if (x->cum != y->cum)
+        return x->cum > y->cum ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+/* Sums the values of equal keys of v (sorted in place): the count left. */
+static size_t merge_pairs(pair *v, size_t n)
+{
+    qsort(v, n, sizeof *v, by_key);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k > 0 && v[k - 1].key == v[i].key)
+            v[k - 1].value = mpt_sat_add(v[k - 1].value, v[i].value);
+        else
+            v[k++] = v[i];
+    }
+    return k;
+}
+
+/* The entries, sites and ages of moment m from p's samples (type t). */
+static int moment_samples(mpt_report_data *d, moment *m, const mpt_profile *p, size_t t,
+                          const uint32_t *gname)
+{
+    size_t ns = p->nsamples;
+    entry *e = malloc((ns + 1) * sizeof *e);
+    m->sites = malloc((ns + 1) * sizeof *m->sites);
+    m->ages = malloc((ns + 1) * sizeof *m->ages);
+    size_t maxdepth = 0;
+    for (size_t s = 0; s < ns; s++)
+        if (p->stack_off[s + 1] - p->stack_off[s] > maxdepth)
+            maxdepth = p->stack_off[s + 1] - p->stack_off[s];
+    uint32_t *key = malloc((maxdepth + 1) * sizeof *key);
+    if (e == NULL || m->sites == NULL || m->ages == NULL || key == NULL) {
+        free(e);
+        free(key);
+        return -2;
+    }
+    size_t ne = 0;
+    for (size_t s = 0; s < ns; s++) {
+        int64_t v = p->values[s * p->ntypes + t];
+        if (v == 0)
+            continue;
+        size_t a = p->stack_off[s], depth = p->stack_off[s + 1] - a;
+        for (size_t f = 0; f < depth; f++)
+            key[f] = gname[p->frames[a + f]];
+        int64_t st = mpt_intern_put(&d->stacks, key, depth * sizeof *key);
+        size_t sd = depth < d->o.site_frames ? depth : d->o.site_frames;
+        int64_t site = mpt_intern_put(&d->sites, key, sd * sizeof *key);
+        if (st < 0 || site < 0) {
+            free(e);
+            free(key);
+            return -2;
+        }
+        int64_t age = p->age_ns[s] >= 0 ? p->age_ns[s] / 1000000000 : -1;
+        e[ne++] = (entry){(uint32_t)st, age, v};
+        m->sites[m->nsites++] = (pair){site, v};
+        m->ages[m->nages++] = (pair){age, v};
+    }
+    free(key);
+    m->nsites = merge_pairs(m->sites, m->nsites);
+    m->nages = merge_pairs(m->ages, m->nages);
+    /* Equal (stack, age) entries merged (names that demangle alike), then
+     * the largest kept and the rest summed. */
+    qsort(e, ne, sizeof *e, by_stack_age);
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (k > 0 && e[k - 1].stack == e[i].stack && e[k - 1].age == e[i].age)
+            e[k - 1].value = mpt_sat_add(e[k - 1].value, e[i].value);
+        else
+            e[k++] = e[i];
+    }
+    qsort(e, k, sizeof *e, by_value_desc);
+    m->nkept = k < d->o.stacks ? k : d->o.stacks;
+    for (size_t i = m->nkept; i < k; i++)
+        m->other = mpt_sat_add(m->other, e[i].value);
+    m->nother = k - m->nkept;
+    m->kept = e;
+    return 0;
+}
+
+/* The exact top table of moment m: its top_rows functions by flat. */
+static int moment_top(mpt_report_data *d, moment *m, const mpt_profile *p, size_t t,
+                      const uint32_t *gname)
+{
+    mpt_func_totals ft;
+    if (mpt_func_totals_compute(p, t, &ft) != 0)
+        return -2;
+    m->top = malloc((p->nnames + 1) * sizeof *m->top);
+    if (m->top == NULL) {
+        mpt_func_totals_free(&ft);
+        return -2;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < p->nnames; i++)
+        if (ft.flat[i] != 0 || ft.cum[i] != 0)
+            m->top[n++] = (top_row){(uint32_t)i, ft.flat[i], ft.cum[i]};
+    mpt_func_totals_free(&ft);
+    /* Sorted as `mimprof top` sorts (by the file's own name order on ties),
+     * then named by global id. */
+    qsort(m->top, n, sizeof *m->top, top_by_flat);
+    m->ntop = n < d->o.top_rows ? n : d->o.top_rows;
+    for (size_t i = 0; i < m->ntop; i++)
+        m->top[i].name = gname[m->top[i].name];
+    return 0;
+}
+
+int mpt_report_data_add(mpt_report_data *d, const mpt_profile *p, const char *file,
+                        int64_t mtime_ns, char *err, size_t errlen)
+{
+    int t = mpt_profile_find_type(p, "inuse_space");
+    if (t < 0) {
+        snprintf(err, errlen, "no inuse_space in this profile (not a heap profile)");
+        return -1;
+    }
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 64;
+        moment *nm = realloc(d->m, nc * sizeof *nm);
+        if (nm == NULL)
+            return -2;
+        d->m = nm;
+        d->cap = nc;
+    }
+    moment *m = &d->m[d->n];
+    memset(m, 0, sizeof *m);
+    m->kind = KIND_REPORT;
+    m->t_ns = p->time_nanos > 0 ? p->time_nanos : mtime_ns;
+    for (size_t i = 0; i < p->ncomments; i++) {
+        const char *c = p->comments[i];
+        int64_t pt = num_after(c, "peak: time_nanos=");
+        if (strncmp(c, "peak: ", 6) == 0 && pt > 0) {
+            m->kind = KIND_PEAK;
+            m->t_ns = pt;
+        }
+        if (strncmp(c, "report-above: ", 14) == 0 && m->why == NULL) {
+            m->kind = KIND_ABOVE;
+            if ((m->why = strdup(c)) == NULL)
+                return -2;
+        }
+    }
+    mpt_report_mem_parse(p, &m->mem);
+    int o = mpt_profile_find_type(p, "inuse_objects"), a = mpt_profile_find_type(p, "alloc_space");
+    m->total = mpt_profile_total(p, (size_t)t);
+    m->objects = o >= 0 ? mpt_profile_total(p, (size_t)o) : -1;
+    m->alloc = a >= 0 ? mpt_profile_total(p, (size_t)a) : -1;
+    uint32_t *gname = map_names(d, p);
+    int rc = gname == NULL ? -2 : 0;
+    if (rc == 0)
+        rc = moment_samples(d, m, p, (size_t)t, gname);
+    if (rc == 0)
+        rc = moment_top(d, m, p, (size_t)t, gname);
+    if (rc == 0 && (m->file = strdup(file)) == NULL)
+        rc = -2;
+    free(gname);
+    if (rc != 0) {
+        moment_free(m);
+        return rc;
+    }
+    d->n++;
+    return 0;
+}
+
+/* ---- JSON ---- */
+
+/* A JSON string: names are sanitized for display (control characters
+ * and invalid UTF-8 become '?', as in every view), and '<', '>', '&' are
+ * escaped so that the document can sit inside <script>. */
+static void json_str(FILE *out, const char *s, size_t len)
+{
+    char raw[4096], shown[4 * 1000 + 3];
+    if (len >= sizeof raw)
+        len = sizeof raw - 1;
+    memcpy(raw, s, len);
+    raw[len] = '\0';
+    mpt_display_name(raw, shown, sizeof shown, 1000);
+    fputc('"', out);
+    for (const char *c = shown; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c == '<' || *c == '>' || *c == '&')
+            fprintf(out, "\\u%04x", (unsigned)*c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}
+
+static void json_cstr(FILE *out, const char *s) { json_str(out, s, strlen(s)); }
+
+static void json_ids(FILE *out, const mpt_intern *t, size_t id)
+{
+    size_t len;
+    const uint32_t *k = mpt_intern_key(t, id, &len);
+    fputc('[', out);
+    for (size_t i = 0; i < len / sizeof *k; i++) {
+        uint32_t v;
+        memcpy(&v, &k[i], sizeof v);
+        fprintf(out, i ? ",%" PRIu32 : "%" PRIu32, v);
+    }
+    fputc(']', out);
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const moment *x = a, *y = b;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    if (x->kind != y->kind) /* a report before a peak at the same time */
+        return x->kind == KIND_REPORT ? -1 : (y->kind == KIND_REPORT ? 1 : x->kind - y->kind);
+    return strcmp(x->file, y->file);
+}
+
+static int by_value_then_key(const void *a, const void *b)
+{
+    const pair *x = a, *y = b;
+    if (x->value != y->value)
+        return x->value > y->value ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The chosen sites: the `sites` with the largest value at any moment;
+ * *band[site id] = its band, or K for the rest. */
+static int choose_sites(mpt_report_data *d, size_t **band, size_t *k, uint32_t **chosen)
+{
+    size_t ns = d->sites.n;
+    pair *best = calloc(ns + 1, sizeof *best);
+    *band = malloc((ns + 1) * sizeof **band);
+    *chosen = malloc((ns + 1) * sizeof **chosen);
+    if (best == NULL || *band == NULL || *chosen == NULL) {
+        free(best);
+        return -1;
+    }
+    for (size_t i = 0; i < ns; i++)
+        best[i] = (pair){(int64_t)i, 0};
+    for (size_t i = 0; i < d->n; i++)
+        for (size_t s = 0; s < d->m[i].nsites; s++) {
+            pair *b = &best[d->m[i].sites[s].key];
+            if (d->m[i].sites[s].value > b->value)
+                b->value = d->m[i].sites[s].value;
+        }
+    /* Largest first; ties by id (first seen). */
+    qsort(best, ns, sizeof *best, by_value_then_key);
+    *k = ns < d->o.sites ? ns : d->o.sites;
+    for (size_t i = 0; i < ns; i++)
+        (*band)[i] = *k;
+    for (size_t i = 0; i < *k; i++) {
+        (*band)[best[i].key] = i;
+        (*chosen)[i] = (uint32_t)best[i].key;
+    }
+    free(best);
+    return 0;
+}
+
+static void write_moment(FILE *out, const moment *m, const size_t *band, size_t k, int64_t *bands)
+{
+    fputs("{\"f\":", out);
+    json_cstr(out, m->file);
+    fprintf(out, ",\"k\":\"%c\",\"t\":%" PRId64 ",\"tot\":%" PRId64 ",\"obj\":%" PRId64
+                 ",\"alloc\":%" PRId64,
+            m->kind, m->t_ns / 1000000, m->total, m->objects, m->alloc);
+    const mpt_report_mem *mm = &m->mem;
+    fprintf(out, ",\"mem\":[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",", mm->rss,
+            mm->resident, mm->committed, mm->live, mm->profiler);
+    json_cstr(out, mm->allocator);
+    fputc(']', out);
+    if (m->why != NULL) {
+        fputs(",\"why\":", out);
+        json_cstr(out, m->why);
+    }
+    /* The bands: chosen sites, then the rest = total - their sum (exact). */
+    memset(bands, 0, (k + 1) * sizeof *bands);
+    int64_t in_sites = 0;
+    for (size_t s = 0; s < m->nsites; s++)
+        if (band[m->sites[s].key] < k) {
+            bands[band[m->sites[s].key]] = m->sites[s].value;
+            in_sites = mpt_sat_add(in_sites, m->sites[s].value);
+        }
+    bands[k] = mpt_sat_sub(m->total, in_sites);
+    fputs(",\"b\":[", out);
+    for (size_t i = 0; i <= k; i++)
+        fprintf(out, i ? ",%" PRId64 : "%" PRId64, bands[i]);
+    fputs("],\"st\":[", out);
+    for (size_t i = 0; i < m->nkept; i++)
+        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", m->kept[i].stack,
+                m->kept[i].age, m->kept[i].value);
+    fprintf(out, "],\"oth\":%" PRId64 ",\"noth\":%zu,\"ages\":[", m->other, m->nother);
+    for (size_t i = 0; i < m->nages; i++)
+        fprintf(out, "%s%" PRId64 ",%" PRId64, i ? "," : "", m->ages[i].key, m->ages[i].value);
+    fputs("],\"top\":[", out);
+    for (size_t i = 0; i < m->ntop; i++)
+        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", m->top[i].name,
+                m->top[i].flat, m->top[i].cum);
+    fputs("]}", out);
+}
+
+int mpt_report_data_write(mpt_report_data *d, FILE *out, const mpt_report_proc *procs,
+                          size_t nprocs, size_t chosen)
+{
+    size_t *band = NULL, k = 0;
+    uint32_t *sites = NULL;
+    int64_t *bands = NULL;
+    if (choose_sites(d, &band, &k, &sites) != 0 ||
+        (bands = malloc((k + 1) * sizeof *bands)) == NULL) {
+        free(band);
+        free(sites);
+        return -1;
+    }
+    qsort(d->m, d->n, sizeof *d->m, by_time);
+    fprintf(out, "{\"v\":1,\"program\":");
+    json_cstr(out, nprocs > 0 ? procs[chosen].program : "");
+    fprintf(out, ",\"pid\":%ld,\"processes\":[", nprocs > 0 ? procs[chosen].pid : 0L);
+    for (size_t i = 0; i < nprocs; i++) {
+        fprintf(out, "%s[%ld,", i ? "," : "", procs[i].pid);
+        json_cstr(out, procs[i].program);
+        fprintf(out, ",%zu,%" PRId64 "]", procs[i].nfiles, procs[i].max_bytes);
+    }
+    fprintf(out,
+            "],\"opts\":{\"sites\":%zu,\"siteFrames\":%u,\"stacks\":%zu,\"topRows\":%zu},"
+            "\"names\":[",
+            d->o.sites, d->o.site_frames, d->o.stacks, d->o.top_rows);
+    for (size_t i = 0; i < d->names.n; i++) {
+        size_t len;
+        const char *s = mpt_intern_key(&d->names, i, &len);
+        if (i)
+            fputc(',', out);
+        json_str(out, s, len);
+    }
+    fputs("],\n\"stacks\":[", out);
+    for (size_t i = 0; i < d->stacks.n; i++) {
+        if (i)
+            fputc(',', out);
+        json_ids(out, &d->stacks, i);
+    }
+    fputs("],\n\"sites\":[", out);
+    for (size_t i = 0; i < k; i++) {
+        if (i)
+            fputc(',', out);
+        json_ids(out, &d->sites, sites[i]);
+    }
+    fputs("],\n\"skipped\":[", out);
+    for (size_t i = 0; i < d->nskip; i++) {
+        fputs(i ? ",[" : "[", out);
+        json_cstr(out, d->skip_file[i]);
+        fputc(',', out);
+        json_cstr(out, d->skip_why[i]);
+        fputc(']', out);
+    }
+    fputs("],\n\"moments\":[\n", out);
+    for (size_t i = 0; i < d->n; i++) {
+        if (i)
+            fputs(",\n", out);
+        write_moment(out, &d->m[i], band, k, bands);
+    }
+    fputs("]}\n", out);
+    free(band);
+    free(sites);
+    free(bands);
+    return ferror(out) ? -1 : 0;
+}
