@@ -33,7 +33,8 @@ typedef struct moment {
     char *file;
     char *why; /* a threshold report's "report-above: ..." comment */
     char kind;
-    int64_t t_ns;
+    int64_t t_ns;   /* when the snapshot was taken */
+    int64_t dur_ns; /* the interval the allocation samples cover, 0 if unknown */
     int64_t total, objects, alloc; /* alloc: -1 without alloc_space */
     mpt_report_mem mem;
     pair *sites; /* (global site id, value), every site of the moment */
@@ -324,7 +325,11 @@ int mpt_report_data_add(mpt_report_data *d, const mpt_profile *p, const char *fi
     moment *m = &d->m[d->n];
     memset(m, 0, sizeof *m);
     m->kind = KIND_REPORT;
-    m->t_ns = p->time_nanos > 0 ? p->time_nanos : mtime_ns;
+    /* A report's time_nanos is the start of its interval (what its
+     * allocation samples cover) and its snapshot is taken at the end. */
+    m->t_ns = p->time_nanos > 0 ? mpt_sat_add(p->time_nanos, p->duration_nanos > 0 ? p->duration_nanos : 0)
+                                : mtime_ns;
+    m->dur_ns = p->duration_nanos > 0 ? p->duration_nanos : 0;
     for (size_t i = 0; i < p->ncomments; i++) {
         const char *c = p->comments[i];
         int64_t pt = num_after(c, "peak: time_nanos=");
@@ -387,7 +392,8 @@ static void json_str(FILE *out, const char *s, size_t len)
 
 static void json_cstr(FILE *out, const char *s) { json_str(out, s, strlen(s)); }
 
-static void json_ids(FILE *out, const mpt_intern *t, size_t id)
+/* A stack or site (name ids) with its names renumbered by `names`. */
+static void json_ids(FILE *out, const mpt_intern *t, size_t id, const uint32_t *names)
 {
     size_t len;
     const uint32_t *k = mpt_intern_key(t, id, &len);
@@ -395,9 +401,50 @@ static void json_ids(FILE *out, const mpt_intern *t, size_t id)
     for (size_t i = 0; i < len / sizeof *k; i++) {
         uint32_t v;
         memcpy(&v, &k[i], sizeof v);
-        fprintf(out, i ? ",%" PRIu32 : "%" PRIu32, v);
+        fprintf(out, i ? ",%" PRIu32 : "%" PRIu32, names[v]);
     }
     fputc(']', out);
+}
+
+/* The ids the page refers to, renumbered densely in first-use order:
+ * only the stacks some moment keeps, and the names of those stacks, of
+ * the chosen sites and of the top tables, are written (a long run
+ * interns many more, its small stacks merged away). */
+typedef struct used {
+    uint32_t *map; /* old id -> new id, UINT32_MAX = not used */
+    uint32_t *list; /* new id -> old id */
+    size_t n;
+} used;
+
+static int used_init(used *u, size_t n)
+{
+    u->map = malloc((n + 1) * sizeof *u->map);
+    u->list = malloc((n + 1) * sizeof *u->list);
+    u->n = 0;
+    if (u->map == NULL || u->list == NULL)
+        return -1;
+    memset(u->map, 0xff, (n + 1) * sizeof *u->map);
+    return 0;
+}
+
+static uint32_t used_mark(used *u, uint32_t id)
+{
+    if (u->map[id] == UINT32_MAX) {
+        u->map[id] = (uint32_t)u->n;
+        u->list[u->n++] = id;
+    }
+    return u->map[id];
+}
+
+static void used_names_of(used *names, const mpt_intern *t, size_t id)
+{
+    size_t len;
+    const uint32_t *k = mpt_intern_key(t, id, &len);
+    for (size_t i = 0; i < len / sizeof *k; i++) {
+        uint32_t v;
+        memcpy(&v, &k[i], sizeof v);
+        used_mark(names, v);
+    }
 }
 
 static int by_time(const void *a, const void *b)
@@ -451,13 +498,15 @@ static int choose_sites(mpt_report_data *d, size_t **band, size_t *k, uint32_t *
     return 0;
 }
 
-static void write_moment(FILE *out, const moment *m, const size_t *band, size_t k, int64_t *bands)
+static void write_moment(FILE *out, const moment *m, const size_t *band, size_t k, int64_t *bands,
+                         const used *stacks, const used *names)
 {
     fputs("{\"f\":", out);
     json_cstr(out, m->file);
-    fprintf(out, ",\"k\":\"%c\",\"t\":%" PRId64 ",\"tot\":%" PRId64 ",\"obj\":%" PRId64
-                 ",\"alloc\":%" PRId64,
-            m->kind, m->t_ns / 1000000, m->total, m->objects, m->alloc);
+    fprintf(out,
+            ",\"k\":\"%c\",\"t\":%" PRId64 ",\"dur\":%" PRId64 ",\"tot\":%" PRId64
+            ",\"obj\":%" PRId64 ",\"alloc\":%" PRId64,
+            m->kind, m->t_ns / 1000000, m->dur_ns / 1000000, m->total, m->objects, m->alloc);
     const mpt_report_mem *mm = &m->mem;
     fprintf(out, ",\"mem\":[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",", mm->rss,
             mm->resident, mm->committed, mm->live, mm->profiler);
@@ -481,14 +530,14 @@ static void write_moment(FILE *out, const moment *m, const size_t *band, size_t 
         fprintf(out, i ? ",%" PRId64 : "%" PRId64, bands[i]);
     fputs("],\"st\":[", out);
     for (size_t i = 0; i < m->nkept; i++)
-        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", m->kept[i].stack,
+        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", stacks->map[m->kept[i].stack],
                 m->kept[i].age, m->kept[i].value);
     fprintf(out, "],\"oth\":%" PRId64 ",\"noth\":%zu,\"ages\":[", m->other, m->nother);
     for (size_t i = 0; i < m->nages; i++)
         fprintf(out, "%s%" PRId64 ",%" PRId64, i ? "," : "", m->ages[i].key, m->ages[i].value);
     fputs("],\"top\":[", out);
     for (size_t i = 0; i < m->ntop; i++)
-        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", m->top[i].name,
+        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", names->map[m->top[i].name],
                 m->top[i].flat, m->top[i].cum);
     fputs("]}", out);
 }
@@ -506,6 +555,20 @@ int mpt_report_data_write(mpt_report_data *d, FILE *out, const mpt_report_proc *
         return -1;
     }
     qsort(d->m, d->n, sizeof *d->m, by_time);
+    used us = {0}, un = {0};
+    int rc = used_init(&us, d->stacks.n) == 0 && used_init(&un, d->names.n) == 0 ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < d->n; i++)
+        for (size_t e = 0; e < d->m[i].nkept; e++)
+            used_mark(&us, d->m[i].kept[e].stack);
+    for (size_t i = 0; rc == 0 && i < us.n; i++)
+        used_names_of(&un, &d->stacks, us.list[i]);
+    for (size_t i = 0; rc == 0 && i < k; i++)
+        used_names_of(&un, &d->sites, sites[i]);
+    for (size_t i = 0; rc == 0 && i < d->n; i++)
+        for (size_t r = 0; r < d->m[i].ntop; r++)
+            used_mark(&un, d->m[i].top[r].name);
+    if (rc != 0)
+        goto out;
     fprintf(out, "{\"v\":1,\"program\":");
     json_cstr(out, nprocs > 0 ? procs[chosen].program : "");
     fprintf(out, ",\"pid\":%ld,\"processes\":[", nprocs > 0 ? procs[chosen].pid : 0L);
@@ -518,24 +581,24 @@ int mpt_report_data_write(mpt_report_data *d, FILE *out, const mpt_report_proc *
             "],\"opts\":{\"sites\":%zu,\"siteFrames\":%u,\"stacks\":%zu,\"topRows\":%zu},"
             "\"names\":[",
             d->o.sites, d->o.site_frames, d->o.stacks, d->o.top_rows);
-    for (size_t i = 0; i < d->names.n; i++) {
+    for (size_t i = 0; i < un.n; i++) {
         size_t len;
-        const char *s = mpt_intern_key(&d->names, i, &len);
+        const char *s = mpt_intern_key(&d->names, un.list[i], &len);
         if (i)
             fputc(',', out);
         json_str(out, s, len);
     }
     fputs("],\n\"stacks\":[", out);
-    for (size_t i = 0; i < d->stacks.n; i++) {
+    for (size_t i = 0; i < us.n; i++) {
         if (i)
             fputc(',', out);
-        json_ids(out, &d->stacks, i);
+        json_ids(out, &d->stacks, us.list[i], un.map);
     }
     fputs("],\n\"sites\":[", out);
     for (size_t i = 0; i < k; i++) {
         if (i)
             fputc(',', out);
-        json_ids(out, &d->sites, sites[i]);
+        json_ids(out, &d->sites, sites[i], un.map);
     }
     fputs("],\n\"skipped\":[", out);
     for (size_t i = 0; i < d->nskip; i++) {
@@ -549,11 +612,17 @@ int mpt_report_data_write(mpt_report_data *d, FILE *out, const mpt_report_proc *
     for (size_t i = 0; i < d->n; i++) {
         if (i)
             fputs(",\n", out);
-        write_moment(out, &d->m[i], band, k, bands);
+        write_moment(out, &d->m[i], band, k, bands, &us, &un);
     }
     fputs("]}\n", out);
+    rc = ferror(out) ? -1 : 0;
+out:
+    free(us.map);
+    free(us.list);
+    free(un.map);
+    free(un.list);
     free(band);
     free(sites);
     free(bands);
-    return ferror(out) ? -1 : 0;
+    return rc;
 }

@@ -177,8 +177,10 @@ function drawSelection() {
 }
 function drawRate() {
   var ms = D.moments, pts = [], max = 0;
-  for (var r = 1; r < reports.length; r++) {
-    var m = ms[reports[r]], dt = (m.t - ms[reports[r - 1]].t) / 1000;
+  for (var r = 0; r < reports.length; r++) {
+    /* bytes allocated in the report's interval (its duration, else the
+     * time since the report before) */
+    var m = ms[reports[r]], dt = m.dur > 0 ? m.dur / 1000 : r ? (m.t - ms[reports[r - 1]].t) / 1000 : 0;
     if (m.alloc >= 0 && dt > 0) { pts.push([m.t, m.alloc / dt]); max = Math.max(max, m.alloc / dt); }
   }
   var h = 90, y = function (v) { return h - 14 - (max > 0 ? v / max : 0) * (h - 24); }, out = [];
