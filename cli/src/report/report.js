@@ -114,14 +114,16 @@ function drawHeap() {
     out.push('<text x="' + xOf(t) + '" y="' + (Y1 + 16) + '" text-anchor="middle">' + elapsed(t) + '</text>');
   }
   out.push('</g>');
-  /* Stacked bands over the reports: band j between the sums of 0..j-1 and 0..j. */
-  var cum = reports.map(function () { return 0; });
+  /* Stacked bands over every moment, the peaks too (a spike freed
+   * between two reports shows where it happened): band j between the
+   * sums of bands 0..j-1 and 0..j. */
+  var cum = ms.map(function () { return 0; });
   for (var j = 0; j <= k; j++) {
     var top = [], bot = [];
-    reports.forEach(function (mi, r) {
-      var x = xOf(ms[mi].t).toFixed(1);
+    ms.forEach(function (m, r) {
+      var x = xOf(m.t).toFixed(1);
       bot.push(x + ',' + y(cum[r]).toFixed(1));
-      cum[r] += ms[mi].b[j];
+      cum[r] += m.b[j];
       top.push(x + ',' + y(cum[r]).toFixed(1));
     });
     var name = j < k ? siteName(j) : 'the rest';
@@ -250,11 +252,10 @@ function drawRecon(m) {
       bytes(t[2]) + '</title></g>');
     x += w;
   });
-  x = 10;
-  terms.forEach(function (t, i) {
-    out.push('<rect x="' + x + '" y="52" width="10" height="10" fill="' + t[3] + '"/><text x="' + (x + 13) +
-      '" y="61">' + t[1] + ' ' + bytes(t[2]) + '</text>');
-    x += 135;
+  terms.forEach(function (t, i) {  /* the legend, two per row */
+    var lx = 10 + (i % 2) * 270, ly = 52 + Math.floor(i / 2) * 15;
+    out.push('<rect x="' + lx + '" y="' + ly + '" width="10" height="10" fill="' + t[3] + '"/><text x="' +
+      (lx + 13) + '" y="' + (ly + 9) + '">' + t[1] + ' ' + bytes(t[2]) + '</text>');
   });
   $('recon').innerHTML = out.join('');
   $('recon-note').textContent = note;
