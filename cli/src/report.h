@@ -81,8 +81,10 @@ int mpt_report_html_write(FILE *out, const char *json, size_t len);
 /* `mimprof report`. */
 int mpt_cmd_report(int argc, char **argv);
 
-/* Writes the page of the reports in `dir` of process `pid` to `out`
- * (mimprof run --report-page). 0, or -1 with the reason on stderr. */
-int mpt_report_dir_page(const char *dir, long pid, const char *out);
+/* Writes the page of the reports in `dir` written since `since_ns`
+ * (CLOCK_REALTIME; older runs' files in the same directory are left out)
+ * to `out`, for the process with the most memory (mimprof run
+ * --report-page). 0, or -1 with the reason on stderr. */
+int mpt_report_dir_page(const char *dir, int64_t since_ns, const char *out);
 
 #endif

@@ -72,8 +72,9 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A directory's pprof files (*.pb.gz, *.pb), in name order. */
-static int add_dir(inputs *in, const char *dir)
+/* A directory's pprof files (*.pb.gz, *.pb) modified since since_ns, in
+ * name order. */
+static int add_dir(inputs *in, const char *dir, int64_t since_ns)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
@@ -104,6 +105,7 @@ static int add_dir(inputs *in, const char *dir)
     for (size_t i = 0; i < n; i++) {
         struct stat st;
         if (rc == 0 && stat(names[i], &st) == 0 && S_ISREG(st.st_mode) &&
+            (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec >= since_ns &&
             add_input(in, names[i]) == -2)
             rc = -2;
         free(names[i]);
@@ -298,13 +300,13 @@ static void inputs_free(inputs *in)
     free(in->v);
 }
 
-int mpt_report_dir_page(const char *dir, long pid, const char *out)
+int mpt_report_dir_page(const char *dir, int64_t since_ns, const char *out)
 {
-    run_opts o = {.pid = pid, .out = out, .quiet = true};
+    run_opts o = {.out = out, .quiet = true};
     mpt_report_opts_init(&o.ro);
     mpt_limits_init(&o.lim);
     inputs in = {0};
-    int rc = add_dir(&in, dir) == 0 ? report(&o, &in) : MPT_EXIT_FAIL;
+    int rc = add_dir(&in, dir, since_ns) == 0 ? report(&o, &in) : MPT_EXIT_FAIL;
     inputs_free(&in);
     return rc == MPT_EXIT_OK ? 0 : -1;
 }
@@ -399,7 +401,7 @@ int mpt_cmd_report(int argc, char **argv)
     for (int i = optind; i < argc; i++) {
         struct stat st;
         int rc = stat(argv[i], &st) != 0  ? -1
-                 : S_ISDIR(st.st_mode)    ? add_dir(&in, argv[i])
+                 : S_ISDIR(st.st_mode)    ? add_dir(&in, argv[i], INT64_MIN)
                                           : add_input(&in, argv[i]);
         if (rc != 0) {
             fprintf(stderr, "mimprof report: %s: %s\n", argv[i],

@@ -59,7 +59,8 @@ class Phases(TempDirTest):
         import tempfile
         cls.dir = tempfile.mkdtemp(prefix="mimprof-report-")
         cls.out = os.path.join(cls.dir, "out")
-        r = mimprof("run", "-q", "-i", "16k", "--every", "500ms", "-o", cls.out, "--", PHASES)
+        r = mimprof("run", "-q", "-i", "16k", "--every", "500ms", "--report-page", "-o", cls.out,
+                    "--", PHASES)
         assert r.returncode == 0 and "done" in r.stdout, r.stderr
         cls.page = os.path.join(cls.dir, "report.html")
         r = mimprof("report", cls.out, "-o", cls.page)
@@ -135,6 +136,13 @@ class Phases(TempDirTest):
         older = sum(ages[i + 1] for i in range(0, len(ages), 2) if ages[i] >= 3)
         self.assertLessEqual(abs(older - total), rounding(total))
         self.assertEqual([r[5] for r in parse_top(top) if r[0] > 0], ["early_site"])
+
+    def test_run_report_page_is_the_same_page(self):
+        # mimprof run --report-page wrote DIR/report.html at exit, of the
+        # same files (the explicit report above read it too: it is not pprof)
+        d, _ = page_data(os.path.join(self.out, "report.html"))
+        self.assertEqual(d["moments"], self.d["moments"])
+        self.assertEqual(d["pid"], self.d["pid"])
 
     def test_the_page_is_self_contained(self):
         self.assertIn("mimprof report: wrote", self.stderr)
