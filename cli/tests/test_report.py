@@ -243,6 +243,10 @@ class Inputs(TempDirTest):
         self.assertEqual(rows[0], ("f299", 300000, 300000))
         # only the stacks kept are in the page's table
         self.assertEqual(len(d["stacks"]), 20)
+        # sites of two frames: the function and its caller
+        _, d = self.report(self.path("d"), "--sites", "2", "--site-frames", "2")
+        self.assertEqual([[d["names"][n] for n in s] for s in d["sites"]],
+                         [["f299", "mid5"], ["f298", "mid4"]])
 
     def test_names_stay_data(self):
         evil = "</script><script>document.title='x'</script>&<!--"
