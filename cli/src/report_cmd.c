@@ -62,8 +62,8 @@ static int add_input(inputs *in, const char *path)
     char *p = strdup(path);
     if (p == NULL)
         return -2;
-    in->v[in->n++] = (input){p, name_pid(path),
-                             (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
+    in->v[in->n++] =
+        (input){p, name_pid(path), (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
     return 0;
 }
 
@@ -264,7 +264,8 @@ static int report(const run_opts *o, inputs *in)
         return MPT_EXIT_FAIL;
     }
     if (choose(procs, nprocs, o->pid, o->program, &chosen) != 0) {
-        fprintf(stderr, "mimprof report: no process %s%s in the input; it holds:", o->program ? "named " : "", o->program ? o->program : "with that pid");
+        fprintf(stderr, "mimprof report: no process %s%s in the input; it holds:",
+                o->program ? "named " : "", o->program ? o->program : "with that pid");
         for (size_t j = 0; j < nprocs; j++)
             fprintf(stderr, " %ld (%s)", procs[j].pid, procs[j].program);
         fputc('\n', stderr);
@@ -273,7 +274,8 @@ static int report(const run_opts *o, inputs *in)
     }
     mpt_report_data *d = mpt_report_data_new(&o->ro);
     int rc = MPT_EXIT_OK;
-    size_t used = d != NULL ? load_moments(d, in, &o->lim, procs[chosen].pid, &procs[chosen], o->quiet) : 0;
+    size_t used =
+        d != NULL ? load_moments(d, in, &o->lim, procs[chosen].pid, &procs[chosen], o->quiet) : 0;
     if (d == NULL) {
         fprintf(stderr, "mimprof report: out of memory\n");
         rc = MPT_EXIT_FAIL;
@@ -400,9 +402,9 @@ int mpt_cmd_report(int argc, char **argv)
     inputs in = {0};
     for (int i = optind; i < argc; i++) {
         struct stat st;
-        int rc = stat(argv[i], &st) != 0  ? -1
-                 : S_ISDIR(st.st_mode)    ? add_dir(&in, argv[i], INT64_MIN)
-                                          : add_input(&in, argv[i]);
+        int rc = stat(argv[i], &st) != 0 ? -1
+                 : S_ISDIR(st.st_mode)   ? add_dir(&in, argv[i], INT64_MIN)
+                                         : add_input(&in, argv[i]);
         if (rc != 0) {
             fprintf(stderr, "mimprof report: %s: %s\n", argv[i],
                     rc == -2 ? "out of memory" : strerror(errno));

@@ -33,17 +33,17 @@ typedef struct moment {
     char *file;
     char *why; /* a threshold report's "report-above: ..." comment */
     char kind;
-    int64_t t_ns;   /* when the snapshot was taken */
-    int64_t dur_ns; /* the interval the allocation samples cover, 0 if unknown */
+    int64_t t_ns;                  /* when the snapshot was taken */
+    int64_t dur_ns;                /* the interval the allocation samples cover, 0 if unknown */
     int64_t total, objects, alloc; /* alloc: -1 without alloc_space */
     mpt_report_mem mem;
     pair *sites; /* (global site id, value), every site of the moment */
     size_t nsites;
     entry *kept;
     size_t nkept;
-    int64_t other;   /* the merged rest of the entries */
-    size_t nother;   /* how many entries were merged */
-    pair *ages;      /* (age seconds or -1, value), sorted by age */
+    int64_t other; /* the merged rest of the entries */
+    size_t nother; /* how many entries were merged */
+    pair *ages;    /* (age seconds or -1, value), sorted by age */
     size_t nages;
     top_row *top;
     size_t ntop;
@@ -327,8 +327,9 @@ int mpt_report_data_add(mpt_report_data *d, const mpt_profile *p, const char *fi
     m->kind = KIND_REPORT;
     /* A report's time_nanos is the start of its interval (what its
      * allocation samples cover) and its snapshot is taken at the end. */
-    m->t_ns = p->time_nanos > 0 ? mpt_sat_add(p->time_nanos, p->duration_nanos > 0 ? p->duration_nanos : 0)
-                                : mtime_ns;
+    m->t_ns = p->time_nanos > 0
+                  ? mpt_sat_add(p->time_nanos, p->duration_nanos > 0 ? p->duration_nanos : 0)
+                  : mtime_ns;
     m->dur_ns = p->duration_nanos > 0 ? p->duration_nanos : 0;
     for (size_t i = 0; i < p->ncomments; i++) {
         const char *c = p->comments[i];
@@ -411,7 +412,7 @@ static void json_ids(FILE *out, const mpt_intern *t, size_t id, const uint32_t *
  * the chosen sites and of the top tables, are written (a long run
  * interns many more, its small stacks merged away). */
 typedef struct used {
-    uint32_t *map; /* old id -> new id, UINT32_MAX = not used */
+    uint32_t *map;  /* old id -> new id, UINT32_MAX = not used */
     uint32_t *list; /* new id -> old id */
     size_t n;
 } used;
@@ -530,8 +531,8 @@ static void write_moment(FILE *out, const moment *m, const size_t *band, size_t 
         fprintf(out, i ? ",%" PRId64 : "%" PRId64, bands[i]);
     fputs("],\"st\":[", out);
     for (size_t i = 0; i < m->nkept; i++)
-        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "", stacks->map[m->kept[i].stack],
-                m->kept[i].age, m->kept[i].value);
+        fprintf(out, "%s%" PRIu32 ",%" PRId64 ",%" PRId64, i ? "," : "",
+                stacks->map[m->kept[i].stack], m->kept[i].age, m->kept[i].value);
     fprintf(out, "],\"oth\":%" PRId64 ",\"noth\":%zu,\"ages\":[", m->other, m->nother);
     for (size_t i = 0; i < m->nages; i++)
         fprintf(out, "%s%" PRId64 ",%" PRId64, i ? "," : "", m->ages[i].key, m->ages[i].value);

@@ -26,7 +26,7 @@ void **early_site(size_t mib);
 void **grow_site(size_t mib);
 void **spike_site(size_t mib);
 #define SITE(name)                                                                                 \
-    __attribute__((noinline)) void **name(size_t mib)                                             \
+    __attribute__((noinline)) void **name(size_t mib)                                              \
     {                                                                                              \
         size_t n = mib * MIB / BLOCK;                                                              \
         void **v = malloc(n * sizeof *v);                                                          \
