@@ -77,17 +77,23 @@ class Run:
                 self.cache.clear()
         return s
 
-    def encode(self, i, nstacks, strings_extra):
+    @staticmethod
+    def sample(i, j, nstacks):
+        """(stack number, in-use bytes) of sample j of report i."""
         steady = int(nstacks * 0.8)
+        if j < steady:
+            return j, int(200_000_000 / (j + 1) ** 1.1 * (1 + i / 2000)) + 64
+        k = 1_000_000 + i * (nstacks - steady) + (j - steady)  # churn: new small stacks
+        return k, 64 + (k % 4096)
+
+    def total(self, i, nstacks):
+        return sum(self.sample(i, j, nstacks)[1] for j in range(nstacks))
+
+    def encode(self, i, nstacks, strings_extra):
         out = bytearray()
         total = 0
         for j in range(nstacks):
-            if j < steady:
-                k = j
-                v = int(200_000_000 / (j + 1) ** 1.1 * (1 + i / 2000)) + 64
-            else:  # churn: new small stacks at every report
-                k = 1_000_000 + i * (nstacks - steady) + (j - steady)
-                v = 64 + (k % 4096)
+            k, v = self.sample(i, j, nstacks)
             age = AGES[min(len(AGES) - 1, (j * 7 + i) % 11)]
             total += v
             out += pb.f_bytes(2, self.stack(k) + pb.f_packed(2, [1, v, 1, v]) +
@@ -113,7 +119,7 @@ def memory(total):
 
 
 def browse(page):
-    from webdriver import Browser  # cli/tests
+    from webdriver import Browser, click_at  # cli/tests
     real = "/usr/lib/chromium/chromium"
     chromium = real if os.path.exists(real) else os.environ["CHROMIUM"]
     tmp = tempfile.mkdtemp(prefix="mimprof-scale-browser-")
@@ -126,17 +132,24 @@ def browse(page):
         print("page load to ready: %.0f ms (WebDriver get; ready=%s)" % (
             (time.monotonic() - t) * 1000, ready))
         ok &= ready == "1"
-        n = b.script("return document.querySelectorAll('#heap rect.hit').length")
-        for css in ['#heap rect.hit[data-i="0"]', '#heap rect.hit[data-i="%d"]' % (n // 2),
-                    '#heap rect.hit[data-i="%d"]' % (n - 3)]:
+        print("page open to ready: %s ms (in the page, from navigation start)"
+              % b.script("return document.body.getAttribute('data-ready-ms')"))
+        box = b.script("var r=document.getElementById('heap').getBoundingClientRect();"
+                       "return [r.left, r.top, r.width, r.height];")
+        for frac in (0.1, 0.5, 0.9):
+            # a real click at that point of the chart, on whichever moment is there
+            x, y = box[0] + box[2] * frac, box[1] + box[3] / 2
+            b.script("window.scrollTo(0, 0)")
             before = int(b.script("return document.body.getAttribute('data-draws')"))
             t = time.monotonic()
-            b.click(css)
+            click_at(b, x, y)
             wall = (time.monotonic() - t) * 1000
             after = int(b.script("return document.body.getAttribute('data-draws')"))
-            print("click %s: redraw %s ms in the page, %.0f ms through WebDriver%s" % (
-                css, b.script("return document.body.getAttribute('data-draw-ms')"), wall,
-                "" if after == before + 1 else "  NO REDRAW"))
+            print("click at %d%% of the chart (%s): redraw %s ms in the page, %.0f ms through "
+                  "WebDriver%s" % (frac * 100, b.script("return document.getElementById("
+                                                        "'m-title').textContent.split(':')[0]"),
+                                   b.script("return document.body.getAttribute('data-draw-ms')"),
+                                   wall, "" if after == before + 1 else "  NO REDRAW"))
             ok &= after == before + 1
         bad = [e for e in b.console() if e.get("level") == "SEVERE"]
         if bad:
@@ -153,6 +166,8 @@ def main():
     ap.add_argument("--reports", type=int, default=1000)
     ap.add_argument("--stacks", type=int, default=10000)
     ap.add_argument("--keep")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --keep: the files already there (same --reports and --stacks)")
     a = ap.parse_args()
     d = a.keep or tempfile.mkdtemp(prefix="mimprof-scale-")
     out = os.path.join(d, "out")
@@ -160,6 +175,9 @@ def main():
     run, totals = Run(), []
     t = time.monotonic()
     for i in range(a.reports):
+        if a.reuse:
+            totals.append(run.total(i, a.stacks))
+            continue
         data, total = run.encode(i, a.stacks, memory)
         totals.append(total)
         with open(os.path.join(out, "heap.4242.%d.pb.gz" % i), "wb") as f:

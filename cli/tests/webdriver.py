@@ -124,3 +124,12 @@ def shift_click(browser, css):
 
 def type_into(browser, css, text):
     browser.cmd("POST", "/element/%s/value" % browser.find(css), {"text": text})
+
+
+def click_at(browser, x, y):
+    """A mouse click at viewport point (x, y), on whatever element is there."""
+    browser.cmd("POST", "/actions", {"actions": [
+        {"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": [
+            {"type": "pointerMove", "origin": "viewport", "x": int(x), "y": int(y)},
+            {"type": "pointerDown", "button": 0}, {"type": "pointerUp", "button": 0}]}]})
+    browser.cmd("DELETE", "/actions")

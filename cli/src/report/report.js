@@ -473,4 +473,5 @@ function init() {
   pick(reports.length ? reports[reports.length - 1] : D.moments.length - 1, false);
 }
 init();
+document.body.setAttribute('data-ready-ms', performance.now().toFixed(0));
 document.body.setAttribute('data-ready', '1');
