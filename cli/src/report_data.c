@@ -219,9 +219,15 @@ static size_t merge_pairs(pair *v, size_t n)
     return k;
 }
 
-/* The entries, sites and ages of moment m from p's samples (type t). */
-static int moment_samples(mpt_report_data *d, moment *m, const mpt_profile *p, size_t t,
-                          const uint32_t *gname)
+/* p reallocated to n elements of `size` bytes (p itself if that fails). */
+static void *shrink(void *p, size_t n, size_t size)
+{
+    void *q = realloc(p, (n + 1) * size);
+    return q != NULL ? q : p;
+}
+
+static int moment_samples_local(mpt_report_data *d, moment *m, const mpt_profile *p, size_t t,
+                                const uint32_t *gname, mpt_intern *local)
 {
     size_t ns = p->nsamples;
     entry *e = malloc((ns + 1) * sizeof *e);
@@ -245,7 +251,7 @@ static int moment_samples(mpt_report_data *d, moment *m, const mpt_profile *p, s
         size_t a = p->stack_off[s], depth = p->stack_off[s + 1] - a;
         for (size_t f = 0; f < depth; f++)
             key[f] = gname[p->frames[a + f]];
-        int64_t st = mpt_intern_put(&d->stacks, key, depth * sizeof *key);
+        int64_t st = mpt_intern_put(local, key, depth * sizeof *key);
         size_t sd = depth < d->o.site_frames ? depth : d->o.site_frames;
         int64_t site = mpt_intern_put(&d->sites, key, sd * sizeof *key);
         if (st < 0 || site < 0) {
@@ -276,8 +282,34 @@ static int moment_samples(mpt_report_data *d, moment *m, const mpt_profile *p, s
     for (size_t i = m->nkept; i < k; i++)
         m->other = mpt_sat_add(m->other, e[i].value);
     m->nother = k - m->nkept;
-    m->kept = e;
+    /* Down to what is kept: a week of moments holds only these. */
+    m->kept = shrink(e, m->nkept, sizeof *e);
+    m->sites = shrink(m->sites, m->nsites, sizeof *m->sites);
+    m->ages = shrink(m->ages, m->nages, sizeof *m->ages);
     return 0;
+}
+
+/* The entries, sites and ages of moment m from p's samples (type t).
+ * Stacks are interned in a table of this profile's own first, and only
+ * the kept ones in the run's: a long run's memory holds the stacks its
+ * pages show, not every stack it ever saw (2 million in a week of
+ * 10,000-stack reports with churn). */
+static int moment_samples(mpt_report_data *d, moment *m, const mpt_profile *p, size_t t,
+                          const uint32_t *gname)
+{
+    mpt_intern local = {0};
+    int rc = moment_samples_local(d, m, p, t, gname, &local);
+    for (size_t i = 0; rc == 0 && i < m->nkept; i++) {
+        size_t len;
+        const void *key = mpt_intern_key(&local, m->kept[i].stack, &len);
+        int64_t g = mpt_intern_put(&d->stacks, key, len);
+        if (g < 0)
+            rc = -2;
+        else
+            m->kept[i].stack = (uint32_t)g;
+    }
+    mpt_intern_free(&local);
+    return rc;
 }
 
 /* The exact top table of moment m: its top_rows functions by flat. */
@@ -301,6 +333,7 @@ static int moment_top(mpt_report_data *d, moment *m, const mpt_profile *p, size_
      * then named by global id. */
     qsort(m->top, n, sizeof *m->top, top_by_flat);
     m->ntop = n < d->o.top_rows ? n : d->o.top_rows;
+    m->top = shrink(m->top, m->ntop, sizeof *m->top);
     for (size_t i = 0; i < m->ntop; i++)
         m->top[i].name = gname[m->top[i].name];
     return 0;
