@@ -3,7 +3,8 @@
  * HTML page of a run (its reports, peaks and threshold reports over time).
  *
  *   report_cmd.c    options, the input files, the choice of process
- *   report_data.c   the run's data reduced to a bounded JSON document
+ *   report_data.c   the run's data: moments with exact totals, reduced
+ *   report_json.c   ... written as the page's JSON document
  *   report_intern.c interning of names, stacks and sites (ids)
  *   report_html.c   the page: the template (cli/src/report/, embedded at
  *                   build time by report/embed.py) with the data in it
