@@ -61,8 +61,8 @@ function drawHeader() {
   var ms = D.moments, np = 0, na = 0;
   ms.forEach(function (m) { if (m.k === 'p') np++; else if (m.k === 'a') na++; });
   $('title').textContent = 'mimprof report: ' + (D.program || 'process') + ' (pid ' + D.pid + ')';
-  var span = ms.length ? (ms[ms.length - 1].t - ms[0].t) / 1000 : 0;
-  $('summary').textContent = ms.length + ' profiles over ' + span.toFixed(1) + ' s from ' +
+  $('summary').textContent = ms.length + ' profiles over ' +
+    (ms.length ? elapsed(ms[ms.length - 1].t).slice(1) : '0s') + ' from ' +
     (ms.length ? clock(ms[0].t) : '-') + ': ' + reports.length + ' reports, ' + np +
     ' peaks, ' + na + ' threshold reports.';
   var notes = [];
