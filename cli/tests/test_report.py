@@ -113,8 +113,11 @@ class Phases(TempDirTest):
         self.assertGreater(grow[-1], 12 * MiB * 0.8)
         peaks = self.moments("p")
         top_peak = max(peaks, key=lambda m: m["tot"])
-        self.assertEqual(top_peak["tot"], max(m["tot"] for m in self.d["moments"]),
-                         "the highest moment of the run is a window's peak")
+        # the highest moment of the run is a window's peak (a peak mark may
+        # lag the true peak by 1/64: profiling.h; a report that happened to
+        # land on the spike may then stand a little above it)
+        self.assertGreaterEqual(top_peak["tot"],
+                                max(m["tot"] for m in self.d["moments"]) * (1 - 1 / 64))
         spike = site_values(self.d, top_peak).get("spike_site", 0)
         self.assertGreater(spike, 48 * MiB * 0.8, "the spike is at its peak marker")
         # the spike is freed at once: the report at exit does not hold it
