@@ -5,7 +5,8 @@
 # `mimprof run` profiles the example program (a toy request loop with a
 # growing leak, cli/examples/leaky_server.c) with a report every
 # second, then `mimprof top` shows the last report, `mimprof diff` what grew
-# between the first and the last, and `mimprof flame` writes flame.svg.
+# between the first and the last, `mimprof flame` writes flame.svg and
+# `mimprof report` the run's page, mimprof-out/report.html.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -51,3 +52,11 @@ if [ "$top" != "remember_session" ]; then
   exit 1
 fi
 echo "The leak, remember_session, is the top in-use site."
+
+# The whole run on one page: the heap over time by site, the peaks, any
+# moment's flame graph, two moments' diff, ages, RSS reconciled.
+page=$out/report.html
+echo
+echo "\$ mimprof report mimprof-out -o mimprof-out/report.html"
+"$mimprof" report -q "$out" -o "$page"
+echo "Report page: $page (open it in a browser: click a time for that moment, shift-click a second)"

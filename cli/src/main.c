@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "report.h"
 #include "views.h"
 
 #ifndef MPT_VERSION
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
         return mpt_cmd_flame(argc - 1, argv + 1);
     if (strcmp(cmd, "diff") == 0)
         return mpt_cmd_diff(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return mpt_cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "image") == 0)
         return mpt_cmd_image(argc - 1, argv + 1);
     if (strcmp(cmd, "ctl") == 0)

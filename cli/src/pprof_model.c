@@ -33,6 +33,7 @@ void mpt_profile_free(mpt_profile *p)
     for (size_t i = 0; i < p->ncomments; i++)
         free(p->comments[i]);
     free(p->comments);
+    free(p->program);
     free(p->period_type);
     free(p->period_unit);
     free(p);

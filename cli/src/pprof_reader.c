@@ -111,6 +111,14 @@ static int decode(decoder *d, const mpt_limits *lim, mpt_profile *p)
         goto oom;
     p->time_nanos = pb->time_nanos;
     p->duration_nanos = pb->duration_nanos;
+    /* The program: the first mapping's file (pprof's convention: the main
+     * binary comes first), its base name; "" when the file has none. */
+    const char *main_path = "";
+    if (pb->n_mapping > 0 && pb->mapping[0]->filename != 0 &&
+        (main_path = str_at(d, pb->mapping[0]->filename, "a mapping's file name")) == NULL)
+        goto out;
+    if ((p->program = strdup(base_name(main_path))) == NULL)
+        goto oom;
     p->comments = calloc(pb->n_comment + 1, sizeof *p->comments);
     if (p->comments == NULL)
         goto oom;

@@ -65,6 +65,7 @@ typedef struct mpt_profile {
     int64_t duration_nanos;
     size_t ncomments;
     char **comments; /* the profile's comments, in order (mimprof's: the RSS reconciliation) */
+    char *program;   /* base name of the first mapping's file (the main binary), or "" */
 } mpt_profile;
 
 /* Default limits. */

@@ -7,10 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mimprof/profiling.h>
 #include <mimprof/profiling_control.h>
 
+#include "report.h"
 #include "run.h"
 #include "units.h"
 #include "views.h"
@@ -29,6 +31,21 @@ static int parse_flag_value(const char *name, const char *v, const char *const *
         fprintf(stderr, "%s %s", i ? "," : "", allowed[i]);
     fprintf(stderr, ", not '%s'\n", v);
     return -1;
+}
+
+/* --report-page: the page of this run's reports (files written since
+ * it started), next to them as DIR/report.html. */
+static void run_report_page(const run_opts *o, int64_t since_ns)
+{
+    char *page = NULL;
+    if (asprintf(&page, "%s/report.html", o->out_dir) < 0)
+        return;
+    if (mpt_report_dir_page(o->out_dir, since_ns, page) == 0 && !o->quiet)
+        fprintf(stderr, "mimprof run: report page %s\n", page);
+    else if (!o->quiet)
+        fprintf(stderr, "mimprof run: no report page written (no readable report in %s)\n",
+                o->out_dir);
+    free(page);
 }
 
 int mpt_cmd_run(int argc, char **argv)
@@ -53,7 +70,8 @@ int mpt_cmd_run(int argc, char **argv)
         O_IMG_DIR,
         O_DORMANT,
         O_HTTP,
-        O_HTTP_WILDCARD
+        O_HTTP_WILDCARD,
+        O_REPORT_PAGE
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -82,6 +100,7 @@ int mpt_cmd_run(int argc, char **argv)
         {"dormant", no_argument, NULL, O_DORMANT},
         {"http", required_argument, NULL, O_HTTP},
         {"http-wildcard", no_argument, NULL, O_HTTP_WILDCARD},
+        {"report-page", no_argument, NULL, O_REPORT_PAGE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -240,6 +259,9 @@ int mpt_cmd_run(int argc, char **argv)
         case O_HTTP_WILDCARD:
             o.http_wildcard = true;
             break;
+        case O_REPORT_PAGE:
+            o.report_page = true;
+            break;
         case O_ABOVE: {
             uint64_t bytes;
             unsigned pct;
@@ -278,5 +300,10 @@ int mpt_cmd_run(int argc, char **argv)
         return EXIT_OWN_ERROR;
     }
 
-    return mpt_run_command(&o, argv + optind);
+    struct timespec start;
+    clock_gettime(CLOCK_REALTIME, &start);
+    int rc = mpt_run_command(&o, argv + optind);
+    if (o.report_page)
+        run_report_page(&o, (int64_t)(start.tv_sec - 1) * 1000000000);
+    return rc;
 }

@@ -51,6 +51,7 @@ typedef struct run_opts {
     const char *image_every;  /* as given, validated */
     const char *image_dir;    /* NULL: the output directory */
     const char *report_above; /* --report-above SIZE|N%, validated (MIMPROF_REPORT_ABOVE) */
+    bool report_page;         /* --report-page: DIR/report.html at exit (mimprof report) */
 } run_opts;
 
 /* Runs cmd as a child with the preload configured by o (run_exec.c);

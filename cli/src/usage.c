@@ -16,6 +16,8 @@ static const char USAGE_MAIN[] =
     "  top FILE [options]               the top functions of a pprof file\n"
     "  flame FILE [options] -o OUT.svg  a self-contained SVG flame graph\n"
     "  diff BASE NEW [options]          what grew and shrank per function\n"
+    "  report DIR|FILES... -o OUT.html  one page of a run: the heap over time, any moment\n"
+    "                                   or two, ages, RSS reconciled\n"
     "  image pprof|top|diff|info ...    heap images (mp_profiler_write_image, run --image-*)\n"
     "  ctl PID COMMAND | ctl list       control a profiled process while it runs\n"
     "\n"
@@ -53,6 +55,9 @@ static const char USAGE_RUN[] =
     "      --report-above SIZE|N%  a report (and an image with the options above) at once\n"
     "                            when RSS crosses SIZE (e.g. 100m), or the cgroup's memory\n"
     "                            N% of its memory.max/memory.high, and at each further tenth\n"
+    "      --report-page         at exit, write DIR/report.html: the page of this run's\n"
+    "                            reports (mimprof report DIR, for the process with the\n"
+    "                            most memory)\n"
     "\n"
     "Pyroscope (reports are uploaded while CMD runs; no files unless -o is given):\n"
     "      --pyroscope URL       server, e.g. http://localhost:4040 (PYROSCOPE_SERVER_ADDRESS)\n"
@@ -119,6 +124,30 @@ static const char USAGE_DIFF[] =
     "                    profiles (as for top)\n"
     "      --no-demangle linkage names as written (as for top)\n";
 
+static const char USAGE_REPORT[] =
+    "usage: mimprof report DIR|FILES... [options] [-o OUT.html]\n"
+    "\n"
+    "Writes one self-contained HTML page (no network, no external script or font) of\n"
+    "a run's reports (heap.<pid>.<seq>.pb.gz), its peaks (.peak.pb.gz) and threshold\n"
+    "reports (--report-above): in-use memory over time by site with RSS and the\n"
+    "allocator's resident bytes, peaks and thresholds marked, the allocation rate;\n"
+    "click a moment for its flame graph, top table, ages and RSS reconciliation,\n"
+    "shift-click a second for what grew and shrank between them.\n"
+    "Files that cannot be read are skipped, said and named on the page.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT.html  output file (default report.html)\n"
+    "      --pid PID          the process shown (default: the one with the most memory)\n"
+    "      --program NAME     ... or the one whose main binary is NAME\n"
+    "      --sites K          sites drawn as bands, the rest one band (default 12)\n"
+    "      --site-frames N    frames that name a site: 1 = the allocating function\n"
+    "                         (default), N = the innermost N frames\n"
+    "      --stacks K         stacks kept per moment for its flame graph, the rest merged\n"
+    "                         into one frame (default 400); totals stay exact\n"
+    "      --top N            rows of each moment's top table (default 50)\n"
+    "      --no-demangle      linkage names as written (as for top)\n"
+    "  -q, --quiet            no line on stderr\n";
+
 static const char USAGE_CTL[] =
     "usage: mimprof ctl PID COMMAND\n"
     "       mimprof ctl list\n"
@@ -147,6 +176,8 @@ void mpt_usage(FILE *out, const char *cmd)
         text = USAGE_FLAME;
     else if (cmd != NULL && strcmp(cmd, "diff") == 0)
         text = USAGE_DIFF;
+    else if (cmd != NULL && strcmp(cmd, "report") == 0)
+        text = USAGE_REPORT;
     else if (cmd != NULL && strcmp(cmd, "ctl") == 0)
         text = USAGE_CTL;
     fputs(text, out);

@@ -8,15 +8,23 @@
  *   memory live heap: L bytes          estimated: the report's inuse_space
  *   memory profiler: P bytes           the profiler's own tables
  *   memory unexplained: U bytes        U = R - L - P
- *   memory unexplained = S + O         with the allocator's footprint A
- *                                      (resident, else committed): the
- *                                      allocator's slack S = A - L - P and
- *                                      what lies outside it, O = R - A
+ *   memory unexplained = S + O         with the allocator's resident
+ *                                      bytes A: the allocator's slack
+ *                                      S = A - L - P and what lies
+ *                                      outside it, O = R - A (>= 0)
  *
- * The sums are signed: L is an estimate (its tolerance is the estimator's,
- * profiling/README.md), and mimalloc's committed bytes may exceed what is
- * resident, so a part can come out below zero; the comment then says so
- * rather than clamp it. The profiler's own memory counts the tables that
+ * Only a resident figure splits U: committed memory is not resident
+ * memory (mimalloc commits pages it never touches, and R - committed came
+ * out at -29 MiB on the demo), so with a committed figure alone the
+ * comment says that U is not split. The allocator's figures are read
+ * before RSS, so that O, resident memory that is not the allocator's,
+ * cannot fall below zero when the program grows between the two reads;
+ * when it shrank between them (A > R by the pages released), A is taken
+ * as R and the comment says so. S is signed: L is an estimate (its
+ * tolerance is the estimator's, profiling/README.md), and blocks the
+ * program has not written yet are live but not resident, so S can come
+ * out below zero; a further comment then says why rather than clamp it.
+ * The profiler's own memory counts the tables that
  * grow with the program (live table, stacks, thread records, symbol data);
  * in the preload they come from the same allocator as the program's
  * memory, which is why they are taken out of the allocator's slack (the
@@ -86,11 +94,11 @@ static uint64_t rss_bytes(void)
 void mp_reconcile_gather(const mp_profiler *p, double live_bytes, mp_reconcile *out)
 {
     *out = (mp_reconcile){0};
-    out->rss = rss_bytes();
     out->alloc = (mp_prof_allocator_stats){MP_PROF_STAT_NONE, MP_PROF_STAT_NONE, MP_PROF_STAT_NONE,
                                            MP_PROF_STAT_NONE, MP_PROF_STAT_NONE, MP_PROF_STAT_NONE};
     if (p->stats_fn != NULL)
         out->have_alloc = p->stats_fn(p->stats_ctx, &out->alloc);
+    out->rss = rss_bytes(); /* after the allocator's figures: see the head comment */
     out->live_heap = live_bytes > 0 ? (uint64_t)(live_bytes + 0.5) : 0;
     uint64_t threads = atomic_load_explicit(&g_rec.c.registered_threads, memory_order_relaxed);
     uint64_t per_thread = sizeof(mp_thread_rec) + p->cfg.ring_capacity * sizeof(mp_record) +
@@ -114,12 +122,10 @@ static void alloc_figures(char *buf, size_t n, const mp_prof_allocator_stats *a)
             at += (size_t)snprintf(buf + at, n - at, " %s=%" PRIu64, f[i].name, f[i].v);
 }
 
-/* The allocator's footprint: resident if given, else committed. */
-static uint64_t footprint(const mp_reconcile *r)
+/* The allocator's resident bytes, or MP_PROF_STAT_NONE. */
+static uint64_t resident(const mp_reconcile *r)
 {
-    if (!r->have_alloc)
-        return MP_PROF_STAT_NONE;
-    return r->alloc.resident != MP_PROF_STAT_NONE ? r->alloc.resident : r->alloc.committed;
+    return r->have_alloc ? r->alloc.resident : MP_PROF_STAT_NONE;
 }
 
 mp_prof_status mp_reconcile_comment(mp_report_builder *b, const mp_reconcile *r,
@@ -149,15 +155,29 @@ mp_prof_status mp_reconcile_comment(mp_report_builder *b, const mp_reconcile *r,
     if (r->rss == MP_PROF_STAT_NONE)
         return MP_PROF_OK;
     int64_t rest = (int64_t)r->rss - (int64_t)r->live_heap - (int64_t)r->profiler;
-    uint64_t a = footprint(r);
+    uint64_t a = resident(r);
     EMIT("memory unexplained: %" PRId64 " bytes = rss - live heap - profiler", rest);
-    if (a != MP_PROF_STAT_NONE) {
-        const char *what = r->alloc.resident != MP_PROF_STAT_NONE ? "resident" : "committed";
-        EMIT("memory unexplained = allocator slack %" PRId64 " (allocator %s - live heap - "
-             "profiler) + outside the allocator %" PRId64 " (rss - allocator %s)",
-             (int64_t)a - (int64_t)r->live_heap - (int64_t)r->profiler, what,
-             (int64_t)r->rss - (int64_t)a, what);
+    if (a == MP_PROF_STAT_NONE) {
+        if (r->have_alloc)
+            EMIT("memory unexplained not split: the allocator gives no resident figure "
+                 "(committed memory is not resident memory)");
+        return MP_PROF_OK;
     }
+    if (a > r->rss) {
+        EMIT("memory allocator resident %" PRIu64 " > rss: memory was released between the two "
+             "reads; taken as rss",
+             a);
+        a = r->rss;
+    }
+    int64_t slack = (int64_t)a - (int64_t)r->live_heap - (int64_t)r->profiler;
+    EMIT("memory unexplained = allocator slack %" PRId64 " (allocator resident - live heap - "
+         "profiler) + outside the allocator %" PRIu64 " (rss - allocator resident)",
+         slack, r->rss - a);
+    if (slack < 0)
+        EMIT("memory allocator slack below zero: the estimated live heap and the profiler exceed "
+             "the allocator's resident bytes by %" PRId64 " (blocks not written yet are not "
+             "resident; the estimate has its tolerance)",
+             -slack);
 #undef EMIT
     return MP_PROF_OK;
 }

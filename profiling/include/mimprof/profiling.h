@@ -327,7 +327,9 @@ MP_PROF_API void mp_prof_buffer_free(uint8_t *pprof);
 typedef struct mp_prof_allocator_stats {
     uint64_t allocated; /**< bytes in blocks the program holds (jemalloc stats.allocated) */
     uint64_t active;    /**< bytes in pages holding such blocks (jemalloc stats.active) */
-    uint64_t resident;  /**< the allocator's resident bytes (jemalloc stats.resident) */
+    uint64_t resident;  /**< the allocator's resident bytes (jemalloc stats.resident); the only
+                             figure that splits a report's rest into the allocator's slack and
+                             what lies outside it (committed memory is not resident) */
     uint64_t mapped;    /**< bytes the allocator has mapped (jemalloc stats.mapped) */
     uint64_t committed; /**< bytes the allocator has committed (mimalloc) */
     uint64_t reserved;  /**< address space reserved */
