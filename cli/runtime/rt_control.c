@@ -103,17 +103,17 @@ static mp_prof_status ctl_report(void *ctx, uint8_t **buf, size_t *len, void (*t
     (void)ctx;
     pthread_mutex_lock(&mpt_rt.lock);
     mp_prof_status st = MP_PROF_E_INACTIVE;
-    unsigned seq = 0;
+    mpt_rt_window w;
     if (mpt_rt.started) {
         uint8_t *pk = NULL;
         size_t pklen = 0;
         pthread_mutex_lock(&mpt_rt.report_lock);
-        st = mpt_rt_take_report_locked(NULL, buf, len, &pk, &pklen, &seq);
+        st = mpt_rt_take_report_locked(NULL, buf, len, &pk, &pklen, &w);
         if (st == MP_PROF_OK && then != NULL)
             then(then_ctx);
         pthread_mutex_unlock(&mpt_rt.report_lock);
         if (st == MP_PROF_OK)
-            mpt_rt_write_report(*buf, *len, pk, pklen, seq);
+            mpt_rt_write_report(*buf, *len, pk, pklen, &w);
         mp_prof_buffer_free(pk);
     }
     bool started = mpt_rt.started;

@@ -16,6 +16,7 @@
 
 #include "image_runtime.h"
 #include "preload_runtime.h"
+#include "rt_collector.h"
 #include "rt_peak.h"
 #include "rt_pyro.h"
 #include "rt_state.h"
@@ -47,7 +48,7 @@ static void write_peak(const char *path, const uint8_t *pk, size_t pklen)
  * when uploading; the report merged into the HTTP endpoint's cumulative
  * profile when it is served; *seq is its file number. report_lock held. */
 mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t *len, uint8_t **pk,
-                                         size_t *pklen, unsigned *seq)
+                                         size_t *pklen, mpt_rt_window *w)
 {
     *pk = NULL;
     *pklen = 0;
@@ -70,20 +71,44 @@ mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t
     }
     if (mpt_rt.http)
         (void)mp_prof_control_feed(mpt_rt.control, *buf, *len);
+    w->from_ns = mpt_rt.window_from_ns;
+    w->to_ns = now;
+    w->final = mpt_rt.ending;
     mpt_rt.window_from_ns = now;
     mpt_rt.reports++;
     mpt_rt.last_report_ns = now;
-    *seq = mpt_rt.seq++;
+    w->seq = mpt_rt.seq++;
     return MP_PROF_OK;
 }
 
-/* Writes report `seq` (and its peak, when there is one) to the output,
- * when reports are written (see expand_path). */
-void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
-                         unsigned seq)
+/* Hands report w->seq to the collector, when there is one and it takes
+ * it (rt_collector.h). The first report a process writes itself instead
+ * says why; the count goes with the process's last one. */
+static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         const mpt_rt_window *w)
 {
-    if (!mpt_rt.files)
+    if (!mpt_coll_on() || mpt_rt.out.dir[0] == '\0')
+        return false;
+    const char *why;
+    if (mpt_coll_send_report(mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns,
+                             w->final, &why) == 0)
+        return true;
+    unsigned n = mpt_coll_fallbacks();
+    if (n == 1 || w->final)
+        say_error("mimprof: pid %ld: the collector did not take report %u (%s): written by the "
+                  "process itself (%u so far)\n",
+                  (long)mpt_rt.pid, w->seq, why, n);
+    return false;
+}
+
+/* Writes report w->seq (and its peak, when there is one) to the output,
+ * when reports are written: through the collector when there is one. */
+void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         const mpt_rt_window *w)
+{
+    if (!mpt_rt.files || to_collector(buf, len, pk, pklen, w))
         return;
+    unsigned seq = w->seq;
     char path[4200], why[600];
     if (mpt_out_name(&mpt_rt.out, mpt_rt.pid, seq, path, sizeof path) != 0)
         say_error("mimprof: report path too long\n");
@@ -99,15 +124,15 @@ void mpt_rt_report_once(const char *note)
 {
     uint8_t *buf = NULL, *pk = NULL;
     size_t len = 0, pklen = 0;
-    unsigned seq = 0;
+    mpt_rt_window w;
     pthread_mutex_lock(&mpt_rt.report_lock);
-    mp_prof_status st = mpt_rt_take_report_locked(note, &buf, &len, &pk, &pklen, &seq);
+    mp_prof_status st = mpt_rt_take_report_locked(note, &buf, &len, &pk, &pklen, &w);
     pthread_mutex_unlock(&mpt_rt.report_lock);
     if (st != MP_PROF_OK) {
         say("mimprof: report failed: %s\n", mp_prof_strerror(st));
         return;
     }
-    mpt_rt_write_report(buf, len, pk, pklen, seq);
+    mpt_rt_write_report(buf, len, pk, pklen, &w);
     mp_prof_buffer_free(buf);
     mp_prof_buffer_free(pk);
 }

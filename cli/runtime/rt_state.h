@@ -69,6 +69,7 @@ struct mpt_rt {
     bool files;               /* reports are written (out) */
     bool told_fork;           /* said why forked children are not profiled */
     int64_t window_from_ns;   /* `from` of the next report's window (wall clock) */
+    bool ending;              /* the session's last report is being taken (lock) */
 };
 
 extern struct mpt_rt mpt_rt;
@@ -83,13 +84,21 @@ extern struct mpt_rt mpt_rt;
 /* The wall clock (CLOCK_REALTIME) in nanoseconds. */
 int64_t mpt_rt_now_ns(void);
 
+/* What a report is, besides its bytes: its file number and its window. */
+typedef struct {
+    unsigned seq;
+    int64_t from_ns, to_ns; /* wall clock: its alloc_* values cover [from, to) */
+    bool final;             /* the session's last report */
+} mpt_rt_window;
+
 /* A report of the process's series (see rt_report.c); report_lock held. */
 mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t *len, uint8_t **pk,
-                                         size_t *pklen, unsigned *seq);
+                                         size_t *pklen, mpt_rt_window *w);
 
-/* Writes a report (and its window's peak) as file number `seq`. */
+/* Writes a report (and its window's peak) as file number w->seq: through
+ * the collector when there is one (rt_collector.h). */
 void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
-                         unsigned seq);
+                         const mpt_rt_window *w);
 
 /* Takes one report and writes it (the reporter, or the exit path). */
 void mpt_rt_report_once(const char *note);

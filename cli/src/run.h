@@ -51,11 +51,31 @@ typedef struct run_opts {
     const char *image_every;  /* as given, validated */
     const char *image_dir;    /* NULL: the output directory */
     const char *report_above; /* --report-above SIZE|N%, validated (MIMPROF_REPORT_ABOVE) */
+    /* The collector (collector.h) */
+    bool no_collector;   /* --no-collector: every process writes its own files */
+    unsigned keep;       /* --keep N: reports kept per process (0: all) */
+    uint64_t keep_bytes; /* --keep-size SIZE: total cap (0: none) */
 } run_opts;
 
 /* Runs cmd as a child with the preload configured by o (run_exec.c);
  * returns the exit status of `mimprof run`. */
 int mpt_run_command(run_opts *o, char **cmd);
+
+/* The collector as `mimprof run` sees it (run_collector.c). */
+typedef struct {
+    int peer;   /* the processes' end of the socket (close-on-exec here), or -1 */
+    int notify; /* the collector's messages, or -1 */
+    pid_t pid;
+} mpt_run_coll;
+
+/* Forks the collector (reports into abs_dir, NULL: none) and exports
+ * MIMPROF_COLLECTOR. 0, or -1 (errno; nothing started). */
+int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc);
+/* Waits for `child`, relaying the collector's messages meanwhile. */
+int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status);
+/* Tells the collector the command's process ended and relays its
+ * messages until it has written that process's reports. */
+void mpt_run_collector_end(mpt_run_coll *rc);
 
 /* Finds libmimprof-preload-<object>.so (run_locate.c): $MIMPROF_PRELOAD_DIR,
  * then next to this executable in the build tree, then in the install
