@@ -216,7 +216,11 @@ static int configure(mpt_env_var bad, const char *why)
     }
     /* Uploads: without them (a message said why) the runtime goes on with
      * its files, or leaves the process unprofiled when it writes none. */
-    if (pyro && mpt_rt_pyro_setup(mpt_rt.quiet) < 0 && !mpt_rt.files)
+    /* Under `mimprof run`'s collector, it uploads the whole tree's reports
+     * (one profile per window: collector_pyro.c) and this process loads
+     * no adapter. */
+    mpt_rt.coll_upload = pyro && mpt_coll_on();
+    if (pyro && !mpt_rt.coll_upload && mpt_rt_pyro_setup(mpt_rt.quiet) < 0 && !mpt_rt.files)
         return -1;
     return 0;
 }

@@ -116,7 +116,7 @@ static int send_packet(const mpt_coll_hdr *h, const void *text, size_t tlen, int
 
 int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
                          const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
-                         bool final, const char **why)
+                         unsigned flags, const char **why)
 {
     *why = "no collector";
     if (!mp_prof_fd_check(&g_sock)) {
@@ -138,7 +138,7 @@ int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len
     } else {
         mpt_coll_hdr h = {.magic = MPT_COLL_MAGIC,
                           .kind = MPT_COLL_REPORT,
-                          .flags = final ? MPT_COLL_FINAL : 0,
+                          .flags = flags,
                           .pid = pid,
                           .seq = seq,
                           .len = len,

@@ -19,10 +19,10 @@
  *    socket); the collector writes heap.<pid>.<seq>.pb.gz (and
  *    .peak.pb.gz) as the invoking user, under its retention rule;
  *  - MESSAGE: the text of one runtime message after the header;
- *  - ROOT_EXITED: sent by `mimprof run` once the command's process has
- *    ended: everything queued before it has been sent by processes that
- *    existed then, so once the collector reaches it, the root's last
- *    report is written and `mimprof run` may summarise and exit.
+ *
+ * `mimprof run` tells the collector on a pipe of its own when the
+ * command's process has ended (collector.h): its reports are queued by
+ * then.
  *
  * Never blocking the program. A process sends with MSG_DONTWAIT: the
  * queue is bounded by the socket's send buffer (set small by `mimprof
@@ -43,11 +43,13 @@
 #define MPT_COLL_SNDBUF (64 * 1024)
 #define MPT_COLL_TEXT_MAX 1024
 
-enum { MPT_COLL_REPORT = 1, MPT_COLL_MESSAGE = 2, MPT_COLL_ROOT_EXITED = 3 };
+enum { MPT_COLL_REPORT = 1, MPT_COLL_MESSAGE = 2 };
 
 /* Flags of a REPORT. */
 enum {
-    MPT_COLL_FINAL = 1, /* the process's last report (its exit) */
+    MPT_COLL_FINAL = 1,  /* the process's last report (its exit) */
+    MPT_COLL_WRITE = 2,  /* written as a file */
+    MPT_COLL_UPLOAD = 4, /* uploaded to Pyroscope (collector_pyro.c) */
 };
 
 typedef struct {
@@ -81,12 +83,13 @@ void mpt_coll_close_unprofiled(const char *spec);
  * profiled: they get no descriptor of ours); `profiled` false closes it. */
 void mpt_coll_after_fork(bool profiled, bool exec_inherits);
 
-/* Hands a report (and its peak, when pk is not NULL) to the collector.
+/* Hands a report (and its peak, when pk is not NULL) to the collector,
+ * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD).
  * 0: queued; -1: not (the queue is full, the collector is gone, no
  * memfd): *why says why, and the caller writes the report itself. */
 int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
                          const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
-                         bool final, const char **why);
+                         unsigned flags, const char **why);
 
 /* Hands a message to the collector: true when queued. */
 bool mpt_coll_say(const char *text, size_t len);

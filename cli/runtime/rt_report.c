@@ -82,22 +82,30 @@ mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t
 }
 
 /* Hands report w->seq to the collector, when there is one and it takes
- * it (rt_collector.h). The first report a process writes itself instead
- * says why; the count goes with the process's last one. */
+ * it (rt_collector.h): to be written (directory mode) and/or uploaded.
+ * The first report a process handles itself instead says why (and that
+ * it is not uploaded); the count goes with the process's last one. */
 static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
                          const mpt_rt_window *w)
 {
-    if (!mpt_coll_on() || mpt_rt.out.dir[0] == '\0')
+    unsigned flags = (w->final ? MPT_COLL_FINAL : 0) |
+                     (mpt_rt.files && mpt_rt.out.dir[0] != '\0' ? MPT_COLL_WRITE : 0) |
+                     (mpt_rt.coll_upload ? MPT_COLL_UPLOAD : 0);
+    if (!mpt_coll_on() || !(flags & (MPT_COLL_WRITE | MPT_COLL_UPLOAD)))
         return false;
     const char *why;
     if (mpt_coll_send_report(mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns,
-                             w->final, &why) == 0)
+                             flags, &why) == 0)
         return true;
     unsigned n = mpt_coll_fallbacks();
     if (n == 1 || w->final)
-        say_error("mimprof: pid %ld: the collector did not take report %u (%s): written by the "
-                  "process itself (%u so far)\n",
-                  (long)mpt_rt.pid, w->seq, why, n);
+        say_error("mimprof: pid %ld: the collector did not take report %u (%s): %s (%u so "
+                  "far)\n",
+                  (long)mpt_rt.pid, w->seq, why,
+                  !mpt_rt.files         ? "not uploaded"
+                  : mpt_rt.coll_upload ? "written by the process itself, not uploaded"
+                                       : "written by the process itself",
+                  n);
     return false;
 }
 
@@ -106,7 +114,7 @@ static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size
 void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
                          const mpt_rt_window *w)
 {
-    if (!mpt_rt.files || to_collector(buf, len, pk, pklen, w))
+    if (to_collector(buf, len, pk, pklen, w) || !mpt_rt.files)
         return;
     unsigned seq = w->seq;
     char path[4200], why[600];
@@ -151,7 +159,7 @@ void *mpt_rt_reporter_main(void *arg)
     mp_prof_thread_exclude();
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
-    if (mpt_rt_pyro_on() && mpt_rt.every_ms > 0) {
+    if ((mpt_rt_pyro_on() || mpt_rt.coll_upload) && mpt_rt.every_ms > 0) {
         /* Uploads on wall-clock multiples of the period, like Pyroscope's
          * own agents (the first window is shorter). */
         int64_t now_ms = (int64_t)next.tv_sec * 1000 + next.tv_nsec / 1000000;

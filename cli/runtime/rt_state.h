@@ -67,6 +67,7 @@ struct mpt_rt {
     atomic_int fatal_sig;     /* a fatal signal waits for its report */
     atomic_uint reports_done; /* bumped after every report attempt */
     bool files;               /* reports are written (out) */
+    bool coll_upload;         /* reports are uploaded by the collector (rt_collector.h) */
     bool told_fork;           /* said why forked children are not profiled */
     int64_t window_from_ns;   /* `from` of the next report's window (wall clock) */
     bool ending;              /* the session's last report is being taken (lock) */

@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "collector.h"
@@ -19,9 +21,10 @@
 typedef struct {
     const mpt_coll_opts *o;
     mpt_store store;
-    int notify; /* the pipe to `mimprof run` while the command runs, else -1 */
-    int log;    /* DIR/mimprof.log once opened, else -1 */
-    unsigned bad; /* packets that were not ours */
+    mpt_cpyro *pyro; /* uploads, or NULL */
+    int notify;      /* the pipe to `mimprof run` while the command runs, else -1 */
+    int log;         /* DIR/mimprof.log once opened, else -1 */
+    unsigned bad;    /* packets that were not ours */
 } collector;
 
 /* A message: to `mimprof run` while it waits for the command (it prints
@@ -71,16 +74,22 @@ static void report(collector *c, const mpt_coll_hdr *h, int fd)
         return;
     }
     char why[600];
-    if (mpt_store_write(&c->store, (pid_t)h->pid, (unsigned)h->seq, map, (size_t)h->len,
-                        h->pklen > 0 ? map + h->len : NULL, (size_t)h->pklen, why,
-                        sizeof why) != 0)
+    const uint8_t *pk = h->pklen > 0 ? map + h->len : NULL;
+    if ((h->flags & MPT_COLL_WRITE) && c->o->dir != NULL &&
+        mpt_store_write(&c->store, (pid_t)h->pid, (unsigned)h->seq, map, (size_t)h->len, pk,
+                        (size_t)h->pklen, why, sizeof why) != 0)
         say(c, "mimprof: collector: %s; report not written\n", why);
+    if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL)
+        mpt_cpyro_add(c->pyro, (pid_t)h->pid, map, (size_t)h->len, pk, (size_t)h->pklen,
+                      h->from_ns, h->to_ns);
     munmap(map, total);
 }
 
-/* One packet; false at end of file. */
-static bool one(collector *c, int sock)
+/* One packet; false at end of file. With `nowait`, false also when
+ * none is queued (*eof says which). */
+static bool one(collector *c, int sock, bool nowait, bool *eof)
 {
+    *eof = false;
     mpt_coll_hdr h;
     char text[MPT_COLL_TEXT_MAX];
     struct iovec iov[2] = {{&h, sizeof h}, {text, sizeof text}};
@@ -90,11 +99,13 @@ static bool one(collector *c, int sock)
     } u;
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf};
-    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | (nowait ? MSG_DONTWAIT : 0));
     if (r < 0)
-        return errno == EINTR || errno == EAGAIN;
-    if (r == 0)
+        return errno == EINTR || (!nowait && errno == EAGAIN);
+    if (r == 0) {
+        *eof = true;
         return false;
+    }
     /* Every descriptor that came with it is ours to close. */
     int fd = -1;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm != NULL; cm = CMSG_NXTHDR(&m, cm))
@@ -116,19 +127,6 @@ static bool one(collector *c, int sock)
     } else if (h.kind == MPT_COLL_MESSAGE) {
         size_t n = (size_t)r - sizeof h;
         out(c, text, n < h.len ? n : (size_t)h.len);
-    } else if (h.kind == MPT_COLL_ROOT_EXITED) {
-        /* Everything the command's process sent is written: `mimprof
-         * run` may summarise and exit. What follows goes to the log. */
-        if (c->store.removed > 0 && !c->o->quiet)
-            say(c,
-                "mimprof: collector: %u report%s written, %u older one%s removed (keep %u per "
-                "process, %llu MiB in all)\n",
-                c->store.written, c->store.written == 1 ? "" : "s", c->store.removed,
-                c->store.removed == 1 ? "" : "s", c->o->keep,
-                (unsigned long long)(c->o->keep_bytes >> 20));
-        if (c->notify >= 0)
-            close(c->notify);
-        c->notify = -1;
     } else {
         c->bad++;
     }
@@ -137,16 +135,96 @@ static bool one(collector *c, int sock)
     return true;
 }
 
-int mpt_collector_main(int sock, int notify, const mpt_coll_opts *o)
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* What the collector has done, when there is something to say. */
+static void summary(collector *c, bool end)
+{
+    if (c->store.removed > 0 && !c->o->quiet)
+        say(c,
+            "mimprof: collector: %u report%s written, %u older one%s removed (keep %u per "
+            "process, %llu MiB in all)\n",
+            c->store.written, c->store.written == 1 ? "" : "s", c->store.removed,
+            c->store.removed == 1 ? "" : "s", c->o->keep,
+            (unsigned long long)(c->o->keep_bytes >> 20));
+    if (c->pyro != NULL) {
+        char line[1200];
+        mpt_cpyro_flush(c->pyro, 0, true);
+        mpt_cpyro_summary(c->pyro, end, !c->o->quiet, line, sizeof line);
+        if (line[0] != '\0')
+            out(c, line, strlen(line));
+    }
+}
+
+/* The command's process ended and `mimprof run` closed its copy of the
+ * socket: what is queued is read; at end of file nobody holds it any
+ * more (true: the collector ends); else a daemon does, and `mimprof run`
+ * is let go. */
+static bool root_exited(collector *c, int sock)
+{
+    bool eof = false;
+    while (one(c, sock, true, &eof))
+        ;
+    summary(c, eof);
+    if (c->notify >= 0)
+        close(c->notify);
+    c->notify = -1;
+    return eof;
+}
+
+int mpt_collector_main(int sock, int notify, int ctl, const mpt_coll_opts *o)
 {
     collector c = {.o = o, .notify = notify, .log = -1};
     mpt_store_init(&c.store, o);
     if (notify >= 0)
         (void)fcntl(notify, F_SETFL, O_NONBLOCK);
-    while (one(&c, sock))
-        ;
+    if (o->upload) {
+        char why[600];
+        c.pyro = mpt_cpyro_start(o->period_ms, why, sizeof why);
+        if (c.pyro == NULL)
+            say(&c, "mimprof: collector: no uploads to Pyroscope: %s\n", why);
+    }
+    bool ended = false; /* summarised at the end of file */
+    for (;;) {
+        int64_t due = c.pyro != NULL ? mpt_cpyro_due(c.pyro) : 0;
+        int timeout = -1;
+        if (due != 0) {
+            int64_t ms = (due - now_ns()) / 1000000 + 1;
+            timeout = ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms;
+        }
+        struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = ctl, .events = POLLIN}};
+        int r = poll(p, ctl >= 0 ? 2 : 1, timeout);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (c.pyro != NULL)
+            mpt_cpyro_flush(c.pyro, now_ns(), false);
+        if (r <= 0)
+            continue;
+        if (ctl >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            close(ctl);
+            ctl = -1;
+            if (root_exited(&c, sock)) {
+                ended = true;
+                break;
+            }
+            continue;
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            bool eof;
+            if (!one(&c, sock, true, &eof) && eof)
+                break;
+        }
+    }
+    if (!ended)
+        summary(&c, true);
     if (c.bad > 0)
         say(&c, "mimprof: collector: %u packet%s not understood\n", c.bad, c.bad == 1 ? "" : "s");
+    mpt_cpyro_free(c.pyro);
     mpt_store_free(&c.store);
     if (c.log >= 0)
         close(c.log);

@@ -65,6 +65,7 @@ int mpt_run_command(run_opts *o, char **cmd);
 typedef struct {
     int peer;   /* the processes' end of the socket (close-on-exec here), or -1 */
     int notify; /* the collector's messages, or -1 */
+    int ctl;    /* to the collector: the command's process ended, or -1 */
     pid_t pid;
 } mpt_run_coll;
 

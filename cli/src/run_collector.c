@@ -28,7 +28,7 @@
  * file system busy), /dev/null as its standard descriptors and no other
  * descriptor of the caller (it never holds the caller's terminal or
  * pipes), then the loop. */
-static void collector_child(int sock, int notify, const mpt_coll_opts *o)
+static void collector_child(int sock, int notify, int ctl, const mpt_coll_opts *o)
 {
     setsid();
     prctl(PR_SET_NAME, "mimprof-collect", 0, 0, 0);
@@ -37,12 +37,12 @@ static void collector_child(int sock, int notify, const mpt_coll_opts *o)
     int null = open("/dev/null", O_RDWR);
     if (null < 0)
         _exit(1);
-    /* 0-2 on /dev/null, the socket on 3, the pipe on 4, nothing else */
-    int s = fcntl(sock, F_DUPFD, 10), n = fcntl(notify, F_DUPFD, 10);
-    if (s < 0 || n < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-        dup2(s, 3) < 0 || dup2(n, 4) < 0)
+    /* 0-2 on /dev/null, the socket on 3, the pipes on 4 and 5, nothing else */
+    int s = fcntl(sock, F_DUPFD, 10), n = fcntl(notify, F_DUPFD, 10), c = fcntl(ctl, F_DUPFD, 10);
+    if (s < 0 || n < 0 || c < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
+        dup2(null, 2) < 0 || dup2(s, 3) < 0 || dup2(n, 4) < 0 || dup2(c, 5) < 0)
         _exit(1);
-    close_range(5, ~0U, 0);
+    close_range(6, ~0U, 0);
     static const int reset[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
         signal(reset[i], SIG_DFL);
@@ -50,13 +50,13 @@ static void collector_child(int sock, int notify, const mpt_coll_opts *o)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    _exit(mpt_collector_main(3, 4, o));
+    _exit(mpt_collector_main(3, 4, 5, o));
 }
 
 int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc)
 {
-    rc->peer = rc->notify = -1;
-    int sv[2], np[2];
+    rc->peer = rc->notify = rc->ctl = -1;
+    int sv[2], np[2], cp[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return -1;
     if (pipe2(np, O_CLOEXEC) != 0) {
@@ -64,11 +64,18 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
         close(sv[1]);
         return -1;
     }
+    if (pipe2(cp, O_CLOEXEC) != 0) {
+        close(sv[0]);
+        close(sv[1]);
+        close(np[0]);
+        close(np[1]);
+        return -1;
+    }
     /* The processes' queue: a small send buffer on their end. */
     int sndbuf = MPT_COLL_SNDBUF;
     (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     mpt_coll_opts co = {.dir = abs_dir, .keep = o->keep, .keep_bytes = o->keep_bytes,
-                        .quiet = o->quiet};
+                        .quiet = o->quiet, .upload = o->pyro, .period_ms = o->every_ms};
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -76,15 +83,20 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
         close(sv[1]);
         close(np[0]);
         close(np[1]);
+        close(cp[0]);
+        close(cp[1]);
         return -1;
     }
     if (pid == 0) {
         close(sv[1]);
         close(np[0]);
-        collector_child(sv[0], np[1], &co);
+        close(cp[1]);
+        collector_child(sv[0], np[1], cp[0], &co);
     }
     close(sv[0]);
     close(np[1]);
+    close(cp[0]);
+    rc->ctl = cp[1];
     /* The command's end: at the top of the range, out of the program's
      * way; close-on-exec here, inherited by the command (run_exec.c). */
     rc->peer = mp_prof_fd_high(sv[1]);
@@ -145,17 +157,18 @@ int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status)
 
 void mpt_run_collector_end(mpt_run_coll *rc)
 {
-    if (rc->peer >= 0) {
-        /* After the command's last report in the queue: once the
-         * collector reaches it, the pipe closes. A blocking send: the
-         * collector drains the queue. */
-        mpt_coll_hdr h = {.magic = MPT_COLL_MAGIC, .kind = MPT_COLL_ROOT_EXITED,
-                          .pid = (int64_t)getpid()};
-        while (send(rc->peer, &h, sizeof h, MSG_NOSIGNAL) < 0 && errno == EINTR)
-            ;
+    /* Our copy of the socket first, then the word: when the collector
+     * reads it, the socket's end of file says whether any process of the
+     * tree still holds it (collector.h). */
+    if (rc->peer >= 0)
         close(rc->peer);
-        rc->peer = -1;
+    rc->peer = -1;
+    if (rc->ctl >= 0) {
+        while (write(rc->ctl, "x", 1) < 0 && errno == EINTR)
+            ;
+        close(rc->ctl);
     }
+    rc->ctl = -1;
     while (rc->notify >= 0 && relay(rc->notify))
         ;
     if (rc->notify >= 0)

@@ -262,6 +262,46 @@ class NeverBlocks(TempDirTest):
             self.assertEqual(seqs, list(range(len(seqs))), "no report of %d lost" % pid)
 
 
+@unittest.skipUnless(os.environ.get("PYROSCOPE_STANDIN") and
+                     os.environ.get("MIMPROF_PYROSCOPE_LIB"), "no Pyroscope stand-in or adapter")
+class PreforkedUploads(TempDirTest):
+    """N forked workers of one service (one series): Pyroscope receives one
+    profile per window, never two with one timestamp (a real server keeps
+    one of those: DESIGN.md, "Real Pyroscope servers"), and their total
+    is the sum of what the workers allocated."""
+
+    def setUp(self):
+        super().setUp()
+        from test_pyroscope_run import StandIn
+        self.server = StandIn()
+
+    def tearDown(self):
+        self.server.stop()
+        super().tearDown()
+
+    def test_workers_sum_up(self):
+        n, each = 8, 8 << 20
+        w = Workers(["--pyroscope", self.server.url, "--app", "prefork", "--every", "200ms",
+                     "-i", "64k"], n, each)
+        time.sleep(0.5)  # a few windows in which the workers hold their bytes
+        status, stdout, err = w.end()
+        self.assertEqual(status, 0, err)
+        sel = '{service_name="prefork"}'
+        alloc = self.server.points("alloc_space", sel)
+        stamps = [ts for ts, _ in alloc]
+        self.assertEqual(len(stamps), len(set(stamps)), "one profile per timestamp: %s" % alloc)
+        total = sum(v for _, v in alloc)
+        # n * each allocated in 64 KiB blocks at a 64 KiB interval: about
+        # 1024 samples, sd ~2.4%; the master and the workers' own start-up
+        # add a little
+        self.assertLess(abs(total / (n * each) - 1), 0.12, (total, n * each))
+        # in-use: a gauge; the window in which every worker holds its
+        # bytes shows all of them
+        inuse = self.server.points("inuse_space", sel)
+        self.assertEqual(len(inuse), len(set(ts for ts, _ in inuse)))
+        self.assertLess(abs(max(v for _, v in inuse) / (n * each) - 1), 0.12, inuse)
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, DAEMONIZE, WORKERS):
         assert need and os.path.exists(need), \
