@@ -22,6 +22,7 @@ typedef struct {
     const mpt_coll_opts *o;
     mpt_store store;
     mpt_cpyro *pyro; /* uploads, or NULL */
+    mpt_csyms *syms; /* names unsymbolized reports, or NULL */
     int notify;      /* the pipe to `mimprof run` while the command runs, else -1 */
     int log;         /* DIR/mimprof.log once opened, else -1 */
     unsigned bad;    /* packets that were not ours */
@@ -74,14 +75,27 @@ static void report(collector *c, const mpt_coll_hdr *h, int fd)
         return;
     }
     char why[600];
-    const uint8_t *pk = h->pklen > 0 ? map + h->len : NULL;
+    const uint8_t *buf = map, *pk = h->pklen > 0 ? map + h->len : NULL;
+    size_t len = (size_t)h->len, pklen = (size_t)h->pklen;
+    uint8_t *named = NULL, *pknamed = NULL;
+    if (c->syms != NULL) {
+        if (mpt_csyms_apply(c->syms, buf, len, &named, &len) == 0)
+            buf = named;
+        else
+            len = (size_t)h->len;
+        if (pk != NULL && mpt_csyms_apply(c->syms, pk, pklen, &pknamed, &pklen) == 0)
+            pk = pknamed;
+        else
+            pklen = (size_t)h->pklen;
+    }
     if ((h->flags & MPT_COLL_WRITE) && c->o->dir != NULL &&
-        mpt_store_write(&c->store, (pid_t)h->pid, (unsigned)h->seq, map, (size_t)h->len, pk,
-                        (size_t)h->pklen, why, sizeof why) != 0)
+        mpt_store_write(&c->store, (pid_t)h->pid, (unsigned)h->seq, buf, len, pk, pklen, why,
+                        sizeof why) != 0)
         say(c, "mimprof: collector: %s; report not written\n", why);
     if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL)
-        mpt_cpyro_add(c->pyro, (pid_t)h->pid, map, (size_t)h->len, pk, (size_t)h->pklen,
-                      h->from_ns, h->to_ns);
+        mpt_cpyro_add(c->pyro, (pid_t)h->pid, buf, len, pk, pklen, h->from_ns, h->to_ns);
+    free(named);
+    free(pknamed);
     munmap(map, total);
 }
 
@@ -189,6 +203,8 @@ int mpt_collector_main(int sock, int notify, int ctl, const mpt_coll_opts *o)
         if (c.pyro == NULL)
             say(&c, "mimprof: collector: no uploads to Pyroscope: %s\n", why);
     }
+    if (o->symbolize != 0)
+        c.syms = mpt_csyms_new(o->symbolize);
     bool ended = false; /* summarised at the end of file */
     for (;;) {
         int64_t due = c.pyro != NULL ? mpt_cpyro_due(c.pyro) : 0;
@@ -225,6 +241,7 @@ int mpt_collector_main(int sock, int notify, int ctl, const mpt_coll_opts *o)
     if (c.bad > 0)
         say(&c, "mimprof: collector: %u packet%s not understood\n", c.bad, c.bad == 1 ? "" : "s");
     mpt_cpyro_free(c.pyro);
+    mpt_csyms_free(c.syms);
     mpt_store_free(&c.store);
     if (c.log >= 0)
         close(c.log);

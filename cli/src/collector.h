@@ -7,6 +7,8 @@
  *   collector.c        the loop: packets in, until the last process of
  *                      the tree has closed the socket
  *   collector_store.c  the report files and their retention rule
+ *   collector_symbols.c  names the frames of unsymbolized reports, once
+ *                      per binary for the whole tree
  *   collector_pyro.c   uploads: the reports of every process in one
  *                      window merged (collector_merge.c) into one profile
  *
@@ -31,6 +33,8 @@ typedef struct {
     uint64_t keep_bytes; /* the reports' total size above which older ones go (0: no cap) */
     bool quiet;
     bool upload;         /* uploads to Pyroscope (the PYROSCOPE_* environment) */
+    int symbolize;       /* an mp_prof_symbolize: how reports that came unsymbolized are
+                            named (MP_PROF_SYMBOLIZE_NONE: they stay so) */
     uint64_t period_ms;  /* the report period: the uploads' windows */
 } mpt_coll_opts;
 
@@ -86,6 +90,22 @@ typedef struct {
  * -1 (an input that is not a pprof, sample types that differ, no memory). */
 int mpt_pprof_merge(const mpt_merge_in *in, size_t n, int64_t time_ns, int64_t duration_ns,
                     uint8_t **out, size_t *outlen);
+
+/* ---- collector_symbols.c ------------------------------------------------ */
+
+typedef struct mpt_csyms mpt_csyms;
+
+/* A symbolizer cache for reports of any process (`mode`: functions or
+ * lines). NULL: no memory. */
+mpt_csyms *mpt_csyms_new(int mode);
+void mpt_csyms_free(mpt_csyms *c);
+
+/* The report `in` with the frames of every mapping that has none named
+ * (malloc()ed into *out). 0, or -1 (not a pprof, no memory). */
+int mpt_csyms_apply(mpt_csyms *c, const uint8_t *in, size_t len, uint8_t **out, size_t *outlen);
+
+/* Symbol tables built so far (one per object, more when an object grew). */
+unsigned mpt_csyms_built(const mpt_csyms *c);
 
 /* ---- collector_pyro.c --------------------------------------------------- */
 

@@ -74,8 +74,16 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
     /* The processes' queue: a small send buffer on their end. */
     int sndbuf = MPT_COLL_SNDBUF;
     (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    /* Frames are named by the collector, once per binary for the tree
+     * (collector_symbols.c), unless a process serves /debug/pprof
+     * (--http: its profiles are read from it directly). */
+    bool names = strcmp(o->symbolize, "none") != 0 && o->http == NULL;
     mpt_coll_opts co = {.dir = abs_dir, .keep = o->keep, .keep_bytes = o->keep_bytes,
-                        .quiet = o->quiet, .upload = o->pyro, .period_ms = o->every_ms};
+                        .quiet = o->quiet, .upload = o->pyro, .period_ms = o->every_ms,
+                        .symbolize = !names ? MP_PROF_SYMBOLIZE_NONE
+                                     : strcmp(o->symbolize, "lines") == 0
+                                         ? MP_PROF_SYMBOLIZE_LINES
+                                         : MP_PROF_SYMBOLIZE_FUNCTIONS};
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -107,7 +115,8 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
     if (fstat(rc->peer, &st) != 0 ||
         snprintf(spec, sizeof spec, "%d:%llu:%llu", rc->peer, (unsigned long long)st.st_dev,
                  (unsigned long long)st.st_ino) >= (int)sizeof spec ||
-        setenv("MIMPROF_COLLECTOR", spec, 1) != 0) {
+        setenv("MIMPROF_COLLECTOR", spec, 1) != 0 ||
+        (names && setenv("MIMPROF_SYMBOLIZE", "none", 1) != 0)) {
         mpt_run_collector_end(rc);
         return -1;
     }
