@@ -53,9 +53,7 @@ def main():
                 ("mimprof run --no-collector", measure(
                     [mimprof, "run", "-q", "-e", "1s", "-o", d + "/a", "--no-collector", "--"] + prog)),
                 ("mimprof run (collector)", measure(
-                    [mimprof, "run", "-q", "-e", "1s", "-o", d + "/b", "--"] + prog)),
-                ("-s none (collector)", measure(
-                    [mimprof, "run", "-q", "-e", "1s", "-s", "none", "-o", d + "/c", "--"] + prog))]
+                    [mimprof, "run", "-q", "-e", "1s", "-o", d + "/b", "--"] + prog))]
     base = rows[0][1]["Private_Dirty"]
     print("%-30s %14s %14s %10s" % ("per worker (kB)", "Private_Dirty", "beyond alloc.", "Anonymous"))
     for name, r in rows:

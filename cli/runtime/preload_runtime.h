@@ -50,6 +50,10 @@
  *    without %p it is not profiled, and the first fork says so); with 0
  *    the child is not profiled (the core ends the parent's session in
  *    every child);
+ *  - under `mimprof run`'s collector (MIMPROF_COLLECTOR: rt_collector.h)
+ *    reports in directory mode and uploads are handed to it, messages
+ *    too, and no duplicate of stderr is held; a report it does not take
+ *    is written by the process itself (and not uploaded), and says so;
  *  - exec(): see MIMPROF_ROOT_PID above. The environment is never edited:
  *    programs executed by unprofiled children keep the preload loaded, as
  *    an allocator with no session.

@@ -111,11 +111,13 @@ static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size
 
 /* Writes report w->seq (and its peak, when there is one) to the output,
  * when reports are written: through the collector when there is one. */
-void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
                          const mpt_rt_window *w)
 {
-    if (to_collector(buf, len, pk, pklen, w) || !mpt_rt.files)
-        return;
+    if (to_collector(buf, len, pk, pklen, w))
+        return mpt_rt.files && mpt_rt.out.dir[0] != '\0';
+    if (!mpt_rt.files)
+        return false;
     unsigned seq = w->seq;
     char path[4200], why[600];
     if (mpt_out_name(&mpt_rt.out, mpt_rt.pid, seq, path, sizeof path) != 0)
@@ -124,6 +126,7 @@ void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size
         say_error("mimprof: %s; report not written\n", why);
     else if (pk != NULL)
         write_peak(path, pk, pklen);
+    return false;
 }
 
 /* Takes one report and writes it. Called by the reporter thread, or by

@@ -97,8 +97,9 @@ mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t
                                          size_t *pklen, mpt_rt_window *w);
 
 /* Writes a report (and its window's peak) as file number w->seq: through
- * the collector when there is one (rt_collector.h). */
-void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+ * the collector when there is one (rt_collector.h). true: the collector
+ * writes the file (later, in its own time). */
+bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
                          const mpt_rt_window *w);
 
 /* Takes one report and writes it (the reporter, or the exit path). */

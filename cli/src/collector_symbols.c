@@ -7,8 +7,7 @@
  * processes).
  *
  * One mp_prof_symbolizer per object (path and build-id), over that
- * object's segments placed at a canonical address (file offset +
- * CANON): the same object loaded at different addresses in different
+ * object's segments placed at a canonical address (canon_base): the same object loaded at different addresses in different
  * processes (ASLR, exec'd programs) is one set of symbol tables. A
  * report's locations are translated to canonical addresses, named by a
  * small profile built on the object's symbolizer (the profiling
@@ -25,6 +24,16 @@
 #include "profile.pb-c.h"
 
 #define CANON 0x100000000000ull
+
+/* Where a segment that the process mapped at `start` is placed in its
+ * object's symbolizer. A position-dependent executable (ET_EXEC, linked
+ * below 4 GiB: its symbols are absolute addresses) stays where it is, the
+ * same in every process; anything else (PIE, shared objects: loaded at
+ * random) goes to its file offset + CANON. */
+static uint64_t canon_base(uint64_t start, uint64_t offset)
+{
+    return start < (1ull << 32) ? start - offset : CANON;
+}
 
 typedef Perftools__Profiles__Profile profile;
 
@@ -97,8 +106,9 @@ static bool build(mpt_csyms *c, object *o)
     if (mp_prof_symbolizer_new(&o->s) != MP_PROF_OK)
         return false;
     for (size_t i = 0; i < o->nsegs; i++) {
-        mp_prof_mapping m = {.start = CANON + o->segs[i].offset,
-                             .limit = CANON + o->segs[i].offset +
+        uint64_t base = canon_base(o->segs[i].start, o->segs[i].offset);
+        mp_prof_mapping m = {.start = base + o->segs[i].offset,
+                             .limit = base + o->segs[i].offset +
                                       (o->segs[i].limit - o->segs[i].start),
                              .file_offset = o->segs[i].offset,
                              .path = o->path,
@@ -211,7 +221,8 @@ static void name_mapping(mpt_csyms *c, profile *p, Perftools__Profiles__Mapping 
         if (l->mapping_id != m->id || l->n_line > 0)
             continue;
         /* a return address again: the builder moves it back by one */
-        uintptr_t pc = (uintptr_t)(l->address - m->memory_start + m->file_offset + CANON + 1);
+        uintptr_t pc = (uintptr_t)(l->address - m->memory_start + m->file_offset +
+                                   canon_base(m->memory_start, m->file_offset) + 1);
         double one[2] = {1, 1};
         if (mp_prof_pprof_add(b, &pc, 1, one, 2) != MP_PROF_OK) {
             mp_prof_pprof_abort(b);
@@ -238,7 +249,8 @@ static void name_mapping(mpt_csyms *c, profile *p, Perftools__Profiles__Mapping 
         Perftools__Profiles__Location *l = p->location[i];
         if (l->mapping_id != m->id || l->n_line > 0)
             continue;
-        uint64_t canon = l->address - m->memory_start + m->file_offset + CANON;
+        uint64_t canon = l->address - m->memory_start + m->file_offset +
+                         canon_base(m->memory_start, m->file_offset);
         const Perftools__Profiles__Location *ql = NULL;
         for (size_t j = 0; j < q->n_location && ql == NULL; j++)
             if (q->location[j]->address == canon)

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "collector.h"
 #include "pyro_api.h"
 
 /* Exit statuses of `mimprof run` besides the command's own (run_exec.c). */
@@ -67,11 +68,17 @@ typedef struct {
     int notify; /* the collector's messages, or -1 */
     int ctl;    /* to the collector: the command's process ended, or -1 */
     pid_t pid;
+    /* the collector's ends until it is forked (mpt_run_collector_spawn) */
+    int sock, pipe_out, pipe_in;
+    mpt_coll_opts opts;
 } mpt_run_coll;
 
-/* Forks the collector (reports into abs_dir, NULL: none) and exports
- * MIMPROF_COLLECTOR. 0, or -1 (errno; nothing started). */
+/* Makes the collector's socket and pipes (reports into abs_dir, NULL:
+ * none) and exports MIMPROF_COLLECTOR. 0, or -1 (errno; nothing made). */
 int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc);
+/* Forks the collector, after the command (which is so the first process
+ * `mimprof run` starts: pid 2 in a new pid namespace, as without it). */
+int mpt_run_collector_spawn(mpt_run_coll *rc);
 /* Waits for `child`, relaying the collector's messages meanwhile. */
 int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status);
 /* Tells the collector the command's process ended and relays its

@@ -55,7 +55,7 @@ static void collector_child(int sock, int notify, int ctl, const mpt_coll_opts *
 
 int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc)
 {
-    rc->peer = rc->notify = rc->ctl = -1;
+    rc->peer = rc->notify = rc->ctl = rc->sock = rc->pipe_out = rc->pipe_in = -1;
     int sv[2], np[2], cp[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return -1;
@@ -77,39 +77,26 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
     /* Frames are named by the collector, once per binary for the tree
      * (collector_symbols.c), unless a process serves /debug/pprof
      * (--http: its profiles are read from it directly). */
-    bool names = strcmp(o->symbolize, "none") != 0 && o->http == NULL;
+    /* Not for a process read from directly, whose own profiles must be
+     * named: --http, --dormant (`mimprof ctl`), heap images. */
+    bool names = strcmp(o->symbolize, "none") != 0 && o->http == NULL && !o->dormant &&
+                 !o->image_on_exit && o->image_every == NULL && o->image_dir == NULL &&
+                 getenv("MIMPROF_IMAGE") == NULL;
     mpt_coll_opts co = {.dir = abs_dir, .keep = o->keep, .keep_bytes = o->keep_bytes,
                         .quiet = o->quiet, .upload = o->pyro, .period_ms = o->every_ms,
                         .symbolize = !names ? MP_PROF_SYMBOLIZE_NONE
                                      : strcmp(o->symbolize, "lines") == 0
                                          ? MP_PROF_SYMBOLIZE_LINES
                                          : MP_PROF_SYMBOLIZE_FUNCTIONS};
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sv[0]);
-        close(sv[1]);
-        close(np[0]);
-        close(np[1]);
-        close(cp[0]);
-        close(cp[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        close(sv[1]);
-        close(np[0]);
-        close(cp[1]);
-        collector_child(sv[0], np[1], cp[0], &co);
-    }
-    close(sv[0]);
-    close(np[1]);
-    close(cp[0]);
+    rc->sock = sv[0];
+    rc->pipe_out = np[1];
+    rc->pipe_in = cp[0];
+    rc->opts = co;
+    rc->notify = np[0];
     rc->ctl = cp[1];
     /* The command's end: at the top of the range, out of the program's
      * way; close-on-exec here, inherited by the command (run_exec.c). */
     rc->peer = mp_prof_fd_high(sv[1]);
-    rc->notify = np[0];
-    rc->pid = pid;
     struct stat st;
     char spec[96];
     if (fstat(rc->peer, &st) != 0 ||
@@ -120,6 +107,28 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
         mpt_run_collector_end(rc);
         return -1;
     }
+    return 0;
+}
+
+int mpt_run_collector_spawn(mpt_run_coll *rc)
+{
+    if (rc->sock < 0)
+        return 0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(rc->peer);
+        close(rc->notify);
+        close(rc->ctl);
+        collector_child(rc->sock, rc->pipe_out, rc->pipe_in, &rc->opts);
+    }
+    close(rc->sock);
+    close(rc->pipe_out);
+    close(rc->pipe_in);
+    rc->sock = rc->pipe_out = rc->pipe_in = -1;
+    if (pid < 0)
+        return -1; /* the processes write their own reports (their sends fail) */
+    rc->pid = pid;
     return 0;
 }
 
@@ -173,8 +182,13 @@ void mpt_run_collector_end(mpt_run_coll *rc)
         close(rc->peer);
     rc->peer = -1;
     if (rc->ctl >= 0) {
+        /* The collector may have ended already (every process gone): no
+         * SIGPIPE for that. */
+        struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+        sigaction(SIGPIPE, &ign, &old);
         while (write(rc->ctl, "x", 1) < 0 && errno == EINTR)
             ;
+        sigaction(SIGPIPE, &old, NULL);
         close(rc->ctl);
     }
     rc->ctl = -1;

@@ -65,12 +65,13 @@ class Workers:
     """The forked-workers program under `mimprof run` (stdin a pipe: a line
     ends it); .pids are the workers' pids once they hold their bytes."""
 
-    def __init__(self, args, n, nbytes, setuid=False):
+    def __init__(self, args, n, nbytes, setuid=False, env=None):
         cmd = [MIMPROF, "run", *args, "--", WORKERS, str(n), str(nbytes)]
         if setuid:
             cmd.append("setuid")
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, **(env or {})))
         self.pids = []
         for line in self.p.stdout:
             if line.startswith("worker "):
@@ -260,6 +261,40 @@ class NeverBlocks(TempDirTest):
             seqs = sorted(int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1))
                           for f in reports(out, pid))
             self.assertEqual(seqs, list(range(len(seqs))), "no report of %d lost" % pid)
+
+
+def private_dirty_kib(pid):
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1])
+    raise AssertionError("no Private_Dirty for %d" % pid)
+
+
+class ProcessCost(TempDirTest):
+    """The profiler's fixed private memory per process of a preforked
+    service stays under 512 KiB beyond the allocator's own (the preload
+    with MIMPROF_DISABLE=1): symbol tables are built once, by the
+    collector, not in every worker (cli/bench/workers_memory.py measures
+    the same with 50 workers)."""
+
+    def workers_memory(self, args, env=None):
+        n = 20
+        w = Workers(args, n, 1 << 20, env=env)
+        out = args[args.index("-o") + 1] if "-o" in args else None
+        if out:
+            wait_for(lambda: all(len(reports(out, pid)) >= 2 for pid in w.pids),
+                     "two reports of every worker")
+        kib = sum(private_dirty_kib(pid) for pid in w.pids) / n
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        return kib
+
+    def test_fixed_cost_per_worker(self):
+        alone = self.workers_memory(["--no-collector", "-e", "0", "-o", self.path("unused")],
+                                    env={"MIMPROF_DISABLE": "1"})
+        profiled = self.workers_memory(["-e", "100ms", "-o", self.path("out")])
+        self.assertLessEqual(profiled - alone, 512, (profiled, alone))
 
 
 @unittest.skipUnless(os.environ.get("PYROSCOPE_STANDIN") and
