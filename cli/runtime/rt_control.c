@@ -146,8 +146,6 @@ static mp_prof_status ctl_image(void *ctx, const char *path, char *why, size_t w
         mpt_rt.started ? mp_profiler_write_image(mpt_rt.prof, path) : MP_PROF_E_INACTIVE;
     bool started = mpt_rt.started;
     pthread_mutex_unlock(&mpt_rt.lock);
-    if (collected)
-        wait_for_collector(w.seq);
     return why_not(st, started, why, whylen);
 }
 
