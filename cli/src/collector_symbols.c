@@ -110,7 +110,12 @@ static bool build(mpt_csyms *c, object *o)
         mp_prof_mapping m = {.start = base + o->segs[i].offset,
                              .limit = base + o->segs[i].offset +
                                       (o->segs[i].limit - o->segs[i].start),
-                             .file_offset = o->segs[i].offset,
+                             /* the bias the symbolizer takes is start - file_offset:
+                                0 for a position-dependent executable (absolute
+                                symbols), CANON for anything else */
+                             .file_offset = o->segs[i].start < (1ull << 32)
+                                                ? o->segs[i].start
+                                                : o->segs[i].offset,
                              .path = o->path,
                              .build_id = o->build_id};
         if (mp_prof_symbolizer_add_mapping(o->s, &m) != MP_PROF_OK) {

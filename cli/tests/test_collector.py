@@ -278,11 +278,11 @@ class ProcessCost(TempDirTest):
     collector, not in every worker (cli/bench/workers_memory.py measures
     the same with 50 workers)."""
 
-    def workers_memory(self, args, env=None):
+    def workers_memory(self, args, env=None, profiled=True):
         n = 20
         w = Workers(args, n, 1 << 20, env=env)
-        out = args[args.index("-o") + 1] if "-o" in args else None
-        if out:
+        out = args[args.index("-o") + 1]
+        if profiled:
             wait_for(lambda: all(len(reports(out, pid)) >= 2 for pid in w.pids),
                      "two reports of every worker")
         kib = sum(private_dirty_kib(pid) for pid in w.pids) / n
@@ -292,7 +292,7 @@ class ProcessCost(TempDirTest):
 
     def test_fixed_cost_per_worker(self):
         alone = self.workers_memory(["--no-collector", "-e", "0", "-o", self.path("unused")],
-                                    env={"MIMPROF_DISABLE": "1"})
+                                    env={"MIMPROF_DISABLE": "1"}, profiled=False)
         profiled = self.workers_memory(["-e", "100ms", "-o", self.path("out")])
         self.assertLessEqual(profiled - alone, 512, (profiled, alone))
 
