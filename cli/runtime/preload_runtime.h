@@ -91,8 +91,10 @@
  *    not exist in the child) and starts its own at its first report, with
  *    no spool (the parent holds the directory's lock). Children upload to
  *    the same series as the parent (same service_name and tags, no pid
- *    label): Pyroscope adds their values up, as for replicas of a
- *    service. With MIMPROF_FOLLOW_FORK=0 children upload nothing;
+ *    label); a real server keeps one profile per series and timestamp,
+ *    so under `mimprof run` the collector uploads instead, one merged
+ *    profile per window (rt_collector.h). With MIMPROF_FOLLOW_FORK=0
+ *    children upload nothing;
  *  - MIMPROF_QUIET=1 lowers the adapter's log level to error (unless
  *    MIMPROF_PYROSCOPE_LOG_LEVEL says otherwise) and silences the summary.
  *
