@@ -114,9 +114,9 @@ static int send_packet(const mpt_coll_hdr *h, const void *text, size_t tlen, int
     return r == (ssize_t)(sizeof *h + tlen) ? 0 : -1;
 }
 
-int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
-                         const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
-                         unsigned flags, const char **why)
+int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len, const uint8_t *pk,
+                         size_t pklen, int64_t from_ns, int64_t to_ns, unsigned flags,
+                         const char **why)
 {
     *why = "no collector";
     if (!mp_prof_fd_check(&g_sock)) {
@@ -147,8 +147,7 @@ int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len
                           .to_ns = to_ns};
         rc = send_packet(&h, NULL, 0, mfd);
         if (rc != 0)
-            *why = errno == EAGAIN || errno == ENOBUFS ? "its queue is full"
-                                                        : "it is gone";
+            *why = errno == EAGAIN || errno == ENOBUFS ? "its queue is full" : "it is gone";
     }
     close(mfd);
     if (rc != 0)
@@ -162,9 +161,7 @@ bool mpt_coll_say(const char *text, size_t len)
         return false;
     if (len > MPT_COLL_TEXT_MAX)
         len = MPT_COLL_TEXT_MAX;
-    mpt_coll_hdr h = {.magic = MPT_COLL_MAGIC,
-                      .kind = MPT_COLL_MESSAGE,
-                      .pid = getpid(),
-                      .len = len};
+    mpt_coll_hdr h = {
+        .magic = MPT_COLL_MAGIC, .kind = MPT_COLL_MESSAGE, .pid = getpid(), .len = len};
     return mp_prof_fd_check(&g_sock) && send_packet(&h, text, len, -1) == 0;
 }

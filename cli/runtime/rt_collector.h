@@ -39,8 +39,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MPT_COLL_MAGIC 0x4d50433175ULL /* "uC1PM" */
-#define MPT_COLL_SNDBUF (64 * 1024)
+#define MPT_COLL_MAGIC    0x4d50433175ULL /* "uC1PM" */
+#define MPT_COLL_SNDBUF   (64 * 1024)
 #define MPT_COLL_TEXT_MAX 1024
 
 enum { MPT_COLL_REPORT = 1, MPT_COLL_MESSAGE = 2 };
@@ -57,10 +57,10 @@ typedef struct {
     uint32_t kind;
     uint32_t flags;
     int64_t pid;
-    uint64_t seq;     /* REPORT: the file number */
-    uint64_t len;     /* REPORT: report bytes at offset 0 of the memfd; MESSAGE: text bytes */
-    uint64_t pklen;   /* REPORT: the peak's bytes after them (0: none) */
-    int64_t from_ns;  /* REPORT: the window [from, to) of its alloc_* values (wall clock) */
+    uint64_t seq;    /* REPORT: the file number */
+    uint64_t len;    /* REPORT: report bytes at offset 0 of the memfd; MESSAGE: text bytes */
+    uint64_t pklen;  /* REPORT: the peak's bytes after them (0: none) */
+    int64_t from_ns; /* REPORT: the window [from, to) of its alloc_* values (wall clock) */
     int64_t to_ns;
 } mpt_coll_hdr;
 
@@ -87,9 +87,9 @@ void mpt_coll_after_fork(bool profiled, bool exec_inherits);
  * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD).
  * 0: queued; -1: not (the queue is full, the collector is gone, no
  * memfd): *why says why, and the caller writes the report itself. */
-int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
-                         const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
-                         unsigned flags, const char **why);
+int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len, const uint8_t *pk,
+                         size_t pklen, int64_t from_ns, int64_t to_ns, unsigned flags,
+                         const char **why);
 
 /* Hands a message to the collector: true when queued. */
 bool mpt_coll_say(const char *text, size_t len);

@@ -94,15 +94,15 @@ static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size
     if (!mpt_coll_on() || !(flags & (MPT_COLL_WRITE | MPT_COLL_UPLOAD)))
         return false;
     const char *why;
-    if (mpt_coll_send_report(mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns,
-                             flags, &why) == 0)
+    if (mpt_coll_send_report(mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns, flags,
+                             &why) == 0)
         return true;
     unsigned n = mpt_coll_fallbacks();
     if (n == 1 || w->final)
         say_error("mimprof: pid %ld: the collector did not take report %u (%s): %s (%u so "
                   "far)\n",
                   (long)mpt_rt.pid, w->seq, why,
-                  !mpt_rt.files         ? "not uploaded"
+                  !mpt_rt.files        ? "not uploaded"
                   : mpt_rt.coll_upload ? "written by the process itself, not uploaded"
                                        : "written by the process itself",
                   n);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,8 +111,8 @@ static bool one(collector *c, int sock, bool nowait, bool *eof)
         char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
+    struct msghdr m = {
+        .msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | (nowait ? MSG_DONTWAIT : 0));
     if (r < 0)
         return errno == EINTR || (!nowait && errno == EAGAIN);

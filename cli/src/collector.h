@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 /* Defaults of the retention rule (--keep, --keep-size; cli/README.md). */
-#define MPT_KEEP_DEFAULT 10u
+#define MPT_KEEP_DEFAULT       10u
 #define MPT_KEEP_BYTES_DEFAULT (256ull << 20)
 
 typedef struct {
@@ -32,10 +32,10 @@ typedef struct {
     unsigned keep;       /* reports kept per process (0: every one) */
     uint64_t keep_bytes; /* the reports' total size above which older ones go (0: no cap) */
     bool quiet;
-    bool upload;         /* uploads to Pyroscope (the PYROSCOPE_* environment) */
-    int symbolize;       /* an mp_prof_symbolize: how reports that came unsymbolized are
+    bool upload;        /* uploads to Pyroscope (the PYROSCOPE_* environment) */
+    int symbolize;      /* an mp_prof_symbolize: how reports that came unsymbolized are
                             named (MP_PROF_SYMBOLIZE_NONE: they stay so) */
-    uint64_t period_ms;  /* the report period: the uploads' windows */
+    uint64_t period_ms; /* the report period: the uploads' windows */
 } mpt_coll_opts;
 
 /* ---- collector_store.c -------------------------------------------------- */

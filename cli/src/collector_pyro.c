@@ -248,7 +248,8 @@ void mpt_cpyro_summary(mpt_cpyro *p, bool stop, bool always, char *line, size_t 
                  (ull)st.fail_server, (ull)st.fail_rejected, (ull)st.fail_other,
                  last[0] != '\0' ? "; last error: " : "", last);
     else if (always)
-        snprintf(line, cap, "mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+        snprintf(line, cap,
+                 "mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
                  (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", p->app);
 }
 
@@ -280,10 +281,7 @@ int64_t mpt_cpyro_due(const mpt_cpyro *p)
     (void)p;
     return 0;
 }
-void mpt_cpyro_flush(mpt_cpyro *p, int64_t now_ns, bool all)
-{
-    (void)p, (void)now_ns, (void)all;
-}
+void mpt_cpyro_flush(mpt_cpyro *p, int64_t now_ns, bool all) { (void)p, (void)now_ns, (void)all; }
 void mpt_cpyro_summary(mpt_cpyro *p, bool stop, bool always, char *line, size_t cap)
 {
     (void)p, (void)stop, (void)always;

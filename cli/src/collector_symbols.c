@@ -107,17 +107,15 @@ static bool build(mpt_csyms *c, object *o)
         return false;
     for (size_t i = 0; i < o->nsegs; i++) {
         uint64_t base = canon_base(o->segs[i].start, o->segs[i].offset);
-        mp_prof_mapping m = {.start = base + o->segs[i].offset,
-                             .limit = base + o->segs[i].offset +
-                                      (o->segs[i].limit - o->segs[i].start),
-                             /* the bias the symbolizer takes is start - file_offset:
+        mp_prof_mapping m = {
+            .start = base + o->segs[i].offset,
+            .limit = base + o->segs[i].offset + (o->segs[i].limit - o->segs[i].start),
+            /* the bias the symbolizer takes is start - file_offset:
                                 0 for a position-dependent executable (absolute
                                 symbols), CANON for anything else */
-                             .file_offset = o->segs[i].start < (1ull << 32)
-                                                ? o->segs[i].start
-                                                : o->segs[i].offset,
-                             .path = o->path,
-                             .build_id = o->build_id};
+            .file_offset = o->segs[i].start < (1ull << 32) ? o->segs[i].start : o->segs[i].offset,
+            .path = o->path,
+            .build_id = o->build_id};
         if (mp_prof_symbolizer_add_mapping(o->s, &m) != MP_PROF_OK) {
             mp_prof_symbolizer_free(o->s);
             o->s = NULL;

@@ -39,8 +39,8 @@ static void collector_child(int sock, int notify, int ctl, const mpt_coll_opts *
         _exit(1);
     /* 0-2 on /dev/null, the socket on 3, the pipes on 4 and 5, nothing else */
     int s = fcntl(sock, F_DUPFD, 10), n = fcntl(notify, F_DUPFD, 10), c = fcntl(ctl, F_DUPFD, 10);
-    if (s < 0 || n < 0 || c < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 ||
-        dup2(null, 2) < 0 || dup2(s, 3) < 0 || dup2(n, 4) < 0 || dup2(c, 5) < 0)
+    if (s < 0 || n < 0 || c < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+        dup2(s, 3) < 0 || dup2(n, 4) < 0 || dup2(c, 5) < 0)
         _exit(1);
     close_range(6, ~0U, 0);
     static const int reset[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -82,8 +82,12 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
     bool names = strcmp(o->symbolize, "none") != 0 && o->http == NULL && !o->dormant &&
                  !o->image_on_exit && o->image_every == NULL && o->image_dir == NULL &&
                  getenv("MIMPROF_IMAGE") == NULL;
-    mpt_coll_opts co = {.dir = abs_dir, .keep = o->keep, .keep_bytes = o->keep_bytes,
-                        .quiet = o->quiet, .upload = o->pyro, .period_ms = o->every_ms,
+    mpt_coll_opts co = {.dir = abs_dir,
+                        .keep = o->keep,
+                        .keep_bytes = o->keep_bytes,
+                        .quiet = o->quiet,
+                        .upload = o->pyro,
+                        .period_ms = o->every_ms,
                         .symbolize = !names ? MP_PROF_SYMBOLIZE_NONE
                                      : strcmp(o->symbolize, "lines") == 0
                                          ? MP_PROF_SYMBOLIZE_LINES
