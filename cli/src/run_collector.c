@@ -101,6 +101,19 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
     /* The command's end: at the top of the range, out of the program's
      * way; close-on-exec here, inherited by the command (run_exec.c). */
     rc->peer = mp_prof_fd_high(sv[1]);
+    if (rc->peer == sv[1]) {
+        /* No room at the top (a low RLIMIT_NOFILE): the socket would take
+         * a number the program gets. No collector then. */
+        close(rc->peer);
+        close(rc->sock);
+        close(rc->pipe_out);
+        close(rc->pipe_in);
+        close(rc->notify);
+        close(rc->ctl);
+        rc->peer = rc->sock = rc->pipe_out = rc->pipe_in = rc->notify = rc->ctl = -1;
+        errno = EMFILE;
+        return -1;
+    }
     struct stat st;
     char spec[96];
     if (fstat(rc->peer, &st) != 0 ||

@@ -91,7 +91,9 @@ int mpt_run_command(run_opts *op, char **cmd)
         .peer = -1, .notify = -1, .ctl = -1, .pid = 0, .sock = -1, .pipe_out = -1, .pipe_in = -1};
     if (!o.no_collector && mpt_run_collector_start(&o, files ? abs_dir : NULL, &coll) != 0)
         fprintf(stderr, "mimprof run: no collector (%s): each process writes its own reports\n",
-                strerror(errno));
+                errno == EMFILE ? "no descriptor free at the top of the range: the descriptor "
+                                  "limit is too low"
+                                : strerror(errno));
     char status_dir[4096];
     mpt_run_status_dir_make(status_dir, sizeof status_dir);
     /* exec failures travel back through a close-on-exec pipe. */
