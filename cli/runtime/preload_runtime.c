@@ -33,6 +33,7 @@
 #include <mimprof/profiling_control.h>
 
 #include "image_runtime.h"
+#include "rt_collector.h"
 #include "rt_common.h"
 #include "rt_env.h"
 #include "rt_output.h"
@@ -122,6 +123,10 @@ static void after_fork_child(void)
      * (fork_parent said so). */
     bool follow = mpt_rt.follow_fork && (!mpt_rt.files || mpt_rt.out.per_process);
     bool was_started = mpt_rt.started;
+    /* The collector's socket: kept by a child that reports, and passed
+     * on to the programs it executes only when those profile themselves. */
+    mpt_coll_after_fork(follow && (was_started || mpt_rt.dormant),
+                        mpt_env_flag(MPT_ENV_FOLLOW_EXEC, true));
     if (mpt_rt_pyro_on() && (was_started || mpt_rt.dormant))
         mpt_rt_pyro_after_fork();
     if (was_started) {
@@ -211,7 +216,11 @@ static int configure(mpt_env_var bad, const char *why)
     }
     /* Uploads: without them (a message said why) the runtime goes on with
      * its files, or leaves the process unprofiled when it writes none. */
-    if (pyro && mpt_rt_pyro_setup(mpt_rt.quiet) < 0 && !mpt_rt.files)
+    /* Under `mimprof run`'s collector, it uploads the whole tree's reports
+     * (one profile per window: collector_pyro.c) and this process loads
+     * no adapter. */
+    mpt_rt.coll_upload = pyro && mpt_coll_on();
+    if (pyro && !mpt_rt.coll_upload && mpt_rt_pyro_setup(mpt_rt.quiet) < 0 && !mpt_rt.files)
         return -1;
     return 0;
 }
@@ -249,11 +258,16 @@ int mpt_rt_start(void)
     mpt_rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
     if (mpt_env(MPT_ENV_STATUS_DIR)->set && mpt_env(MPT_ENV_STATUS_DIR)->text[0] == '/')
         mpt_rt_pyro_set_status_dir(mpt_env(MPT_ENV_STATUS_DIR)->text);
+    const char *coll = mpt_env(MPT_ENV_COLLECTOR)->text;
     if (!this_process_is_profiled()) {
+        mpt_coll_close_unprofiled(coll);
         rc = 0;
         goto out; /* and no descriptor of ours in this process */
     }
-    mpt_rt_msg_init(); /* before any message */
+    /* Under a collector, messages go to it, and no duplicate of stderr
+     * is held (a daemon would keep the caller's terminal or pipe open
+     * with it): rt_collector.h. */
+    mpt_rt_msg_init(!mpt_coll_init(coll)); /* before any message */
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&mpt_rt.wake, 0, 0);
@@ -304,12 +318,14 @@ void mpt_rt_end_session_locked(bool at_exit)
         mpt_rt.have_reporter = false;
     }
     mpt_rt_image_stop(at_exit); /* the exit image first: it still holds the interval */
+    mpt_rt.ending = true;
     mpt_rt_report_once(NULL);
     if (at_exit) {
         mp_prof_stats st;
         mp_prof_diagnostics(&st);
         mpt_rt_say_if_unsampled(st.samples_taken);
     }
+    mpt_rt.ending = false;
     mpt_rt.started = false;
     mp_profiler_free(mpt_rt.prof);
     mpt_rt.prof = NULL;

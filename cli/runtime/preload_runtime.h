@@ -50,6 +50,10 @@
  *    without %p it is not profiled, and the first fork says so); with 0
  *    the child is not profiled (the core ends the parent's session in
  *    every child);
+ *  - under `mimprof run`'s collector (MIMPROF_COLLECTOR: rt_collector.h)
+ *    reports in directory mode and uploads are handed to it, messages
+ *    too, and no duplicate of stderr is held; a report it does not take
+ *    is written by the process itself (and not uploaded), and says so;
  *  - exec(): see MIMPROF_ROOT_PID above. The environment is never edited:
  *    programs executed by unprofiled children keep the preload loaded, as
  *    an allocator with no session.
@@ -87,8 +91,10 @@
  *    not exist in the child) and starts its own at its first report, with
  *    no spool (the parent holds the directory's lock). Children upload to
  *    the same series as the parent (same service_name and tags, no pid
- *    label): Pyroscope adds their values up, as for replicas of a
- *    service. With MIMPROF_FOLLOW_FORK=0 children upload nothing;
+ *    label); a real server keeps one profile per series and timestamp,
+ *    so under `mimprof run` the collector uploads instead, one merged
+ *    profile per window (rt_collector.h). With MIMPROF_FOLLOW_FORK=0
+ *    children upload nothing;
  *  - MIMPROF_QUIET=1 lowers the adapter's log level to error (unless
  *    MIMPROF_PYROSCOPE_LOG_LEVEL says otherwise) and silences the summary.
  *

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "rt_common.h"
 
+#include "rt_collector.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,10 +19,17 @@
 
 static mp_prof_owned_fd msg = {.fd = -1};
 
-void mpt_rt_msg_init(void)
+void mpt_rt_msg_init(bool hold)
 {
     if (mp_prof_fd_check(&msg))
         return; /* inherited across fork: still ours */
+    if (!hold) {
+        /* stderr itself, while it is the file it is now; never closed */
+        struct stat st;
+        if (fstat(2, &st) == 0)
+            msg = (mp_prof_owned_fd){.fd = 2, .dev = st.st_dev, .ino = st.st_ino};
+        return;
+    }
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
     if (fd >= 0) /* else no stderr: messages have nowhere to go */
         mp_prof_fd_take(&msg, mp_prof_fd_high(fd));
@@ -47,6 +56,8 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
             unlink(path);
         }
     }
+    if (mpt_coll_say(buf, len))
+        return;
     if (mp_prof_fd_check(&msg)) {
         ssize_t w = write(msg.fd, buf, len);
         (void)w;

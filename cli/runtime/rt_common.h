@@ -19,13 +19,17 @@
  * number 2. Before each write the descriptor is checked
  * to still be that file (device and inode): a program that closed every
  * descriptor and reopened that number never receives them either. Called
- * once at start; again in a process that has none yet. */
-void mpt_rt_msg_init(void);
+ * once at start; again in a process that has none yet. Without `hold`
+ * (under a collector, which takes the messages: rt_collector.h) no
+ * duplicate is made: stderr itself is the fallback, while it is still
+ * the file it was at start. */
+void mpt_rt_msg_init(bool hold);
 
 /* printf with one write(2) (at most 1023 bytes; no stdio, no malloc),
  * unless `quiet`: into the new file `path` (created 0600, never
  * followed or replaced) when it is not NULL and can be written, else to
- * the runtime's message descriptor (above). */
+ * the collector when there is one, else to the runtime's message
+ * descriptor (above). */
 void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "preload_runtime.h"
 #include "rt_env.h"
@@ -93,6 +95,19 @@ static mp_prof_status why_not(mp_prof_status st, bool started, char *why, size_t
     return st;
 }
 
+/* A report asked for by `mimprof ctl` or /debug/pprof is on disk when
+ * the answer comes, as without a collector: this (the control's) thread
+ * waits for the collector to have written it, at most 5 s; the
+ * program's threads never wait. */
+static void wait_for_collector(unsigned seq)
+{
+    char path[4200];
+    if (mpt_out_name(&mpt_rt.out, mpt_rt.pid, seq, path, sizeof path) != 0)
+        return;
+    for (int i = 0; i < 500 && access(path, F_OK) != 0; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+}
+
 /* A report now: one of the process's series like any other, written to
  * the output (when reports are written) and uploaded (when uploading),
  * so that no window of allocations is lost anywhere, and fed to the
@@ -103,21 +118,23 @@ static mp_prof_status ctl_report(void *ctx, uint8_t **buf, size_t *len, void (*t
     (void)ctx;
     pthread_mutex_lock(&mpt_rt.lock);
     mp_prof_status st = MP_PROF_E_INACTIVE;
-    unsigned seq = 0;
+    mpt_rt_window w;
+    bool collected = false;
     if (mpt_rt.started) {
         uint8_t *pk = NULL;
         size_t pklen = 0;
         pthread_mutex_lock(&mpt_rt.report_lock);
-        st = mpt_rt_take_report_locked(NULL, buf, len, &pk, &pklen, &seq);
+        st = mpt_rt_take_report_locked(NULL, buf, len, &pk, &pklen, &w);
         if (st == MP_PROF_OK && then != NULL)
             then(then_ctx);
         pthread_mutex_unlock(&mpt_rt.report_lock);
-        if (st == MP_PROF_OK)
-            mpt_rt_write_report(*buf, *len, pk, pklen, seq);
+        collected = st == MP_PROF_OK && mpt_rt_write_report(*buf, *len, pk, pklen, &w);
         mp_prof_buffer_free(pk);
     }
     bool started = mpt_rt.started;
     pthread_mutex_unlock(&mpt_rt.lock);
+    if (collected)
+        wait_for_collector(w.seq);
     return why_not(st, started, why, whylen);
 }
 

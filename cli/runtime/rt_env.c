@@ -83,6 +83,9 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                               "RSS crosses SIZE (`100m`), or the cgroup's memory N% of its "
                               "`memory.max`/`memory.high` (`90%`), and at each further tenth of "
                               "it (needs `MIMPROF_EVERY`)"},
+    [MPT_ENV_COLLECTOR] = {"MIMPROF_COLLECTOR", MPT_ENVK_STRING, NULL,
+                           "`FD:DEV:INO`, set by `mimprof run`: the inherited socket of its "
+                           "collector, which writes the reports of the whole process tree"},
 };
 
 /* Room for every value the runtime keeps (paths are the long ones). */

@@ -44,6 +44,7 @@ typedef enum {
     MPT_ENV_PYRO_APP,
     MPT_ENV_PYRO_UPLOAD_INTERVAL,
     MPT_ENV_REPORT_ABOVE,
+    MPT_ENV_COLLECTOR,
     MPT_ENV_COUNT
 } mpt_env_var;
 

@@ -16,6 +16,7 @@
 
 #include "image_runtime.h"
 #include "preload_runtime.h"
+#include "rt_collector.h"
 #include "rt_peak.h"
 #include "rt_pyro.h"
 #include "rt_state.h"
@@ -47,7 +48,7 @@ static void write_peak(const char *path, const uint8_t *pk, size_t pklen)
  * when uploading; the report merged into the HTTP endpoint's cumulative
  * profile when it is served; *seq is its file number. report_lock held. */
 mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t *len, uint8_t **pk,
-                                         size_t *pklen, unsigned *seq)
+                                         size_t *pklen, mpt_rt_window *w)
 {
     *pk = NULL;
     *pklen = 0;
@@ -70,20 +71,54 @@ mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t
     }
     if (mpt_rt.http)
         (void)mp_prof_control_feed(mpt_rt.control, *buf, *len);
+    w->from_ns = mpt_rt.window_from_ns;
+    w->to_ns = now;
+    w->final = mpt_rt.ending;
     mpt_rt.window_from_ns = now;
     mpt_rt.reports++;
     mpt_rt.last_report_ns = now;
-    *seq = mpt_rt.seq++;
+    w->seq = mpt_rt.seq++;
     return MP_PROF_OK;
 }
 
-/* Writes report `seq` (and its peak, when there is one) to the output,
- * when reports are written (see expand_path). */
-void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
-                         unsigned seq)
+/* Hands report w->seq to the collector, when there is one and it takes
+ * it (rt_collector.h): to be written (directory mode) and/or uploaded.
+ * The first report a process handles itself instead says why (and that
+ * it is not uploaded); the count goes with the process's last one. */
+static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         const mpt_rt_window *w)
 {
+    unsigned flags = (w->final ? MPT_COLL_FINAL : 0) |
+                     (mpt_rt.files && mpt_rt.out.dir[0] != '\0' ? MPT_COLL_WRITE : 0) |
+                     (mpt_rt.coll_upload ? MPT_COLL_UPLOAD : 0);
+    if (!mpt_coll_on() || !(flags & (MPT_COLL_WRITE | MPT_COLL_UPLOAD)))
+        return false;
+    const char *why;
+    if (mpt_coll_send_report(mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns, flags,
+                             &why) == 0)
+        return true;
+    unsigned n = mpt_coll_fallbacks();
+    if (n == 1 || w->final)
+        say_error("mimprof: pid %ld: the collector did not take report %u (%s): %s (%u so "
+                  "far)\n",
+                  (long)mpt_rt.pid, w->seq, why,
+                  !mpt_rt.files        ? "not uploaded"
+                  : mpt_rt.coll_upload ? "written by the process itself, not uploaded"
+                                       : "written by the process itself",
+                  n);
+    return false;
+}
+
+/* Writes report w->seq (and its peak, when there is one) to the output,
+ * when reports are written: through the collector when there is one. */
+bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         const mpt_rt_window *w)
+{
+    if (to_collector(buf, len, pk, pklen, w))
+        return mpt_rt.files && mpt_rt.out.dir[0] != '\0';
     if (!mpt_rt.files)
-        return;
+        return false;
+    unsigned seq = w->seq;
     char path[4200], why[600];
     if (mpt_out_name(&mpt_rt.out, mpt_rt.pid, seq, path, sizeof path) != 0)
         say_error("mimprof: report path too long\n");
@@ -91,6 +126,7 @@ void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size
         say_error("mimprof: %s; report not written\n", why);
     else if (pk != NULL)
         write_peak(path, pk, pklen);
+    return false;
 }
 
 /* Takes one report and writes it. Called by the reporter thread, or by
@@ -99,15 +135,15 @@ void mpt_rt_report_once(const char *note)
 {
     uint8_t *buf = NULL, *pk = NULL;
     size_t len = 0, pklen = 0;
-    unsigned seq = 0;
+    mpt_rt_window w;
     pthread_mutex_lock(&mpt_rt.report_lock);
-    mp_prof_status st = mpt_rt_take_report_locked(note, &buf, &len, &pk, &pklen, &seq);
+    mp_prof_status st = mpt_rt_take_report_locked(note, &buf, &len, &pk, &pklen, &w);
     pthread_mutex_unlock(&mpt_rt.report_lock);
     if (st != MP_PROF_OK) {
         say("mimprof: report failed: %s\n", mp_prof_strerror(st));
         return;
     }
-    mpt_rt_write_report(buf, len, pk, pklen, seq);
+    mpt_rt_write_report(buf, len, pk, pklen, &w);
     mp_prof_buffer_free(buf);
     mp_prof_buffer_free(pk);
 }
@@ -126,7 +162,7 @@ void *mpt_rt_reporter_main(void *arg)
     mp_prof_thread_exclude();
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
-    if (mpt_rt_pyro_on() && mpt_rt.every_ms > 0) {
+    if ((mpt_rt_pyro_on() || mpt_rt.coll_upload) && mpt_rt.every_ms > 0) {
         /* Uploads on wall-clock multiples of the period, like Pyroscope's
          * own agents (the first window is shorter). */
         int64_t now_ms = (int64_t)next.tv_sec * 1000 + next.tv_nsec / 1000000;

@@ -67,8 +67,10 @@ struct mpt_rt {
     atomic_int fatal_sig;     /* a fatal signal waits for its report */
     atomic_uint reports_done; /* bumped after every report attempt */
     bool files;               /* reports are written (out) */
+    bool coll_upload;         /* reports are uploaded by the collector (rt_collector.h) */
     bool told_fork;           /* said why forked children are not profiled */
     int64_t window_from_ns;   /* `from` of the next report's window (wall clock) */
+    bool ending;              /* the session's last report is being taken (lock) */
 };
 
 extern struct mpt_rt mpt_rt;
@@ -83,13 +85,22 @@ extern struct mpt_rt mpt_rt;
 /* The wall clock (CLOCK_REALTIME) in nanoseconds. */
 int64_t mpt_rt_now_ns(void);
 
+/* What a report is, besides its bytes: its file number and its window. */
+typedef struct {
+    unsigned seq;
+    int64_t from_ns, to_ns; /* wall clock: its alloc_* values cover [from, to) */
+    bool final;             /* the session's last report */
+} mpt_rt_window;
+
 /* A report of the process's series (see rt_report.c); report_lock held. */
 mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t *len, uint8_t **pk,
-                                         size_t *pklen, unsigned *seq);
+                                         size_t *pklen, mpt_rt_window *w);
 
-/* Writes a report (and its window's peak) as file number `seq`. */
-void mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
-                         unsigned seq);
+/* Writes a report (and its window's peak) as file number w->seq: through
+ * the collector when there is one (rt_collector.h). true: the collector
+ * writes the file (later, in its own time). */
+bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
+                         const mpt_rt_window *w);
 
 /* Takes one report and writes it (the reporter, or the exit path). */
 void mpt_rt_report_once(const char *note);

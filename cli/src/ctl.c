@@ -31,8 +31,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "collector.h"
 #include "units.h"
 #include "views.h"
+#include <mimprof/profiling.h>
 #include <mimprof/profiling_control.h>
 
 enum { EXIT_ERR = 1 };
@@ -261,7 +263,7 @@ static int write_file(const char *path, const char *data, size_t len)
 }
 
 /* Prints or saves the answer; the exit status. */
-static int finish(long target, const char *ans, size_t len, const char *out)
+static int finish(long target, const char *ans, size_t len, const char *out, bool report)
 {
     const char *nl = memchr(ans, '\n', len);
     if (nl == NULL) {
@@ -288,7 +290,20 @@ static int finish(long target, const char *ans, size_t len, const char *out)
                 blen, want);
         return EXIT_ERR;
     }
-    if (write_file(out, body, blen) != 0)
+    /* A process under `mimprof run`'s collector reports unsymbolized (the
+     * collector names the frames of its files: collector_symbols.c):
+     * named here the same way. A profile already named is unchanged. */
+    uint8_t *named = NULL;
+    size_t nlen = 0;
+    mpt_csyms *syms = report ? mpt_csyms_new(MP_PROF_SYMBOLIZE_FUNCTIONS) : NULL;
+    if (syms != NULL && mpt_csyms_apply(syms, (const uint8_t *)body, blen, &named, &nlen) == 0) {
+        body = (const char *)named;
+        blen = nlen;
+    }
+    mpt_csyms_free(syms);
+    int wrc = write_file(out, body, blen);
+    free(named);
+    if (wrc != 0)
         return EXIT_ERR;
     fprintf(stderr, "mimprof ctl: pid %ld: %s written (%zu bytes)\n", target, out, blen);
     return MPT_EXIT_OK;
@@ -416,7 +431,7 @@ int mpt_cmd_ctl(int argc, char **argv)
     close(fd);
     if (ans == NULL)
         return EXIT_ERR;
-    int rc = finish(target, ans, len, out);
+    int rc = finish(target, ans, len, out, strcmp(cmd, "report") == 0);
     free(ans);
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <mimprof/profiling.h>
 #include <mimprof/profiling_control.h>
 
+#include "collector.h"
 #include "report.h"
 #include "run.h"
 #include "units.h"
@@ -71,7 +72,10 @@ int mpt_cmd_run(int argc, char **argv)
         O_DORMANT,
         O_HTTP,
         O_HTTP_WILDCARD,
-        O_REPORT_PAGE
+        O_REPORT_PAGE,
+        O_KEEP,
+        O_KEEP_SIZE,
+        O_NO_COLLECTOR
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -101,6 +105,9 @@ int mpt_cmd_run(int argc, char **argv)
         {"http", required_argument, NULL, O_HTTP},
         {"http-wildcard", no_argument, NULL, O_HTTP_WILDCARD},
         {"report-page", no_argument, NULL, O_REPORT_PAGE},
+        {"keep", required_argument, NULL, O_KEEP},
+        {"keep-size", required_argument, NULL, O_KEEP_SIZE},
+        {"no-collector", no_argument, NULL, O_NO_COLLECTOR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -116,7 +123,9 @@ int mpt_cmd_run(int argc, char **argv)
                   .out_dir = "mimprof-out",
                   .symbolize = "functions",
                   .follow_fork = -1,
-                  .follow_exec = -1};
+                  .follow_exec = -1,
+                  .keep = MPT_KEEP_DEFAULT,
+                  .keep_bytes = MPT_KEEP_BYTES_DEFAULT};
     int c;
     optind = 1;
     opterr = 0;
@@ -261,6 +270,34 @@ int mpt_cmd_run(int argc, char **argv)
             break;
         case O_REPORT_PAGE:
             o.report_page = true;
+            break;
+        case O_KEEP: {
+            char *end;
+            errno = 0;
+            unsigned long n = strtoul(optarg, &end, 10);
+            if (*end != '\0' || end == optarg || errno != 0 || n > 1000000) {
+                fprintf(stderr,
+                        "mimprof run: --keep wants a number of reports per process (0: all), "
+                        "not '%s'\n",
+                        optarg);
+                return EXIT_OWN_ERROR;
+            }
+            o.keep = (unsigned)n;
+            break;
+        }
+        case O_KEEP_SIZE:
+            if (strcmp(optarg, "0") == 0) {
+                o.keep_bytes = 0;
+            } else if (!mpt_parse_size(optarg, &o.keep_bytes) || o.keep_bytes == 0) {
+                fprintf(stderr,
+                        "mimprof run: --keep-size wants a size like 256m or 1g (0: no cap), "
+                        "not '%s'\n",
+                        optarg);
+                return EXIT_OWN_ERROR;
+            }
+            break;
+        case O_NO_COLLECTOR:
+            o.no_collector = true;
             break;
         case O_ABOVE: {
             uint64_t bytes;

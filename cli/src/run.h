@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "collector.h"
 #include "pyro_api.h"
 
 /* Exit statuses of `mimprof run` besides the command's own (run_exec.c). */
@@ -52,11 +53,38 @@ typedef struct run_opts {
     const char *image_dir;    /* NULL: the output directory */
     const char *report_above; /* --report-above SIZE|N%, validated (MIMPROF_REPORT_ABOVE) */
     bool report_page;         /* --report-page: DIR/report.html at exit (mimprof report) */
+    /* The collector (collector.h) */
+    bool no_collector;   /* --no-collector: every process writes its own files */
+    unsigned keep;       /* --keep N: reports kept per process (0: all) */
+    uint64_t keep_bytes; /* --keep-size SIZE: total cap (0: none) */
 } run_opts;
 
 /* Runs cmd as a child with the preload configured by o (run_exec.c);
  * returns the exit status of `mimprof run`. */
 int mpt_run_command(run_opts *o, char **cmd);
+
+/* The collector as `mimprof run` sees it (run_collector.c). */
+typedef struct {
+    int peer;   /* the processes' end of the socket (close-on-exec here), or -1 */
+    int notify; /* the collector's messages, or -1 */
+    int ctl;    /* to the collector: the command's process ended, or -1 */
+    pid_t pid;
+    /* the collector's ends until it is forked (mpt_run_collector_spawn) */
+    int sock, pipe_out, pipe_in;
+    mpt_coll_opts opts;
+} mpt_run_coll;
+
+/* Makes the collector's socket and pipes (reports into abs_dir, NULL:
+ * none) and exports MIMPROF_COLLECTOR. 0, or -1 (errno; nothing made). */
+int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc);
+/* Forks the collector, after the command (which is so the first process
+ * `mimprof run` starts: pid 2 in a new pid namespace, as without it). */
+int mpt_run_collector_spawn(mpt_run_coll *rc);
+/* Waits for `child`, relaying the collector's messages meanwhile. */
+int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status);
+/* Tells the collector the command's process ended and relays its
+ * messages until it has written that process's reports. */
+void mpt_run_collector_end(mpt_run_coll *rc);
 
 /* Finds libmimprof-preload-<object>.so (run_locate.c): $MIMPROF_PRELOAD_DIR,
  * then next to this executable in the build tree, then in the install

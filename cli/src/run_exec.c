@@ -84,11 +84,22 @@ int mpt_run_command(run_opts *op, char **cmd)
     if (mpt_run_image_env(&o) != 0)
         return EXIT_OWN_ERROR;
 
+    /* The collector (collector.h): the reports and messages of the whole
+     * process tree; without it (--no-collector, or it cannot start) each
+     * process writes its own, as the bare preload does. */
+    mpt_run_coll coll = {
+        .peer = -1, .notify = -1, .ctl = -1, .pid = 0, .sock = -1, .pipe_out = -1, .pipe_in = -1};
+    if (!o.no_collector && mpt_run_collector_start(&o, files ? abs_dir : NULL, &coll) != 0)
+        fprintf(stderr, "mimprof run: no collector (%s): each process writes its own reports\n",
+                errno == EMFILE ? "no descriptor free at the top of the range: the descriptor "
+                                  "limit is too low"
+                                : strerror(errno));
     char status_dir[4096];
     mpt_run_status_dir_make(status_dir, sizeof status_dir);
     /* exec failures travel back through a close-on-exec pipe. */
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0) {
+        mpt_run_collector_end(&coll);
         mpt_run_status_dir_print(status_dir);
         fprintf(stderr, "mimprof run: pipe: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
@@ -112,6 +123,7 @@ int mpt_run_command(run_opts *op, char **cmd)
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
+        mpt_run_collector_end(&coll);
         mpt_run_status_dir_print(status_dir);
         fprintf(stderr, "mimprof run: fork: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
@@ -121,6 +133,9 @@ int mpt_run_command(run_opts *op, char **cmd)
             sigaction(fwd[i], &saved[i], NULL);
         sigprocmask(SIG_SETMASK, &oldmask, NULL);
         close(pfd[0]);
+        /* The collector's socket is the command's (close-on-exec until now). */
+        if (coll.peer >= 0 && fcntl(coll.peer, F_SETFD, 0) != 0)
+            _exit(EXIT_OWN_ERROR);
         /* The process the runtime profiles: this one, also once an exec
          * replaced it; programs other processes execute are governed by
          * MIMPROF_FOLLOW_EXEC (runtime/rt_env.h). */
@@ -135,6 +150,11 @@ int mpt_run_command(run_opts *op, char **cmd)
         _exit(EXIT_CANNOT_RUN);
     }
     g_child = pid;
+    if (mpt_run_collector_spawn(&coll) != 0)
+        fprintf(stderr,
+                "mimprof run: no collector (fork: %s): each process writes its own "
+                "reports\n",
+                strerror(errno));
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
     close(pfd[1]);
     int exec_errno = 0;
@@ -143,13 +163,12 @@ int mpt_run_command(run_opts *op, char **cmd)
         ;
     close(pfd[0]);
     int status;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "mimprof run: waitpid: %s\n", strerror(errno));
-            return EXIT_OWN_ERROR;
-        }
+    if (mpt_run_collector_wait(&coll, pid, &status) != 0) {
+        fprintf(stderr, "mimprof run: waitpid: %s\n", strerror(errno));
+        return EXIT_OWN_ERROR;
     }
     g_child = 0;
+    mpt_run_collector_end(&coll);
     mpt_run_status_dir_print(status_dir);
     if (r == (ssize_t)sizeof exec_errno) {
         fprintf(stderr, "mimprof run: cannot run '%s': %s\n", cmd[0], strerror(exec_errno));

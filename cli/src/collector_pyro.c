@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/* The collector's uploads (collector.h): one profile per service and
+ * window, whatever the number of processes.
+ *
+ * Why merge. Pyroscope keeps one profile per series and timestamp (the
+ * others are replicas: DESIGN.md, "Real Pyroscope servers"): forked
+ * workers that upload to the same series each window overwrite one
+ * another. Here every process's report is held until its window is due,
+ * and the window's reports go up as one profile (collector_merge.c), so
+ * the server's total is the sum of what the workers allocated.
+ *
+ * Windows. Reports fall on wall-clock multiples of the period P
+ * (rt_report.c); a report ending at `to` belongs to the window ending
+ * at the multiple of P nearest to `to` (an exit's last report joins the
+ * window nearest to its end). A window is due P/2 (at most 2 s) after
+ * its end, and uploaded as [end - P, end). A report arriving for a
+ * window already uploaded joins the next one: its allocations are
+ * counted once, a window later; never a second profile with the same
+ * timestamp. In-use values are a gauge: of several reports of one
+ * process in a window, only the last one's count. Peaks likewise: the
+ * last one of each process, summed over processes. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector.h"
+#include "pyro_api.h"
+#include "units.h"
+
+#if MPT_HAVE_PYROSCOPE
+typedef struct {
+    int64_t end; /* the window's end (ns) */
+    pid_t pid;
+    int64_t to;
+    uint8_t *buf;
+    size_t len;
+    bool peak;
+} held;
+
+struct mpt_cpyro {
+    mpt_pyro_api api;
+    mp_pyro_agent *agent;
+    int64_t period_ns;
+    int64_t done_end; /* the last window uploaded (its end), 0: none */
+    held *v;
+    size_t n, cap;
+    uint64_t unsent; /* reports that could not be merged or queued */
+    uint64_t deadline_ms;
+    char app[256];
+};
+
+mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen)
+{
+    mpt_cpyro *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    const char *lib = getenv("MIMPROF_PYROSCOPE_LIB");
+    if (!mpt_pyro_open(lib != NULL ? lib : MPT_PYRO_SONAME, false, &p->api, why, whylen)) {
+        free(p);
+        return NULL;
+    }
+    mp_pyro_config *cfg = NULL;
+    mp_pyro_status st = p->api.config_new(&cfg);
+    if (st == MP_PYRO_OK)
+        st = p->api.config_from_env(cfg);
+    if (st == MP_PYRO_OK)
+        st = p->api.agent_start(cfg, NULL, &p->agent);
+    if (st != MP_PYRO_OK) {
+        snprintf(why, whylen, "%s", p->api.strerror(st));
+        p->api.config_free(cfg);
+        mpt_pyro_close(&p->api);
+        free(p);
+        return NULL;
+    }
+    p->api.config_free(cfg);
+    p->period_ns = (int64_t)(period_ms > 0 ? period_ms : 10000) * 1000000;
+    const char *app = getenv("PYROSCOPE_APPLICATION_NAME");
+    snprintf(p->app, sizeof p->app, "%s", app != NULL ? app : "");
+    const char *dl = getenv("MIMPROF_PYROSCOPE_FLUSH_DEADLINE");
+    if (dl == NULL || !mpt_parse_duration_ms(dl, &p->deadline_ms))
+        p->deadline_ms = 5000;
+    return p;
+}
+
+static int64_t grace(const mpt_cpyro *p)
+{
+    int64_t g = p->period_ns / 2;
+    return g < 2000000000 ? g : 2000000000;
+}
+
+static void hold(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, int64_t to, bool peak)
+{
+    int64_t end = (to + p->period_ns / 2) / p->period_ns * p->period_ns;
+    if (end <= p->done_end)
+        end = p->done_end + p->period_ns; /* late: the next window */
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        held *v = realloc(p->v, cap * sizeof *v);
+        if (v == NULL) {
+            p->unsent++;
+            return;
+        }
+        p->v = v;
+        p->cap = cap;
+    }
+    uint8_t *copy = malloc(len ? len : 1);
+    if (copy == NULL) {
+        p->unsent++;
+        return;
+    }
+    memcpy(copy, buf, len);
+    p->v[p->n++] = (held){.end = end, .pid = pid, .to = to, .buf = copy, .len = len, .peak = peak};
+}
+
+void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
+                   size_t pklen, int64_t from_ns, int64_t to_ns)
+{
+    (void)from_ns;
+    hold(p, pid, buf, len, to_ns, false);
+    if (pk != NULL && pklen > 0)
+        hold(p, pid, pk, pklen, to_ns, true);
+}
+
+int64_t mpt_cpyro_due(const mpt_cpyro *p)
+{
+    int64_t due = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (due == 0 || p->v[i].end + grace(p) < due)
+            due = p->v[i].end + grace(p);
+    return due;
+}
+
+/* Whether held entry i is superseded in its window: a later report (or
+ * peak) of the same process in the same window. */
+static bool superseded(const mpt_cpyro *p, size_t i)
+{
+    for (size_t j = 0; j < p->n; j++)
+        if (j != i && p->v[j].end == p->v[i].end && p->v[j].pid == p->v[i].pid &&
+            p->v[j].peak == p->v[i].peak &&
+            (p->v[j].to > p->v[i].to || (p->v[j].to == p->v[i].to && j > i)))
+            return true;
+    return false;
+}
+
+/* Uploads the window ending at `end` (peaks apart) and forgets it. */
+static void upload(mpt_cpyro *p, int64_t end)
+{
+    mpt_merge_in *in = calloc(p->n, sizeof *in);
+    for (int peak = 0; peak < 2 && in != NULL; peak++) {
+        size_t k = 0;
+        for (size_t i = 0; i < p->n; i++) {
+            if (p->v[i].end != end || p->v[i].peak != (bool)peak)
+                continue;
+            bool last = !superseded(p, i);
+            if (peak && !last)
+                continue; /* a process's peak: its last one */
+            in[k++] = (mpt_merge_in){.buf = p->v[i].buf, .len = p->v[i].len, .inuse = last};
+        }
+        if (k == 0)
+            continue;
+        uint8_t *m;
+        size_t mlen;
+        mp_pyro_status st = MP_PYRO_E_INVALID_ARGUMENT;
+        if (mpt_pprof_merge(in, k, end - p->period_ns, p->period_ns, &m, &mlen) == 0) {
+            st = peak ? p->api.agent_submit_as(p->agent, m, mlen, end - p->period_ns, end,
+                                               MP_PYRO_PEAK_PREFIX)
+                      : p->api.agent_submit(p->agent, m, mlen, end - p->period_ns, end);
+            free(m);
+        }
+        if (st != MP_PYRO_OK)
+            p->unsent++;
+    }
+    free(in);
+    size_t o = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->v[i].end == end)
+            free(p->v[i].buf);
+        else
+            p->v[o++] = p->v[i];
+    }
+    p->n = o;
+    if (end > p->done_end)
+        p->done_end = end;
+}
+
+void mpt_cpyro_flush(mpt_cpyro *p, int64_t now_ns, bool all)
+{
+    for (;;) {
+        int64_t end = 0;
+        for (size_t i = 0; i < p->n; i++)
+            if (end == 0 || p->v[i].end < end)
+                end = p->v[i].end;
+        if (end == 0 || (!all && end + grace(p) > now_ns))
+            return;
+        upload(p, end);
+    }
+}
+
+void mpt_cpyro_summary(mpt_cpyro *p, bool stop, bool always, char *line, size_t cap)
+{
+    const mpt_pyro_api *api = &p->api;
+    mp_pyro_stats st;
+    memset(&st, 0, sizeof st);
+    if (stop) {
+        api->agent_stop(p->agent);
+    } else {
+        /* What is queued, delivered (or given up) within the deadline. */
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int64_t until = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 + (int64_t)p->deadline_ms;
+        for (;;) {
+            api->agent_stats(p->agent, &st);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (st.queue_depth == 0 || (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 >= until)
+                break;
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+        }
+    }
+    api->agent_stats(p->agent, &st);
+    char last[400] = "";
+    api->agent_last_error(p->agent, last, sizeof last);
+    typedef unsigned long long ull;
+    ull lost = st.dropped_queue_full + st.dropped_rejected + st.dropped_retry_exhausted +
+               st.dropped_stop_deadline + st.dropped_spool_io + st.reports_failed + p->unsent;
+    ull total = st.reports_queued + st.reports_failed + p->unsent;
+    ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
+                 st.fail_server + st.fail_rejected + st.fail_other;
+    line[0] = '\0';
+    /* The runtime's format (rt_pyro.c), with the collector's pid: one
+     * line for the whole process tree. */
+    if (lost > 0 || st.spooled > 0 || failed > 0)
+        snprintf(line, cap,
+                 "mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue "
+                 "full %llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o "
+                 "%llu, not queued %llu), %llu spooled; failed requests: connect %llu, timeout "
+                 "%llu, tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
+                 (long)getpid(), (ull)st.uploaded, total, lost, (ull)st.dropped_queue_full,
+                 (ull)st.dropped_rejected, (ull)st.dropped_retry_exhausted,
+                 (ull)st.dropped_stop_deadline, (ull)st.dropped_spool_io,
+                 (ull)(st.reports_failed + p->unsent), (ull)st.spooled, (ull)st.fail_connect,
+                 (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited,
+                 (ull)st.fail_server, (ull)st.fail_rejected, (ull)st.fail_other,
+                 last[0] != '\0' ? "; last error: " : "", last);
+    else if (always)
+        snprintf(line, cap,
+                 "mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+                 (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", p->app);
+}
+
+void mpt_cpyro_free(mpt_cpyro *p)
+{
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        free(p->v[i].buf);
+    free(p->v);
+    p->api.agent_free(p->agent);
+    mpt_pyro_close(&p->api);
+    free(p);
+}
+#else
+mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen)
+{
+    (void)period_ms;
+    snprintf(why, whylen, "built without Pyroscope support");
+    return NULL;
+}
+void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
+                   size_t pklen, int64_t from_ns, int64_t to_ns)
+{
+    (void)p, (void)pid, (void)buf, (void)len, (void)pk, (void)pklen, (void)from_ns, (void)to_ns;
+}
+int64_t mpt_cpyro_due(const mpt_cpyro *p)
+{
+    (void)p;
+    return 0;
+}
+void mpt_cpyro_flush(mpt_cpyro *p, int64_t now_ns, bool all) { (void)p, (void)now_ns, (void)all; }
+void mpt_cpyro_summary(mpt_cpyro *p, bool stop, bool always, char *line, size_t cap)
+{
+    (void)p, (void)stop, (void)always;
+    if (cap > 0)
+        line[0] = '\0';
+}
+void mpt_cpyro_free(mpt_cpyro *p) { (void)p; }
+#endif

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/* The collector's report files and their retention rule (collector.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collector.h"
+#include "rt_output.h"
+#include "rt_peak.h"
+
+void mpt_store_init(mpt_store *s, const mpt_coll_opts *o)
+{
+    memset(s, 0, sizeof *s);
+    s->o = o;
+}
+
+void mpt_store_free(mpt_store *s)
+{
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+static int name(const mpt_store *s, pid_t pid, unsigned seq, char *dst, size_t cap)
+{
+    int n = snprintf(dst, cap, "%s/heap.%ld.%u.pb.gz", s->o->dir, (long)pid, seq);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* Deletes entry i's files and the entry. */
+static void drop(mpt_store *s, size_t i)
+{
+    char path[4200], peak[4300];
+    if (name(s, s->v[i].pid, s->v[i].seq, path, sizeof path) == 0) {
+        unlink(path);
+        if (s->v[i].peak && mpt_peak_name(path, peak, sizeof peak) == 0)
+            unlink(peak);
+    }
+    s->total -= s->v[i].bytes;
+    s->removed++;
+    memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof *s->v);
+    s->n--;
+}
+
+/* Whether entry i is its process's newest (no later entry of its pid). */
+static bool newest(const mpt_store *s, size_t i)
+{
+    for (size_t j = i + 1; j < s->n; j++)
+        if (s->v[j].pid == s->v[i].pid)
+            return false;
+    return true;
+}
+
+void mpt_store_retain(mpt_store *s)
+{
+    if (s->n == 0)
+        return;
+    /* The process of the newest entry keeps its `keep` newest. */
+    pid_t pid = s->v[s->n - 1].pid;
+    if (s->o->keep > 0) {
+        size_t count = 0;
+        for (size_t i = 0; i < s->n; i++)
+            count += s->v[i].pid == pid;
+        for (size_t i = 0; i < s->n && count > s->o->keep;) {
+            if (s->v[i].pid == pid) {
+                drop(s, i);
+                count--;
+            } else {
+                i++;
+            }
+        }
+    }
+    /* The cap: oldest first, never a process's newest. */
+    if (s->o->keep_bytes > 0)
+        for (size_t i = 0; i < s->n && s->total > s->o->keep_bytes;) {
+            if (!newest(s, i))
+                drop(s, i);
+            else
+                i++;
+        }
+}
+
+int mpt_store_write(mpt_store *s, pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
+                    const uint8_t *pk, size_t pklen, char *why, size_t whylen)
+{
+    char path[4200], peak[4300];
+    if (name(s, pid, seq, path, sizeof path) != 0) {
+        snprintf(why, whylen, "report path too long");
+        s->failed++;
+        return -1;
+    }
+    if (mpt_out_write(path, buf, len, true, why, whylen) != 0) {
+        s->failed++;
+        return -1;
+    }
+    mpt_kept k = {.pid = pid, .seq = seq, .bytes = file_size(path)};
+    if (pk != NULL && mpt_peak_name(path, peak, sizeof peak) == 0) {
+        if (mpt_out_write(peak, pk, pklen, true, why, whylen) == 0) {
+            k.peak = true;
+            k.bytes += file_size(peak);
+        }
+    }
+    s->written++;
+    /* The same name again (cannot happen from one process; defensive)
+     * replaces its entry. */
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].pid == pid && s->v[i].seq == seq) {
+            s->total -= s->v[i].bytes;
+            memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof *s->v);
+            s->n--;
+            break;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        mpt_kept *v = realloc(s->v, cap * sizeof *v);
+        if (v == NULL) {
+            /* Kept on disk, not under the rule: say so, never delete blindly. */
+            snprintf(why, whylen, "out of memory: %s is not under the retention rule", path);
+            return -1;
+        }
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = k;
+    s->total += k.bytes;
+    mpt_store_retain(s);
+    return 0;
+}

@@ -1,0 +1,344 @@
+# SPDX-License-Identifier: MIT
+"""mimprof run's collector (docs/ARCHITECTURE.md, "A process tree as one
+service"): a daemon does not keep the caller's output open, workers that
+drop privileges keep their reports, files are kept under a retention rule,
+and a stalled collector never stalls a profiled process."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tool_testlib import MIMPROF, TempDirTest, decode, reports  # noqa: E402
+import pprof_wire  # noqa: E402
+
+DAEMONIZE = os.environ.get("MIMPROF_DAEMONIZE", "")
+WORKERS = os.environ.get("MIMPROF_FORKED_WORKERS", "")
+DEADLINE = 60  # seconds any wait below may take on a loaded machine; never the thing measured
+
+
+def wait_for(cond, what, deadline=DEADLINE):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("waited %d s for %s" % (deadline, what))
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone as far as the test is concerned
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def collectors_of(run_pid):
+    """Pids of the collector processes `mimprof run` (run_pid) forked."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        ppid = int(st.rsplit(")", 1)[1].split()[1])
+        if comm == "mimprof-collect" and ppid == run_pid:
+            out.append(int(d))
+    return out
+
+
+class Workers:
+    """The forked-workers program under `mimprof run` (stdin a pipe: a line
+    ends it); .pids are the workers' pids once they hold their bytes."""
+
+    def __init__(self, args, n, nbytes, setuid=False, env=None):
+        cmd = [MIMPROF, "run", *args, "--", WORKERS, str(n), str(nbytes)]
+        if setuid:
+            cmd.append("setuid")
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, **(env or {})))
+        self.pids = []
+        for line in self.p.stdout:
+            if line.startswith("worker "):
+                self.pids.append(int(line.split()[1]))
+            if line.strip() == "ready":
+                break
+        assert len(self.pids) == n, self.pids
+
+    def end(self):
+        out, err = self.p.communicate("\n", timeout=DEADLINE)
+        return self.p.returncode, out, err
+
+
+class Daemon(TempDirTest):
+    """A service that daemonizes, inside $(...): `mimprof run` returns as
+    the program alone does, while the daemon still runs (the collector
+    holds no descriptor of the caller, the daemon none of ours that is the
+    caller's), and the daemon's reports are still written."""
+
+    def substitute(self, profiled, pidfile, out):
+        # The daemon lives 120 s: a command substitution that waits for it
+        # does not return within DEADLINE.
+        run = '"$MIMPROF" run -e 200ms -o "$OUT" -- ' if profiled else ""
+        script = 'x=$(%s"$PROG" "$PIDFILE" 120 2>&1); printf "%%s" "$x"' % run
+        env = dict(os.environ, MIMPROF=MIMPROF, OUT=out, PROG=DAEMONIZE, PIDFILE=pidfile)
+        r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
+                           timeout=DEADLINE)
+        def read_pid():
+            if os.path.exists(pidfile):
+                with open(pidfile) as f:
+                    return f.read().strip()
+            return None
+        pid = int(wait_for(read_pid, "the daemon's pid"))
+        self.daemons.append(pid)
+        return r, pid
+
+    def setUp(self):
+        super().setUp()
+        self.daemons = []
+
+    def tearDown(self):
+        for pid in self.daemons:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        super().tearDown()
+
+    def test_command_substitution_returns_while_the_daemon_runs(self):
+        r, pid = self.substitute(False, self.path("plain.pid"), self.path("unused"))
+        self.assertEqual((r.returncode, r.stdout), (0, "starting"))
+        self.assertTrue(alive(pid))
+        out = self.path("out")
+        r, pid = self.substitute(True, self.path("prof.pid"), out)
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.startswith("starting\n"), r.stdout)
+        self.assertTrue(alive(pid), "$(...) returned before the daemon ended")
+        # the daemon is profiled all the same: its periodic reports, and
+        # its last one once it ends, written by the collector that
+        # outlived `mimprof run`
+        wait_for(lambda: len(reports(out, pid)) >= 2, "two reports of the daemon")
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not alive(pid), "the daemon's end")
+        files = reports(out, pid)
+        alloc = pprof_wire.totals(decode(files[0]), "alloc_space")
+        self.assertGreater(alloc, 0)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root (workers setuid to nobody)")
+class PrivilegeDrop(TempDirTest):
+    """A service started as root whose workers setuid() to nobody: every
+    worker's reports are written (by the collector, as the invoking
+    user), not refused with 'Permission denied'."""
+
+    def test_workers_that_setuid_keep_their_reports(self):
+        out = self.path("out")
+        w = Workers(["-e", "0", "-i", "64k", "-o", out], 4, 4 << 20, setuid=True)
+        status, stdout, err = w.end()
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("Permission denied", err)
+        files = reports(out)
+        for pid in w.pids:
+            self.assertIn(pid, files, err)
+            alloc = pprof_wire.totals(decode(files[pid][-1]), "alloc_space")
+            self.assertGreater(alloc, 2 << 20, pid)  # 4 MiB each, estimated
+
+    @unittest.skipUnless(os.path.exists("/usr/sbin/nginx"), "nginx is not installed")
+    def test_nginx_workers(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        prefix = self.path("nginx")
+        os.makedirs(prefix + "/logs")
+        conf = self.write("nginx.conf", (
+            "user nobody nogroup; worker_processes 2; daemon off; master_process on;\n"
+            "pid %s/nginx.pid; error_log %s/logs/error.log;\n"
+            "events { worker_connections 64; }\n"
+            "http { access_log off; client_body_temp_path %s/tmp;\n"
+            "  server { listen 127.0.0.1:%d; location / { return 200 'ok'; } } }\n"
+            % (prefix, prefix, prefix, port)).encode())
+        out = self.path("out")
+        p = subprocess.Popen([MIMPROF, "run", "-e", "200ms", "-o", out, "--", "/usr/sbin/nginx",
+                              "-p", prefix, "-c", conf], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            # master + 2 workers, each with a report
+            wait_for(lambda: len(reports(out)) >= 3, "reports of nginx's master and workers")
+        finally:
+            p.send_signal(signal.SIGQUIT)
+            _, err = p.communicate(timeout=DEADLINE)
+        self.assertNotIn("Permission denied", err)
+        self.assertGreaterEqual(len(reports(out)), 3, err)
+
+
+class Retention(TempDirTest):
+    """The retention rule: --keep N newest per process, --keep-size a cap
+    on the total that never deletes a process's newest report."""
+
+    def run_workers(self, out, *opts):
+        w = Workers(["-e", "50ms", "-o", out, *opts], 2, 1 << 20)
+        # until every process has written at least 6 reports
+        wait_for(lambda: all(any(int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1)) >= 5
+                                 for f in reports(out, pid)) for pid in w.pids),
+                 "six reports of each worker")
+        status, stdout, err = w.end()
+        self.assertEqual(status, 0, err)
+        return w.pids, reports(out), err
+
+    def seqs(self, files):
+        return [int(re.search(r"\.(\d+)\.(?:peak\.)?pb\.gz$", f).group(1)) for f in files]
+
+    def test_keep_newest_per_process(self):
+        out = self.path("out")
+        workers, files, err = self.run_workers(out, "--keep", "3")
+        self.assertEqual(len(files), 3, files)  # the master and two workers
+        for pid in workers:
+            seqs = self.seqs(files[pid])
+            self.assertGreaterEqual(max(seqs), 5)
+            self.assertEqual(seqs, list(range(max(seqs) - 2, max(seqs) + 1)), (pid, err))
+            # no peak outlives its report
+            self.assertLessEqual(set(self.seqs(reports(out, pid, peak=True))), set(seqs))
+        self.assertIn("older ones removed", err)
+
+    def test_size_cap_keeps_each_process_newest(self):
+        out = self.path("out")
+        workers, files, err = self.run_workers(out, "--keep", "0", "--keep-size", "1")
+        for pid in workers:
+            self.assertEqual(len(files[pid]), 1, files[pid])
+            self.assertGreaterEqual(self.seqs(files[pid])[0], 5)
+            # the newest one, and whole
+            types = [t for t, _ in decode(files[pid][0])["types"]]
+            self.assertIn("inuse_space", types)
+
+    def test_default_rule_is_documented(self):
+        r = subprocess.run([MIMPROF, "run", "--help"], capture_output=True, text=True)
+        text = " ".join(r.stdout.split())
+        self.assertIn("--keep N reports kept per process, newest first (default 10", text)
+        self.assertIn("--keep-size SIZE older reports go while all of them exceed SIZE "
+                      "(default 256m", text)
+
+
+class NeverBlocks(TempDirTest):
+    """A stalled collector (SIGSTOP) never stalls a profiled process: its
+    queue fills, each process writes its reports itself and says so, and
+    no report is lost either way."""
+
+    def test_stopped_collector(self):
+        out = self.path("out")
+        w = Workers(["-e", "20ms", "--keep", "0", "--keep-size", "0", "-o", out], 2, 1 << 20)
+        coll = collectors_of(w.p.pid)
+        self.assertEqual(len(coll), 1)
+        os.kill(coll[0], signal.SIGSTOP)
+        try:
+            # the workers go on reporting: their own files appear while
+            # the collector writes nothing
+            before = {pid: len(reports(out, pid)) for pid in w.pids}
+            wait_for(lambda: all(len(reports(out, pid)) >= before[pid] + 3 for pid in w.pids),
+                     "reports written by the workers themselves")
+        finally:
+            os.kill(coll[0], signal.SIGCONT)
+        status, stdout, err = w.end()
+        self.assertEqual(status, 0, err)
+        self.assertIn("its queue is full", err)
+        for pid in w.pids:
+            seqs = sorted(int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1))
+                          for f in reports(out, pid))
+            self.assertEqual(seqs, list(range(len(seqs))), "no report of %d lost" % pid)
+
+
+def private_dirty_kib(pid):
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1])
+    raise AssertionError("no Private_Dirty for %d" % pid)
+
+
+class ProcessCost(TempDirTest):
+    """The profiler's fixed private memory per process of a preforked
+    service stays under 512 KiB beyond the allocator's own (the preload
+    with MIMPROF_DISABLE=1): symbol tables are built once, by the
+    collector, not in every worker (cli/bench/workers_memory.py measures
+    the same with 50 workers)."""
+
+    def workers_memory(self, args, env=None, profiled=True):
+        n = 20
+        w = Workers(args, n, 1 << 20, env=env)
+        out = args[args.index("-o") + 1]
+        if profiled:
+            wait_for(lambda: all(len(reports(out, pid)) >= 2 for pid in w.pids),
+                     "two reports of every worker")
+        kib = sum(private_dirty_kib(pid) for pid in w.pids) / n
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        return kib
+
+    def test_fixed_cost_per_worker(self):
+        alone = self.workers_memory(["--no-collector", "-e", "0", "-o", self.path("unused")],
+                                    env={"MIMPROF_DISABLE": "1"}, profiled=False)
+        profiled = self.workers_memory(["-e", "100ms", "-o", self.path("out")])
+        self.assertLessEqual(profiled - alone, 512, (profiled, alone))
+
+
+@unittest.skipUnless(os.environ.get("PYROSCOPE_STANDIN") and
+                     os.environ.get("MIMPROF_PYROSCOPE_LIB"), "no Pyroscope stand-in or adapter")
+class PreforkedUploads(TempDirTest):
+    """N forked workers of one service (one series): Pyroscope receives one
+    profile per window, never two with one timestamp (a real server keeps
+    one of those: DESIGN.md, "Real Pyroscope servers"), and their total
+    is the sum of what the workers allocated."""
+
+    def setUp(self):
+        super().setUp()
+        from test_pyroscope_run import StandIn
+        self.server = StandIn()
+
+    def tearDown(self):
+        self.server.stop()
+        super().tearDown()
+
+    def test_workers_sum_up(self):
+        n, each = 8, 8 << 20
+        w = Workers(["--pyroscope", self.server.url, "--app", "prefork", "--every", "200ms",
+                     "-i", "64k"], n, each)
+        time.sleep(0.5)  # a few windows in which the workers hold their bytes
+        status, stdout, err = w.end()
+        self.assertEqual(status, 0, err)
+        sel = '{service_name="prefork"}'
+        alloc = self.server.points("alloc_space", sel)
+        stamps = [ts for ts, _ in alloc]
+        self.assertEqual(len(stamps), len(set(stamps)), "one profile per timestamp: %s" % alloc)
+        total = sum(v for _, v in alloc)
+        # n * each allocated in 64 KiB blocks at a 64 KiB interval: about
+        # 1024 samples, sd ~2.4%; the master and the workers' own start-up
+        # add a little
+        self.assertLess(abs(total / (n * each) - 1), 0.12, (total, n * each))
+        # in-use: a gauge; the window in which every worker holds its
+        # bytes shows all of them
+        inuse = self.server.points("inuse_space", sel)
+        self.assertEqual(len(inuse), len(set(ts for ts, _ in inuse)))
+        self.assertLess(abs(max(v for _, v in inuse) / (n * each) - 1), 0.12, inuse)
+
+
+if __name__ == "__main__":
+    for need in (MIMPROF, DAEMONIZE, WORKERS):
+        assert need and os.path.exists(need), \
+            "set MIMPROF, MIMPROF_DAEMONIZE and MIMPROF_FORKED_WORKERS"
+    unittest.main(verbosity=2)
