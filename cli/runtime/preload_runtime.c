@@ -133,8 +133,10 @@ static void after_fork_child(void)
         sem_init(&mpt_rt.wake, 0, 0);
         atomic_store(&mpt_rt.reports_done, 0);
         mpt_rt_image_after_fork();
-        if (follow)
-            mpt_rt_start_locked();
+        /* A followed child's session reports the sampled blocks it
+         * inherited as in-use (profiling.h, "fork()"); others let go. */
+        if (!follow || mpt_rt_start_locked() != 0)
+            mp_profiler_drop_inherited();
     } else if (follow && mpt_rt.dormant) {
         mpt_rt.pid = getpid(); /* a dormant child of a dormant parent */
     }

@@ -83,10 +83,16 @@
  * ------
  * The profiler's locks are taken around fork() (pthread_atfork), so the
  * child never inherits one locked. In the child the parent's session is
- * ended: its pending records and live entries are released, the inherited
+ * ended: its pending allocation records are released, the inherited
  * handle answers MP_PROF_E_INACTIVE to mp_profiler_report() (stop and free
  * on it are safe and affect nothing else), the process recorder is free
  * for a new mp_profiler_start(), and the sampling allocator keeps working.
+ * The sampled blocks the child inherited are live in it too: they stay in
+ * the live table (the child's frees remove them as usual), and the next
+ * session started in the child reports them as in-use, with the stacks
+ * and allocation times the parent sampled them with, while its
+ * allocation values count only the child's own allocations. A child that
+ * will not profile releases them with mp_profiler_drop_inherited().
  * The parent's session is untouched.
  *
  * LD_PRELOAD objects
@@ -528,6 +534,15 @@ MP_PROF_API mp_prof_status mp_profiler_stop(mp_profiler *p);
 
 /** Stops the session (if running) and releases `p`. NULL is a no-op. */
 MP_PROF_API void mp_profiler_free(mp_profiler *p);
+
+/**
+ * In a fork child that will not start a session: releases the sampled
+ * live blocks inherited from the parent's session (see "fork()" above),
+ * which a session started later would otherwise report as in-use. No
+ * effect while a session runs (they are then that session's) or when
+ * nothing was inherited.
+ */
+MP_PROF_API void mp_profiler_drop_inherited(void);
 
 /** A human sentence for `s`; never NULL. */
 MP_PROF_API const char *mp_prof_strerror(mp_prof_status s);
