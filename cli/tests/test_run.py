@@ -398,6 +398,45 @@ class Descriptors(TempDirTest):
         self.assertEqual(r.stdout, plain.stdout)
 
 
+class DescriptorLimit(TempDirTest):
+    """At a low descriptor limit the program gets every number it would get
+    without mimprof: fd_fill opens /dev/null until EMFILE and prints the
+    numbers it got. With room above the soft limit (the hard limit is
+    higher) the runtime's descriptors go there and the process is
+    profiled, its report written although the program holds every number
+    at exit; with none (soft = hard, as `ulimit -n N` sets) the process is
+    not profiled and one line says so."""
+    FILL = os.environ.get("MIMPROF_FD_FILL", "")
+
+    def fill(self, soft, hard, *pre):
+        import resource
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        return subprocess.run([*pre, self.FILL], capture_output=True, text=True, timeout=60,
+                              preexec_fn=limit)
+
+    def test_program_gets_every_number_it_would_get_plainly(self):
+        import resource
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        for n in (64, 256, 1024):
+            for h in sorted({min(hard, n), hard}):
+                out = self.path("out.%d.%d" % (n, h))
+                plain = self.fill(n, h)
+                prof = self.fill(n, h, MIMPROF, "run", "-o", out, "--")
+                self.assertEqual(plain.returncode, 0, plain.stderr)
+                self.assertEqual(prof.returncode, 0, prof.stderr)
+                self.assertEqual(prof.stdout, plain.stdout, (n, h, prof.stderr))
+                self.assertTrue(plain.stdout.strip().endswith("-%d" % (n - 1)), plain.stdout)
+                if h > n:  # room above: profiled, the exit report written
+                    self.assertEqual(len(reports(out)), 1, (n, h, prof.stderr))
+                    self.assertNotIn("not profiled", prof.stderr)
+                else:
+                    self.assertEqual(reports(out), {}, (n, h, prof.stderr))
+                    lines = [l for l in prof.stderr.splitlines() if "not profiled" in l]
+                    self.assertEqual(len(lines), 1, prof.stderr)
+                    self.assertIn("descriptor limit (%d, hard %d)" % (n, h), lines[0])
+
+
 class FollowForkExec(TempDirTest):
     FORK = ("import os, sys\n"
             "def child_work():\n    global b\n    b = bytearray(8 << 20)\n"
