@@ -251,9 +251,15 @@ int mpt_rt_start(void)
     mpt_rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
     if (mpt_env(MPT_ENV_STATUS_DIR)->set && mpt_env(MPT_ENV_STATUS_DIR)->text[0] == '/')
         mpt_rt_pyro_set_status_dir(mpt_env(MPT_ENV_STATUS_DIR)->text);
-    if (!this_process_is_profiled() || !mpt_rt_fds_room(mpt_rt.quiet)) {
+    if (!this_process_is_profiled()) {
+        if (!mpt_env_flag(MPT_ENV_DISABLE, false)) /* an exec not followed: counted */
+            mpt_rt_note_unprofiled(mpt_env(MPT_ENV_STATUS_DIR)->text);
         rc = 0;
         goto out; /* and no descriptor of ours in this process */
+    }
+    if (!mpt_rt_fds_room(mpt_rt.quiet)) {
+        rc = 0;
+        goto out;
     }
     mpt_rt_msg_init(); /* before any message */
     if (configure(bad, why) != 0)

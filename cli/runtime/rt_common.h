@@ -44,6 +44,12 @@ void mpt_rt_fds_take_libcurl(void);
  * Before the runtime opens any descriptor. */
 bool mpt_rt_fds_room(bool quiet);
 
+/* In a process that runs unprofiled although `mimprof run` runs it (a
+ * program a child executed, without --follow-exec): a note in the run's
+ * status directory, which `mimprof run` counts at the end
+ * (rt_unprofiled.c). No descriptor is opened. */
+void mpt_rt_note_unprofiled(const char *status_dir);
+
 /* Adds `ms` milliseconds to *t (normalised). */
 void mpt_rt_timespec_add_ms(struct timespec *t, uint64_t ms);
 

@@ -437,6 +437,44 @@ class DescriptorLimit(TempDirTest):
                     self.assertIn("descriptor limit (%d, hard %d)" % (n, h), lines[0])
 
 
+@unittest.skipUnless(os.environ.get("MIMPROF_JE_DIRECT"), "built without jemalloc")
+class AllocatorChoice(TempDirTest):
+    """Without --allocator, mimprof run profiles a program linked with
+    jemalloc (directly, or through a library that links it) over jemalloc,
+    and says so once: the program's own jemalloc statistics then see its
+    heap, as they do without mimprof (redis INFO, MEMORY DOCTOR)."""
+    PICKED = "links libjemalloc"
+    HAVE_JE = os.environ.get("MIMPROF_HAVE_JEMALLOC") == "1"
+
+    def run_prog(self, prog, *opts):
+        r = mimprof("run", "--every", "0", "-o", self.path("out"), *opts, "--", prog)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_jemalloc_programs_are_profiled_over_jemalloc(self):
+        for prog in (os.environ["MIMPROF_JE_DIRECT"], os.environ["MIMPROF_JE_VIA_LIB"]):
+            r = self.run_prog(prog)
+            lines = [l for l in r.stderr.splitlines() if self.PICKED in l]
+            self.assertEqual(len(lines), 1, r.stderr)
+            if self.HAVE_JE:
+                self.assertIn("profiling over jemalloc", lines[0])
+                self.assertIn("--allocator mimalloc", lines[0])
+                self.assertEqual(r.stdout, "jemalloc sees the heap\n", (prog, r.stderr))
+            else:
+                self.assertIn("no jemalloc preload", lines[0])
+            # --allocator decides, silently
+            r = self.run_prog(prog, "--allocator", "mimalloc")
+            self.assertNotIn(self.PICKED, r.stderr)
+            self.assertEqual(r.stdout, "jemalloc sees no heap\n", (prog, r.stderr))
+            r = self.run_prog(prog, "-q")
+            self.assertNotIn(self.PICKED, r.stderr)
+
+    def test_other_programs_stay_on_mimalloc_silently(self):
+        r = mimprof("run", "--every", "0", "-o", self.path("out"), "--", PYTHON, "-c", "pass")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(self.PICKED, r.stderr)
+
+
 class FollowForkExec(TempDirTest):
     FORK = ("import os, sys\n"
             "def child_work():\n    global b\n    b = bytearray(8 << 20)\n"
@@ -491,6 +529,21 @@ class FollowForkExec(TempDirTest):
         self.assertLess(inuse, 62 * MiB, (inuse, alloc))
         self.assertGreaterEqual(alloc, 10 * MiB, (inuse, alloc))
         self.assertLess(alloc, 12 * MiB, (inuse, alloc))
+
+    def test_unprofiled_programs_are_counted_at_exit(self):
+        # sh (profiled) forks and executes true twice and ls once: three
+        # programs that ran unprofiled, named, with the option that
+        # includes them; none with --follow-exec, no line with -q.
+        cmd = ["sh", "-c", "/bin/true; /bin/true; ls / >/dev/null; exit 0"]
+        r = mimprof("run", "--every", "0", "-o", self.path("a"), "--", *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if "ran unprofiled" in l]
+        self.assertEqual(lines, ["mimprof: 3 programs the command executed ran unprofiled "
+                                 "(true, ls); --follow-exec profiles them too"], r.stderr)
+        for opts in (["--follow-exec"], ["-q"]):
+            r = mimprof("run", "--every", "0", "-o", self.path("b"), *opts, "--", *cmd)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("ran unprofiled", r.stderr)
 
     def test_exec_not_followed_by_default(self):
         cmd = ["sh", "-c", PYTHON + " -c 'x = bytearray(1 << 20)'; true"]
