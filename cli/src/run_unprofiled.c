@@ -8,12 +8,15 @@
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "run.h"
 
 #define NAMED 4 /* distinct program names listed */
+
+static int by_name(const void *a, const void *b) { return strcmp(a, b); }
 
 void mpt_run_unprofiled_say(const char *dir, bool quiet)
 {
@@ -48,6 +51,7 @@ void mpt_run_unprofiled_say(const char *dir, bool quiet)
     closedir(d);
     if (quiet || count == 0)
         return;
+    qsort(names, nnames, sizeof names[0], by_name); /* readdir's order is no order */
     char list[NAMED * 66 + 8] = "";
     size_t off = 0;
     for (unsigned i = 0; i < nnames; i++)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The library through which jemalloc_linked.c (-DVIA_LIB) links jemalloc:
- * jemalloc's count of the bytes allocated. */
+/* jemalloc's count of the bytes allocated, for jemalloc_linked.c: compiled
+ * into it, or the library through which it links jemalloc. */
 #include <jemalloc/jemalloc.h>
 #include <stdint.h>
 

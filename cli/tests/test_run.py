@@ -539,7 +539,7 @@ class FollowForkExec(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = [l for l in r.stderr.splitlines() if "ran unprofiled" in l]
         self.assertEqual(lines, ["mimprof: 3 programs the command executed ran unprofiled "
-                                 "(true, ls); --follow-exec profiles them too"], r.stderr)
+                                 "(ls, true); --follow-exec profiles them too"], r.stderr)
         for opts in (["--follow-exec"], ["-q"]):
             r = mimprof("run", "--every", "0", "-o", self.path("b"), *opts, "--", *cmd)
             self.assertEqual(r.returncode, 0, r.stderr)

@@ -106,9 +106,10 @@ static unsigned shard_count(void)
     return (unsigned)n;
 }
 
-/* Ends the running session; caller holds g_rec.session and g_rec.rw
- * exclusively. */
-static void end_session_locked(void)
+/* Ends the running session's ownership and discards its pending
+ * records; caller holds g_rec.session and g_rec.rw exclusively. The live
+ * table and the stacks are the caller's to keep (fork) or clear. */
+static void end_ownership_locked(void)
 {
     atomic_store_explicit(&g_rec.active_gen, 0, memory_order_release);
     g_rec.cfg.gen = 0;
@@ -116,6 +117,13 @@ static void end_session_locked(void)
     uint64_t discarded = mp_rec_session_end();
     if (discarded != 0)
         MP_COUNT(discarded, discarded);
+}
+
+/* Ends the running session; caller holds g_rec.session and g_rec.rw
+ * exclusively. */
+static void end_session_locked(void)
+{
+    end_ownership_locked();
     mp_live_clear();
     mp_depot_clear();
 }
@@ -420,12 +428,7 @@ static void fork_child(void)
     mp_unwind_fast_fork_child();
     if (g_rec.owner != NULL || atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != 0) {
         mp_rec_fork_child_release(mp_sampler_current_rec());
-        atomic_store_explicit(&g_rec.active_gen, 0, memory_order_release);
-        g_rec.cfg.gen = 0;
-        g_rec.owner = NULL;
-        uint64_t discarded = mp_rec_session_end();
-        if (discarded != 0)
-            MP_COUNT(discarded, discarded);
+        end_ownership_locked();
         mp_peak_fork_child();
     }
     pthread_mutex_unlock(&g_rec.session);
