@@ -31,8 +31,15 @@
 /* Where the dynamic loader looks after the object's own path and
  * LD_LIBRARY_PATH: the multiarch and plain system directories. */
 static const char *const SYSTEM_DIRS[] = {
-    "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+    "/usr/local/lib",
 };
 
 static ssize_t file_read(void *ctx, void *buf, size_t n, uint64_t off)
@@ -107,7 +114,8 @@ static bool find_lib(const char *name, const char *origin, const char *runpath, 
 {
     if (strchr(name, '/') != NULL)
         return realpath(name, out) != NULL;
-    if (find_in(runpath, origin, name, out) || find_in(getenv("LD_LIBRARY_PATH"), origin, name, out))
+    if (find_in(runpath, origin, name, out) ||
+        find_in(getenv("LD_LIBRARY_PATH"), origin, name, out))
         return true;
     for (size_t i = 0; i < sizeof SYSTEM_DIRS / sizeof SYSTEM_DIRS[0]; i++)
         if (find_in(SYSTEM_DIRS[i], origin, name, out))

@@ -59,6 +59,5 @@ void mpt_run_unprofiled_say(const char *dir, bool quiet)
     fprintf(stderr,
             "mimprof: %u program%s the command executed ran unprofiled (%s%s); "
             "--follow-exec profiles %s too\n",
-            count, count == 1 ? "" : "s", list, more ? ", ..." : "",
-            count == 1 ? "it" : "them");
+            count, count == 1 ? "" : "s", list, more ? ", ..." : "", count == 1 ? "it" : "them");
 }

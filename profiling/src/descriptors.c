@@ -46,7 +46,7 @@ static int fd_target(const struct rlimit *rl, rlim_t *raise)
     *raise = 0;
     if (soft >= FD_CEILING)
         return FD_CEILING - FD_MARGIN; /* below the soft limit: no raise */
-    if (hard > soft) { /* room above the program's numbers */
+    if (hard > soft) {                 /* room above the program's numbers */
         rlim_t top = hard < FD_CEILING ? hard : FD_CEILING;
         rlim_t t = top > soft + FD_MARGIN ? top - FD_MARGIN : soft;
         *raise = top;

@@ -307,7 +307,6 @@ Test(descriptors, kept_descriptors_go_above_the_soft_limit_when_there_is_room)
         int code = at_limits(soft, rl.rlim_max, room_above);
         cr_assert_eq(code, 0, "soft %llu: child check %d", (unsigned long long)soft, code);
         code = at_limits(soft, soft, no_room);
-        cr_assert_eq(code, 0, "soft = hard = %llu: child check %d", (unsigned long long)soft,
-                     code);
+        cr_assert_eq(code, 0, "soft = hard = %llu: child check %d", (unsigned long long)soft, code);
     }
 }
