@@ -498,14 +498,14 @@ class FollowForkExec(TempDirTest):
 
     # The child reports on SIGUSR2 while it holds everything (at exit the
     # interpreter has freed it), then leaves with os._exit.
-    INHERIT = ("import glob, os, signal, sys, time\n"
+    INHERIT = ("import os, signal, sys, time\n"
                "held = [bytearray(1 << 20) for _ in range(49)]\n"
                "pid = os.fork()\n"
                "if pid == 0:\n"
                "    own = [bytearray(1 << 20) for _ in range(10)]\n"
                "    os.kill(os.getpid(), signal.SIGUSR2)\n"
                "    for _ in range(3000):\n"
-               "        if glob.glob(sys.argv[1] + '/heap.%d.*' % os.getpid()):\n"
+               "        if os.path.exists(sys.argv[1] + '/heap.%d.0.pb.gz' % os.getpid()):\n"
                "            break\n"
                "        time.sleep(0.01)\n"
                "    os._exit(0)\n"
