@@ -7,8 +7,9 @@
  * number a program that just closed one expects back (a daemon that
  * closes everything and reopens 0-2 on /dev/null, a shell redirecting
  * fd 3). A descriptor that outlives the call that made it therefore moves
- * to the top of the range, close-on-exec, so that the program's numbers
- * and the programs it executes are what they would be without us. */
+ * out of the program's numbers (below), close-on-exec, so that the
+ * program's numbers and the programs it executes are what they would be
+ * without us. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -26,15 +27,16 @@
  * at or above the soft limit a descriptor is out of every number the
  * program can get at its limit, and costs it nothing: there is the place
  * when the hard limit leaves room (the soft limit is raised for the one
- * duplication, then put back). Not above FD_CEILING - FD_MARGIN (4032)
- * when the limit allows that much: the kernel sizes a process's
- * descriptor table by its highest number, and select()-sized programs
- * and poll() arrays are not made to grow; with a soft limit above 4096
- * the program would have to hold 4032 descriptors at once to meet ours.
- * With no room at all (soft = hard <= 4032) the top of the program's own
- * range is the best left: mp_prof_fd_room() says so, and the preload
- * runtime then steps aside rather than take numbers the program would
- * get. */
+ * duplication, then put back): from FD_CEILING - FD_MARGIN (4032) up
+ * when the hard limit allows, else from the soft limit. Never higher:
+ * the kernel sizes a process's descriptor table by its highest number,
+ * and select()-sized programs and poll() arrays are not made to grow; so
+ * with a soft limit of 4096 or more they stay at 4032-4095, below it,
+ * where a program would have to hold 4032 descriptors at once to meet
+ * them. With no room at all (soft = hard below 4096) the top of the
+ * program's own range is the best left: mp_prof_fd_room() says so, and
+ * the preload runtime then steps aside rather than take numbers the
+ * program would get. */
 #define FD_CEILING 4096
 #define FD_MARGIN  64
 

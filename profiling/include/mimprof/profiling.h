@@ -400,7 +400,7 @@ MP_PROF_API int mp_prof_fd_high(int fd);
 /**
  * Whether mp_prof_fd_high() can put descriptors where the program cannot
  * get their numbers at its current `RLIMIT_NOFILE`: false when the soft
- * limit equals the hard one and is at most 4032 (`ulimit -n 64` sets
+ * limit equals the hard one and is below 4096 (`ulimit -n 64` sets
  * both), where any descriptor kept open takes a number the program would
  * get. The preload runtime steps aside in such a process (one line says
  * so).
