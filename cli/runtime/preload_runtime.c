@@ -138,8 +138,10 @@ static void after_fork_child(void)
         sem_init(&mpt_rt.wake, 0, 0);
         atomic_store(&mpt_rt.reports_done, 0);
         mpt_rt_image_after_fork();
-        if (follow)
-            mpt_rt_start_locked();
+        /* A followed child's session reports the sampled blocks it
+         * inherited as in-use (profiling.h, "fork()"); others let go. */
+        if (!follow || mpt_rt_start_locked() != 0)
+            mp_profiler_drop_inherited();
     } else if (follow && mpt_rt.dormant) {
         mpt_rt.pid = getpid(); /* a dormant child of a dormant parent */
     }
@@ -260,9 +262,16 @@ int mpt_rt_start(void)
         mpt_rt_pyro_set_status_dir(mpt_env(MPT_ENV_STATUS_DIR)->text);
     const char *coll = mpt_env(MPT_ENV_COLLECTOR)->text;
     if (!this_process_is_profiled()) {
+        if (!mpt_env_flag(MPT_ENV_DISABLE, false)) /* an exec not followed: counted */
+            mpt_rt_note_unprofiled(mpt_env(MPT_ENV_STATUS_DIR)->text);
         mpt_coll_close_unprofiled(coll);
         rc = 0;
         goto out; /* and no descriptor of ours in this process */
+    }
+    if (!mpt_rt_fds_room(mpt_rt.quiet)) {
+        mpt_coll_close_unprofiled(coll);
+        rc = 0;
+        goto out;
     }
     /* Under a collector, messages go to it, and no duplicate of stderr
      * is held (a daemon would keep the caller's terminal or pipe open

@@ -48,7 +48,7 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
         return;
     size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
     if (path != NULL) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int fd = mp_prof_fd_open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
         if (fd >= 0) {
             bool ok = write(fd, buf, len) == (ssize_t)len;
             if (close(fd) == 0 && ok)

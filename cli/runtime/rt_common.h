@@ -41,6 +41,19 @@ void mpt_rt_say_to(bool quiet, const char *path, const char *fmt, ...)
  * and with it libcurl, is loaded. */
 void mpt_rt_fds_take_libcurl(void);
 
+/* Whether the runtime's descriptors can be kept out of every number the
+ * program can get at its descriptor limit (mp_prof_fd_room). When they
+ * cannot (`ulimit -n 64`: soft = hard, no room above), one line on stderr
+ * says that this process is not profiled, unless `quiet` (rt_fds.c).
+ * Before the runtime opens any descriptor. */
+bool mpt_rt_fds_room(bool quiet);
+
+/* In a process that runs unprofiled although `mimprof run` runs it (a
+ * program a child executed, without --follow-exec): a note in the run's
+ * status directory, which `mimprof run` counts at the end
+ * (rt_unprofiled.c). No descriptor is opened. */
+void mpt_rt_note_unprofiled(const char *status_dir);
+
 /* Adds `ms` milliseconds to *t (normalised). */
 void mpt_rt_timespec_add_ms(struct timespec *t, uint64_t ms);
 

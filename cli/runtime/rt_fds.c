@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* libcurl's own descriptors out of the program's way. The adapter's
- * connections are opened by its own socket callback (at the top of the
+/* The runtime's descriptors out of the program's way: whether that is
+ * possible at all at the process's limit (mpt_rt_fds_room), and libcurl's
+ * own descriptors.
+ *
+ * libcurl's: the adapter's connections are opened by its own socket callback (at the top of the
  * range, close-on-exec), but libcurl also makes socketpairs for itself:
  * its multi handle's wake-up pair, for as long as the agent runs, and one
  * per name resolution of its threaded resolver. They were made with
@@ -23,12 +26,35 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <mimprof/profiling.h>
+
+bool mpt_rt_fds_room(bool quiet)
+{
+    if (mp_prof_fd_room())
+        return true;
+    struct rlimit rl;
+    char buf[400];
+    int n = getrlimit(RLIMIT_NOFILE, &rl) == 0
+                ? snprintf(buf, sizeof buf,
+                           "mimprof: pid %ld not profiled: at its descriptor limit (%llu, hard "
+                           "%llu) every descriptor the profiler kept would take a number the "
+                           "program may need; raise the hard limit (ulimit -Hn) to profile it\n",
+                           (long)getpid(), (unsigned long long)rl.rlim_cur,
+                           (unsigned long long)rl.rlim_max)
+                : 0;
+    if (!quiet && n > 0 && (size_t)n < sizeof buf) {
+        ssize_t w = write(2, buf, (size_t)n); /* no descriptor of ours: the program's stderr */
+        (void)w;
+    }
+    return false;
+}
 
 static atomic_bool g_take_libcurl;
 

@@ -16,6 +16,8 @@
 
 #include <zlib.h>
 
+#include <mimprof/profiling.h>
+
 #include "fsutil.h"
 
 static int fail(char *why, size_t whylen, const char *fmt, const char *a, const char *b)
@@ -232,9 +234,10 @@ int mpt_out_write(const char *path, const uint8_t *buf, size_t len, bool gzip, c
      * to this process. A stale one of a dead process with this pid goes. */
     snprintf(tmp, sizeof tmp, "%.*s/.%s.%ld.tmp", dlen, real, slash != NULL ? slash + 1 : real,
              (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    /* Out of the program's numbers, also when it holds all of them. */
+    int fd = mp_prof_fd_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
     if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        fd = mp_prof_fd_open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
     if (fd < 0)
         return fail(why, whylen, "cannot write %s: %s", path, strerror(errno));
     int rc = gzip ? gzip_to_fd(fd, buf, len) : write_all(fd, buf, len);

@@ -146,6 +146,7 @@ int mpt_cmd_run(int argc, char **argv)
             if (parse_flag_value("--allocator", optarg, allocators) < 0)
                 return EXIT_OWN_ERROR;
             o.allocator = optarg;
+            o.allocator_given = true;
             break;
         case 'e':
             if (!mpt_parse_duration_ms(optarg, &o.every_ms)) {

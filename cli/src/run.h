@@ -21,6 +21,7 @@ enum { EXIT_CANNOT_RUN = 127, EXIT_OWN_ERROR = 125 };
 typedef struct run_opts {
     uint64_t interval;     /* 0: the preload's default */
     const char *allocator; /* mimalloc | jemalloc */
+    bool allocator_given;  /* --allocator: else the one the command links (run_pick.c) */
     const char *every;     /* as given, validated */
     uint64_t every_ms;
     const char *out_dir;
@@ -102,6 +103,14 @@ int mpt_run_find_pyroscope(const char *preload, mpt_pyro_api *api, char *looked,
                            char *err, size_t errlen);
 #endif
 
+/* Without --allocator: jemalloc when the command's executable or an
+ * object it needs links libjemalloc (and the jemalloc preload exists), one
+ * line on stderr saying so unless quiet (run_pick.c). */
+void mpt_run_pick_allocator(run_opts *o, const char *cmd);
+/* Whether `cmd` (found as execvp would) or an object it needs names
+ * libjemalloc in DT_NEEDED; its name into lib. */
+bool mpt_run_links_jemalloc(const char *cmd, char *lib, size_t liblen);
+
 /* Checks the upload configuration -- the PYROSCOPE_* variables already
  * set, then the flags over them -- with the adapter's own rules, and
  * exports it for the preload (run_pyroscope.c). One line on stderr naming
@@ -120,6 +129,10 @@ int mpt_run_image_env(const run_opts *o);
  * printed and removed once the command ended. */
 void mpt_run_status_dir_make(char *dir, size_t cap);
 void mpt_run_status_dir_print(const char *dir);
+/* One line on how many programs the command executed ran unprofiled (the
+ * runtime's notes in the status directory, which this removes), unless
+ * quiet or none did (run_unprofiled.c). Before mpt_run_status_dir_print. */
+void mpt_run_unprofiled_say(const char *dir, bool quiet);
 /* Counts the reports in dir newer than `since` and names the newest one
  * of `pid` (or of any process when none of pid's exists), unless quiet. */
 void mpt_run_summarize(const char *dir, time_t since, pid_t pid, bool quiet);

@@ -43,6 +43,7 @@ int mpt_run_command(run_opts *op, char **cmd)
 {
     run_opts o = *op; /* (its secrets stay in *op's buffers) */
     char preload[PATH_MAX], looked[4096], object[64];
+    mpt_run_pick_allocator(&o, cmd[0]);
     /* --dormant: the object whose malloc and free stay the provider's own
      * until a session starts (preload/preload.c). */
     snprintf(object, sizeof object, "%s%s", o.allocator, o.dormant ? "-dormant" : "");
@@ -169,6 +170,7 @@ int mpt_run_command(run_opts *op, char **cmd)
     }
     g_child = 0;
     mpt_run_collector_end(&coll);
+    mpt_run_unprofiled_say(status_dir, o.quiet);
     mpt_run_status_dir_print(status_dir);
     if (r == (ssize_t)sizeof exec_errno) {
         fprintf(stderr, "mimprof run: cannot run '%s': %s\n", cmd[0], strerror(exec_errno));

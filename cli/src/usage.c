@@ -33,7 +33,7 @@ static const char USAGE_RUN[] =
     "\n"
     "options:\n"
     "  -i, --interval SIZE       mean bytes between samples (default 512k; e.g. 64k, 1m)\n"
-    "  -a, --allocator NAME      mimalloc (default) or jemalloc\n"
+    "  -a, --allocator NAME      mimalloc or jemalloc (default: jemalloc when CMD links it)\n"
     "  -e, --every DURATION      report period (default 10s; e.g. 500ms, 1m; 0 = only at exit)\n"
     "  -o, --output DIR          where reports go (default ./mimprof-out)\n"
     "  -s, --symbolize MODE      none | functions (default) | lines (file:line, inlined frames)\n"

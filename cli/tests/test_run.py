@@ -400,6 +400,83 @@ class Descriptors(TempDirTest):
         self.assertEqual(r.stdout, plain.stdout)
 
 
+class DescriptorLimit(TempDirTest):
+    """At a low descriptor limit the program gets every number it would get
+    without mimprof: fd_fill opens /dev/null until EMFILE and prints the
+    numbers it got. With room above the soft limit (the hard limit is
+    higher) the runtime's descriptors go there and the process is
+    profiled, its report written although the program holds every number
+    at exit; with none (soft = hard, as `ulimit -n N` sets) the process is
+    not profiled and one line says so."""
+    FILL = os.environ.get("MIMPROF_FD_FILL", "")
+
+    def fill(self, soft, hard, *pre):
+        import resource
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        return subprocess.run([*pre, self.FILL], capture_output=True, text=True, timeout=60,
+                              preexec_fn=limit)
+
+    def test_program_gets_every_number_it_would_get_plainly(self):
+        import resource
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        for n in (64, 256, 1024):
+            for h in sorted({min(hard, n), hard}):
+                out = self.path("out.%d.%d" % (n, h))
+                plain = self.fill(n, h)
+                prof = self.fill(n, h, MIMPROF, "run", "-o", out, "--")
+                self.assertEqual(plain.returncode, 0, plain.stderr)
+                self.assertEqual(prof.returncode, 0, prof.stderr)
+                self.assertEqual(prof.stdout, plain.stdout, (n, h, prof.stderr))
+                self.assertTrue(plain.stdout.strip().endswith("-%d" % (n - 1)), plain.stdout)
+                if h > n:  # room above: profiled, the exit report written
+                    self.assertEqual(len(reports(out)), 1, (n, h, prof.stderr))
+                    self.assertNotIn("not profiled", prof.stderr)
+                else:
+                    self.assertEqual(reports(out), {}, (n, h, prof.stderr))
+                    lines = [l for l in prof.stderr.splitlines() if "not profiled" in l]
+                    self.assertEqual(len(lines), 1, prof.stderr)
+                    self.assertIn("descriptor limit (%d, hard %d)" % (n, h), lines[0])
+
+
+@unittest.skipUnless(os.environ.get("MIMPROF_JE_DIRECT"), "built without jemalloc")
+class AllocatorChoice(TempDirTest):
+    """Without --allocator, mimprof run profiles a program linked with
+    jemalloc (directly, or through a library that links it) over jemalloc,
+    and says so once: the program's own jemalloc statistics then see its
+    heap, as they do without mimprof (redis INFO, MEMORY DOCTOR)."""
+    PICKED = "links libjemalloc"
+    HAVE_JE = os.environ.get("MIMPROF_HAVE_JEMALLOC") == "1"
+
+    def run_prog(self, prog, *opts):
+        r = mimprof("run", "--every", "0", "-o", self.path("out"), *opts, "--", prog)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_jemalloc_programs_are_profiled_over_jemalloc(self):
+        for prog in (os.environ["MIMPROF_JE_DIRECT"], os.environ["MIMPROF_JE_VIA_LIB"]):
+            r = self.run_prog(prog)
+            lines = [l for l in r.stderr.splitlines() if self.PICKED in l]
+            self.assertEqual(len(lines), 1, r.stderr)
+            if self.HAVE_JE:
+                self.assertIn("profiling over jemalloc", lines[0])
+                self.assertIn("--allocator mimalloc", lines[0])
+                self.assertEqual(r.stdout, "jemalloc sees the heap\n", (prog, r.stderr))
+            else:
+                self.assertIn("no jemalloc preload", lines[0])
+            # --allocator decides, silently
+            r = self.run_prog(prog, "--allocator", "mimalloc")
+            self.assertNotIn(self.PICKED, r.stderr)
+            self.assertEqual(r.stdout, "jemalloc sees no heap\n", (prog, r.stderr))
+            r = self.run_prog(prog, "-q")
+            self.assertNotIn(self.PICKED, r.stderr)
+
+    def test_other_programs_stay_on_mimalloc_silently(self):
+        r = mimprof("run", "--every", "0", "-o", self.path("out"), "--", PYTHON, "-c", "pass")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(self.PICKED, r.stderr)
+
+
 class FollowForkExec(TempDirTest):
     FORK = ("import os, sys\n"
             "def child_work():\n    global b\n    b = bytearray(8 << 20)\n"
@@ -420,6 +497,55 @@ class FollowForkExec(TempDirTest):
         self.assertGreaterEqual(alloc, 8 << 20)
         child, parent, files = self.run_fork("--no-follow-fork")
         self.assertEqual(set(files), {parent})
+
+    # The child reports on SIGUSR2 while it holds everything (at exit the
+    # interpreter has freed it), then leaves with os._exit.
+    INHERIT = ("import os, signal, sys, time\n"
+               "held = [bytearray(1 << 20) for _ in range(49)]\n"
+               "pid = os.fork()\n"
+               "if pid == 0:\n"
+               "    own = [bytearray(1 << 20) for _ in range(10)]\n"
+               "    os.kill(os.getpid(), signal.SIGUSR2)\n"
+               "    for _ in range(3000):\n"
+               "        if os.path.exists(sys.argv[1] + '/heap.%d.0.pb.gz' % os.getpid()):\n"
+               "            break\n"
+               "        time.sleep(0.01)\n"
+               "    os._exit(0)\n"
+               "os.waitpid(pid, 0)\nprint(pid)\n")
+
+    def test_fork_child_inuse_includes_what_it_inherited(self):
+        # The parent holds 49 MiB and forks; the child allocates 10 MiB.
+        # The child's in-use is what is live in it (49 + 10 MiB), its
+        # allocations only its own (10 MiB and the interpreter's small
+        # change). At a 64 KiB interval a 1 MiB block is sampled with
+        # p = 1 - e^-16: the estimate is exact to a few bytes.
+        out = self.path("out")
+        r = mimprof("run", "--every", "0", "--interval", "64k", "-o", out, "--",
+                    PYTHON, "-c", self.INHERIT, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        child = int(r.stdout)
+        prof = decode(reports(out)[child][0])  # the child's first report: on SIGUSR2
+        inuse = pprof_wire.totals(prof, "inuse_space")
+        alloc = pprof_wire.totals(prof, "alloc_space")
+        self.assertGreaterEqual(inuse, 59 * MiB, (inuse, alloc))
+        self.assertLess(inuse, 62 * MiB, (inuse, alloc))
+        self.assertGreaterEqual(alloc, 10 * MiB, (inuse, alloc))
+        self.assertLess(alloc, 12 * MiB, (inuse, alloc))
+
+    def test_unprofiled_programs_are_counted_at_exit(self):
+        # sh (profiled) forks and executes true twice and ls once: three
+        # programs that ran unprofiled, named, with the option that
+        # includes them; none with --follow-exec, no line with -q.
+        cmd = ["sh", "-c", "/bin/true; /bin/true; ls / >/dev/null; exit 0"]
+        r = mimprof("run", "--every", "0", "-o", self.path("a"), "--", *cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if "ran unprofiled" in l]
+        self.assertEqual(lines, ["mimprof: 3 programs the command executed ran unprofiled "
+                                 "(ls, true); --follow-exec profiles them too"], r.stderr)
+        for opts in (["--follow-exec"], ["-q"]):
+            r = mimprof("run", "--every", "0", "-o", self.path("b"), *opts, "--", *cmd)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("ran unprofiled", r.stderr)
 
     def test_exec_not_followed_by_default(self):
         cmd = ["sh", "-c", PYTHON + " -c 'x = bytearray(1 << 20)'; true"]

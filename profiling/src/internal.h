@@ -99,6 +99,10 @@ typedef void (*mp_live_visit_fn)(void *ctx, const mp_stack *stack, uint64_t size
 void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx);
 /* Empties the table and the filter. Caller holds g_rec.rw exclusive. */
 void mp_live_clear(void);
+/* A session starting in a fork child adopts the entries the child
+ * inherited (its parent's session's, still live here): every entry in the
+ * table takes generation `gen`. Caller holds g_rec.rw exclusive. */
+void mp_live_adopt(uint64_t gen);
 
 /* A live entry as a heap-image snapshot holds it. */
 typedef struct mp_live_sample {

@@ -49,8 +49,9 @@ typedef struct __attribute__((aligned(64))) entry {
     uint64_t born; /* mp_now_nanos() when sampled (the ages of a report, age.c) */
     /* The event of its insertion (peak.c), which is also its identity
      * (mp_live_id): event numbers are unique within a session, and a
-     * session's end clears the table, so no two entries a caller of
-     * mp_live_id can meet share one. */
+     * session's end clears the table (a fork child's keeps it, and keeps
+     * counting events from the parent's number: session.c), so no two
+     * entries a caller of mp_live_id can meet share one. */
     uint64_t seq;
 } entry;
 
@@ -408,6 +409,18 @@ void mp_live_clear(void)
     }
     atomic_store_explicit(&g_count, 0, memory_order_relaxed);
     mp_peak_reset();
+}
+
+void mp_live_adopt(uint64_t gen)
+{
+    for (unsigned k = 0; k < STRIPES; k++) {
+        stripe *s = &g_stripes[k];
+        mp_lock_take(&s->lock);
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i].ptr != 0)
+                s->slots[i].gen = gen;
+        mp_lock_release(&s->lock);
+    }
 }
 
 /* ---------------------------------------------------------------- snapshot

@@ -116,6 +116,15 @@ void mp_peak_reset(void)
     mp_lock_release(&g_peak.lock);
 }
 
+void mp_peak_fork_child(void)
+{
+    mp_lock_take(&g_peak.lock);
+    g_peak.n = 0; /* gone entries of the parent's window (their stacks stay in the depot) */
+    g_peak.hold = g_peak.lost = false;
+    mark_locked();
+    mp_lock_release(&g_peak.lock);
+}
+
 struct close_ctx {
     mp_agg *agg;
     mp_peak_result *res;

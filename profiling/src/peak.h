@@ -32,6 +32,11 @@ uint64_t mp_peak_seq(void);
 /* Forgets everything: a new session's first window starts empty. Caller
  * holds g_rec.rw exclusive (no hook runs). */
 void mp_peak_reset(void);
+/* In a fork child whose live table is kept (session.c): the parent's
+ * window is not the child's; the estimate and the event count stay (they
+ * are the kept entries'), the child's first window starts at the live
+ * set now. Single-threaded (the fork child handler). */
+void mp_peak_fork_child(void);
 
 /* live.c's side of a close: calls fn on every entry of generation `gen`
  * inserted at or before event `upto`, one stripe locked at a time, and

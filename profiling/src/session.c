@@ -11,10 +11,21 @@
  * fork(). The prepare handler takes g_rec.session and g_rec.rw exclusively,
  * which excludes every other profiler lock holder (all take one of them
  * first), so the child inherits no locked profiler lock. In the child the
- * parent's session is ended: its pending records and live entries are
- * released, the inherited handle answers MP_PROF_E_INACTIVE (stop and free
- * on it are safe), the recorder is free for a new mp_profiler_start(), and
- * the sampling allocator keeps working (idle until a new session). */
+ * parent's session is ended: its pending records are released, the
+ * inherited handle answers MP_PROF_E_INACTIVE (stop and free on it are
+ * safe), the recorder is free for a new mp_profiler_start(), and the
+ * sampling allocator keeps working (idle until a new session).
+ *
+ * The live entries are kept: the blocks they describe are live in the
+ * child too (copies of the parent's), and the child's frees remove them
+ * as in any process (the free path consults the table with or without a
+ * session). So the table stays exact while no session runs, and the next
+ * session started in the child adopts every entry (mp_live_adopt: only a
+ * fork child's table holds entries when a session starts, since a stop
+ * clears it), with its stack (the depot is kept with it) and its
+ * allocation time; what the child allocates is its own. The peak keeps
+ * its estimate and event count (the entries' event numbers stay unique)
+ * and starts a new window. mp_profiler_drop_inherited releases them. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -95,9 +106,10 @@ static unsigned shard_count(void)
     return (unsigned)n;
 }
 
-/* Ends the running session; caller holds g_rec.session and g_rec.rw
- * exclusively. */
-static void end_session_locked(void)
+/* Ends the running session's ownership and discards its pending
+ * records; caller holds g_rec.session and g_rec.rw exclusively. The live
+ * table and the stacks are the caller's to keep (fork) or clear. */
+static void end_ownership_locked(void)
 {
     atomic_store_explicit(&g_rec.active_gen, 0, memory_order_release);
     g_rec.cfg.gen = 0;
@@ -105,6 +117,13 @@ static void end_session_locked(void)
     uint64_t discarded = mp_rec_session_end();
     if (discarded != 0)
         MP_COUNT(discarded, discarded);
+}
+
+/* Ends the running session; caller holds g_rec.session and g_rec.rw
+ * exclusively. */
+static void end_session_locked(void)
+{
+    end_ownership_locked();
     mp_live_clear();
     mp_depot_clear();
 }
@@ -156,6 +175,8 @@ mp_prof_status mp_profiler_start(const mp_prof_config *cfg, mp_profiler **out)
         goto unlock;
     }
     uint64_t gen = ++g_rec.gen_counter;
+    if (mp_live_count() != 0) /* a fork child's inheritance (see the top) */
+        mp_live_adopt(gen);
     g_rec.cfg = (mp_session_cfg){
         .gen = gen,
         .interval = (double)c.sample_interval_bytes,
@@ -399,13 +420,32 @@ static void fork_parent(void)
     mp_guard_exit();
 }
 
+/* Ends the parent's session in the child and keeps its live entries (see
+ * the top). */
 static void fork_child(void)
 {
     mp_rw_fork_child(&g_rec.rw);
     mp_unwind_fast_fork_child();
     if (g_rec.owner != NULL || atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != 0) {
         mp_rec_fork_child_release(mp_sampler_current_rec());
-        end_session_locked();
+        end_ownership_locked();
+        mp_peak_fork_child();
+    }
+    pthread_mutex_unlock(&g_rec.session);
+    mp_guard_exit();
+}
+
+void mp_profiler_drop_inherited(void)
+{
+    if (mp_live_count() == 0)
+        return; /* nothing inherited (or already released) */
+    mp_guard_enter();
+    pthread_mutex_lock(&g_rec.session);
+    if (g_rec.owner == NULL && mp_live_count() != 0) {
+        mp_rw_wrlock(&g_rec.rw);
+        mp_live_clear();
+        mp_depot_clear();
+        mp_rw_wrunlock(&g_rec.rw);
     }
     pthread_mutex_unlock(&g_rec.session);
     mp_guard_exit();

@@ -175,8 +175,8 @@ mp_prof_status mp_prof_watch_new(uint64_t bytes, unsigned percent, mp_prof_watch
         free(w);
         return MP_PROF_E_INVALID_CONFIG;
     }
-    int fd = open(usage, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || !mp_prof_fd_take(&w->own, mp_prof_fd_high(fd))) {
+    int fd = mp_prof_fd_open(usage, O_RDONLY, 0);
+    if (fd < 0 || !mp_prof_fd_take(&w->own, fd)) {
         free(w);
         return MP_PROF_E_IO;
     }

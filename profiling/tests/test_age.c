@@ -254,9 +254,10 @@ Test(age, ages_survive_cross_thread_frees, .timeout = 60)
     mp_profiler_free(p);
 }
 
-/* fork: the parent's samples keep their ages across the fork; the child,
- * whose session starts anew (the core ends the inherited one), measures
- * its own samples' ages on the same clock. */
+/* fork: the parent's samples keep their ages across the fork, in the
+ * parent and in the child, whose new session reports the blocks it
+ * inherited with the ages the parent sampled them at (the clock is
+ * system-wide), and measures its own samples' ages on the same clock. */
 Test(age, ages_survive_fork, .timeout = 60)
 {
     mp_profiler *p;
@@ -275,16 +276,19 @@ Test(age, ages_survive_fork, .timeout = 60)
         tp_profile r;
         if (mp_profiler_report(q, &buf, &len) != MP_PROF_OK || !tp_decode(buf, len, &r))
             _exit(11);
-        int objs = tp_type_index(&r, "inuse_objects");
-        int ok = 0;
+        int objs = tp_type_index(&r, "inuse_objects"), space = tp_type_index(&r, "inuse_space");
+        int64_t young = 0, inherited = 0;
         for (size_t i = 0; i < r.nsamples; i++) {
-            int64_t num;
+            int64_t num, o = r.samples[i].values[objs];
             const char *unit;
-            if (r.samples[i].values[objs] != 0 &&
-                tp_label_num(&r, &r.samples[i], "age", &num, &unit))
-                ok += num >= 1 && num < 3; /* >= 1.2 s old, and not the parent's 3.2 s */
+            if (o == 0 || !tp_label_num(&r, &r.samples[i], "age", &num, &unit))
+                continue;
+            if (r.samples[i].values[space] == o * YOUNG_SIZE)
+                young += num >= 1 && num < 3 ? o : 0; /* >= 1.2 s old, not the parent's 4.4 s */
+            else if (r.samples[i].values[space] == o * OLD_SIZE)
+                inherited += num >= 3 ? o : 0; /* the parent's blocks: >= 4.4 s old */
         }
-        _exit(ok == 1 ? 0 : 12);
+        _exit(young == 1 && inherited == N ? 0 : 12);
         (void)keep;
     }
     int status;

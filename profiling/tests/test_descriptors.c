@@ -10,6 +10,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -251,4 +252,61 @@ Test(descriptors, symbolized_report_keeps_its_files_out_of_the_programs_range)
     cr_assert_str_empty(shared, "descriptors in the program's range or inherited by exec:\n%s",
                         shared);
     munmap(shared, 8192);
+}
+
+/* Runs body in a child at descriptor limits (soft, hard); its exit code. */
+static int at_limits(rlim_t soft, rlim_t hard, int (*body)(rlim_t soft))
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct rlimit rl = {soft, hard};
+        CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, 40);
+        _exit(body(soft));
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "child died");
+    return WEXITSTATUS(status);
+}
+
+/* With room above the soft limit: a descriptor moves at or above it (out
+ * of every number the program can get), a file opens there although the
+ * program holds every number below, and the limit is as it was. */
+static int room_above(rlim_t soft)
+{
+    CHILD_CHECK(mp_prof_fd_room(), 41);
+    int fd = mp_prof_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    CHILD_CHECK(fd >= (int)soft, 42);
+    CHILD_CHECK(fcntl(fd, F_GETFD) == FD_CLOEXEC, 43);
+    while (open("/dev/null", O_RDONLY) >= 0) /* the program takes every number */
+        ;
+    CHILD_CHECK(errno == EMFILE, 44);
+    int f = mp_prof_fd_open("/dev/null", O_RDONLY, 0);
+    CHILD_CHECK(f >= (int)soft && f != fd, 45);
+    struct rlimit rl;
+    CHILD_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == soft, 46);
+    return 0;
+}
+
+/* soft = hard: no number the program cannot get; mp_prof_fd_room says so. */
+static int no_room(rlim_t soft)
+{
+    (void)soft;
+    CHILD_CHECK(!mp_prof_fd_room(), 47);
+    return 0;
+}
+
+Test(descriptors, kept_descriptors_go_above_the_soft_limit_when_there_is_room)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max <= 256)
+        cr_skip_test("hard descriptor limit %llu", (unsigned long long)rl.rlim_max);
+    for (rlim_t soft = 64; soft <= 256; soft *= 4) {
+        int code = at_limits(soft, rl.rlim_max, room_above);
+        cr_assert_eq(code, 0, "soft %llu: child check %d", (unsigned long long)soft, code);
+        code = at_limits(soft, soft, no_room);
+        cr_assert_eq(code, 0, "soft = hard = %llu: child check %d", (unsigned long long)soft, code);
+    }
 }

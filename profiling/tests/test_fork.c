@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* fork(): the child keeps a working allocator, the parent's session is
  * ended there (its handle answers INACTIVE), a new session can start in
- * the child, and nothing deadlocks, also while other threads sample. */
+ * the child and reports the sampled blocks the child inherited as in-use
+ * (but none of the parent's allocations), and nothing deadlocks, also
+ * while other threads sample. */
 #include "helpers.h"
 
 #include <pthread.h>
@@ -30,14 +32,16 @@ static mp_prof_stats stats(void)
             _exit(code);                                                                           \
     } while (0)
 
-static int child_body(mp_profiler *inherited)
+/* `held`: the bytes of the sampled blocks live at the fork (-1: unknown,
+ * other threads were sampling). */
+static int child_body(mp_profiler *inherited, int64_t held)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
     mp_prof_stats s;
     mp_prof_diagnostics(&s);
     CHILD_CHECK(!s.active, 10);
-    CHILD_CHECK(s.live_samples == 0, 11);
+    CHILD_CHECK(held < 0 || s.live_samples == 1, 11);
     CHILD_CHECK(mp_profiler_report(inherited, &buf, &len) == MP_PROF_E_INACTIVE, 12);
     /* the allocator works (sampled and unsampled paths) */
     for (int i = 0; i < 20000; i++) {
@@ -53,11 +57,14 @@ static int child_body(mp_profiler *inherited)
     CHILD_CHECK(mp_profiler_report(q, &buf, &len) == MP_PROF_OK, 15);
     tp_profile prof;
     CHILD_CHECK(tp_decode(buf, len, &prof), 16);
-    int k = tp_type_index(&prof, "inuse_space");
-    int64_t inuse = 0;
-    for (size_t i = 0; i < prof.nsamples; i++)
+    int k = tp_type_index(&prof, "inuse_space"), a = tp_type_index(&prof, "alloc_space");
+    int64_t inuse = 0, alloc = 0;
+    for (size_t i = 0; i < prof.nsamples; i++) {
         inuse += prof.samples[i].values[k];
-    CHILD_CHECK(inuse == 4000, 17);
+        alloc += prof.samples[i].values[a];
+    }
+    CHILD_CHECK(held < 0 ? inuse >= 4000 : inuse == 4000 + held, 17);
+    CHILD_CHECK(alloc == 4000, 18); /* its own allocations only */
     tp_free(&prof);
     mp_prof_buffer_free(buf);
     tmi_dealloc(keep, 4000, 8);
@@ -76,7 +83,7 @@ static int wait_child(pid_t pid)
     return WEXITSTATUS(status);
 }
 
-Test(fork, child_ends_the_inherited_session_and_can_start_its_own, .timeout = 60)
+Test(fork, child_ends_the_inherited_session_and_its_own_reports_what_it_inherited, .timeout = 60)
 {
     tmi_dealloc(tmi_alloc(16, 8), 16, 8);
     mp_prof_config c = test_config(1, 76);
@@ -86,7 +93,7 @@ Test(fork, child_ends_the_inherited_session_and_can_start_its_own, .timeout = 60
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         alarm(30);
-        _exit(child_body(p));
+        _exit(child_body(p, 1000));
     }
     cr_assert_eq(wait_child(pid), 0, "child check %d failed", 0);
     /* the parent's session is untouched */
@@ -100,6 +107,83 @@ Test(fork, child_ends_the_inherited_session_and_can_start_its_own, .timeout = 60
     tmi_dealloc(live, 1000, 8);
     mp_profiler_free(p);
 }
+
+/* The child's report: in-use and allocation bytes, or -1 on failure. */
+static int child_report(mp_profiler *q, int64_t *inuse, int64_t *alloc)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    tp_profile prof;
+    if (mp_profiler_report(q, &buf, &len) != MP_PROF_OK || !tp_decode(buf, len, &prof))
+        return -1;
+    int k = tp_type_index(&prof, "inuse_space"), a = tp_type_index(&prof, "alloc_space");
+    *inuse = *alloc = 0;
+    for (size_t i = 0; i < prof.nsamples; i++) {
+        *inuse += prof.samples[i].values[k];
+        *alloc += prof.samples[i].values[a];
+    }
+    tp_free(&prof);
+    mp_prof_buffer_free(buf);
+    return 0;
+}
+
+enum { HELD = 49, OWN = 10, FREED = 9 };
+#define MB ((int64_t)1 << 20)
+
+/* A parent holding 49 MiB forks; the child frees 9 of the inherited
+ * blocks and allocates 10 MiB of its own. With an interval of one byte
+ * every block is sampled with weight 1, so the values are exact: in-use
+ * 40 + 10 MiB (what is live in the child), allocations 10 MiB (the
+ * child's own; the parent's are not the child's). With `drop`, the child
+ * lets its inheritance go first (mp_profiler_drop_inherited) and reports
+ * its own blocks only. */
+static void inherit_case(bool drop)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(1, 79);
+    mp_profiler *p = test_start(&c);
+    void *held[HELD];
+    for (int i = 0; i < HELD; i++)
+        cr_assert_not_null(held[i] = tmi_alloc((size_t)MB, 8));
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(30);
+        for (int i = 0; i < FREED; i++) /* frees without a session still count */
+            tmi_dealloc(held[i], (size_t)MB, 8);
+        if (drop)
+            mp_profiler_drop_inherited();
+        mp_prof_stats s;
+        mp_prof_diagnostics(&s);
+        CHILD_CHECK(s.live_samples == (drop ? 0u : (uint64_t)(HELD - FREED)), 20);
+        mp_profiler *q = NULL;
+        CHILD_CHECK(mp_profiler_start(&c, &q) == MP_PROF_OK, 21);
+        void *own[OWN];
+        for (int i = 0; i < OWN; i++)
+            CHILD_CHECK((own[i] = tmi_alloc((size_t)MB, 8)) != NULL, 22);
+        int64_t inuse, alloc;
+        CHILD_CHECK(child_report(q, &inuse, &alloc) == 0, 23);
+        CHILD_CHECK(inuse == (drop ? OWN : HELD - FREED + OWN) * MB, 24);
+        CHILD_CHECK(alloc == OWN * MB, 25);
+        _exit(0);
+    }
+    cr_assert_eq(wait_child(pid), 0, "child check failed");
+    tp_profile prof; /* the parent's view is its own */
+    test_report(p, &prof);
+    cr_assert_eq(test_sum(&prof, "inuse_space", 0), HELD * MB);
+    cr_assert_eq(test_sum(&prof, "alloc_space", 1), HELD * MB);
+    tp_free(&prof);
+    for (int i = 0; i < HELD; i++)
+        tmi_dealloc(held[i], (size_t)MB, 8);
+    mp_profiler_free(p);
+}
+
+Test(fork, child_reports_inherited_blocks_as_inuse_and_only_its_own_allocations, .timeout = 60)
+{
+    inherit_case(false);
+}
+
+Test(fork, child_can_drop_its_inheritance, .timeout = 60) { inherit_case(true); }
 
 static _Atomic int stop_threads;
 
@@ -175,7 +259,7 @@ Test(fork, no_deadlock_while_other_threads_sample_and_report, .timeout = 120)
         cr_assert_geq(pid, 0);
         if (pid == 0) {
             alarm(20);
-            _exit(child_body(p));
+            _exit(child_body(p, -1));
         }
         atomic_store(&park_threads, 0);
         int code = wait_child(pid);

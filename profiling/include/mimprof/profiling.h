@@ -83,10 +83,16 @@
  * ------
  * The profiler's locks are taken around fork() (pthread_atfork), so the
  * child never inherits one locked. In the child the parent's session is
- * ended: its pending records and live entries are released, the inherited
+ * ended: its pending allocation records are released, the inherited
  * handle answers MP_PROF_E_INACTIVE to mp_profiler_report() (stop and free
  * on it are safe and affect nothing else), the process recorder is free
  * for a new mp_profiler_start(), and the sampling allocator keeps working.
+ * The sampled blocks the child inherited are live in it too: they stay in
+ * the live table (the child's frees remove them as usual), and the next
+ * session started in the child reports them as in-use, with the stacks
+ * and allocation times the parent sampled them with, while its
+ * allocation values count only the child's own allocations. A child that
+ * will not profile releases them with mp_profiler_drop_inherited().
  * The parent's session is untouched.
  *
  * LD_PRELOAD objects
@@ -375,15 +381,44 @@ MP_PROF_API void mp_prof_thread_exclude(void);
 /**
  * Moves a descriptor that the profiler, or a host of it (a runtime, an
  * uploader), keeps open out of the program's way: duplicated close-on-exec
- * to the top of the descriptor range (from `RLIMIT_NOFILE` - 64, at most
- * 4032) and the original closed, so that the numbers the program gets
- * from `open()` and the descriptors the programs it executes inherit are
- * what they would be without the profiler. Open it `O_CLOEXEC` in the
- * first place, so that an exec between the two calls cannot inherit it.
- * @return the new descriptor; `fd` itself when there is no room up there
- *         or `fd` is negative.
+ * and the original closed, so that the numbers the program gets from
+ * `open()` and the descriptors the programs it executes inherit are what
+ * they would be without the profiler. Where to: at or above the soft
+ * `RLIMIT_NOFILE` (numbers the program cannot get at its limit) when the
+ * hard limit leaves room there (the soft limit is raised for the one
+ * duplication and put back: prlimit(2), so a limit the program sets
+ * meanwhile stands), from 4032 up when the limits allow it (the kernel
+ * sizes the descriptor table by the highest number); with a soft limit
+ * above 4096, 4032-4095 (below it, so a program holding more than 4032
+ * descriptors meets them); with no room above a soft limit equal to the
+ * hard one, the top 64 of the program's own range (mp_prof_fd_room() is
+ * then false). Open it `O_CLOEXEC` in the first place, so that an exec
+ * between the two calls cannot inherit it.
+ * @return the new descriptor; `fd` itself when there is no room or `fd`
+ *         is negative.
  */
 MP_PROF_API int mp_prof_fd_high(int fd);
+
+/**
+ * Whether mp_prof_fd_high() can put descriptors where the program cannot
+ * get their numbers at its current `RLIMIT_NOFILE`: false when the soft
+ * limit equals the hard one and is below 4096 (`ulimit -n 64` sets
+ * both), where any descriptor kept open takes a number the program would
+ * get. The preload runtime steps aside in such a process (one line says
+ * so).
+ */
+MP_PROF_API bool mp_prof_fd_room(void);
+
+/**
+ * open(2) with `O_CLOEXEC` added, the result moved with mp_prof_fd_high():
+ * for a file the profiler or its host opens while the program runs (a
+ * report). When the program holds every number below its soft limit
+ * (open() fails with EMFILE) and the hard limit leaves room, the file is
+ * opened above the soft limit instead, so a program at its limit neither
+ * loses a number nor makes the report fail.
+ * @return the descriptor, or -1 with errno set.
+ */
+MP_PROF_API int mp_prof_fd_open(const char *path, int flags, mode_t mode);
 
 /**
  * A descriptor that a host of the profiler keeps open in the program's
@@ -530,6 +565,15 @@ MP_PROF_API mp_prof_status mp_profiler_stop(mp_profiler *p);
 
 /** Stops the session (if running) and releases `p`. NULL is a no-op. */
 MP_PROF_API void mp_profiler_free(mp_profiler *p);
+
+/**
+ * In a fork child that will not start a session: releases the sampled
+ * live blocks inherited from the parent's session (see "fork()" above),
+ * which a session started later would otherwise report as in-use. No
+ * effect while a session runs (they are then that session's) or when
+ * nothing was inherited.
+ */
+MP_PROF_API void mp_profiler_drop_inherited(void);
 
 /** A human sentence for `s`; never NULL. */
 MP_PROF_API const char *mp_prof_strerror(mp_prof_status s);

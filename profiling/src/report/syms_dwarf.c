@@ -26,12 +26,13 @@
  * .gnu_debuglink places. (dwfl_standard_find_debuginfo may query a
  * debuginfod server over the network; a profiler must not.) */
 /* Every descriptor handed to libdw is opened here, close-on-exec and at
- * the top of the range (mp_prof_fd_high): libdw keeps it for as long as
+ * out of the program's numbers (mp_prof_fd_open, also when the program
+ * holds all of them): libdw keeps it for as long as
  * the module's DWARF is cached, i.e. for the process's life, and would
  * otherwise open it itself at the lowest free number without
  * close-on-exec, where the program and every program it executes would
  * find it. */
-static int open_high(const char *path) { return mp_prof_fd_high(open(path, O_RDONLY | O_CLOEXEC)); }
+static int open_high(const char *path) { return mp_prof_fd_open(path, O_RDONLY, 0); }
 
 static int try_open(const char *path, char **name)
 {
