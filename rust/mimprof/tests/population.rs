@@ -18,7 +18,7 @@ static A: SamplingAllocator<System> = SamplingAllocator::new(System);
 fn config(interval: usize) -> Config {
     Config {
         sample_interval_bytes: interval,
-        seed: 42,
+        seed: std::env::var("MIMPROF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42),
         ..Config::default()
     }
 }
