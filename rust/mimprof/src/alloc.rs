@@ -82,16 +82,20 @@ unsafe fn consume(cd: *mut u64, size: usize) -> bool {
 #[inline(always)]
 fn maybe_sampled(p: *const u8) -> bool {
     let a = p as usize as u64;
+    // The summary byte: the page number modulo 2^20, from the low 32 bits
+    // (one 32-bit move and shift). Its low 12 bits are the filter word
+    // (MP_PROF_HOOK_SUMMARY_INDEX_ and MP_PROF_HOOK_FILTER_WORD_ of the C
+    // header), so the word needs no second shift of the address.
+    let s = ((a as u32) >> 12) as usize;
     // SAFETY: the filter is a static of the library, only ever read here
     // with relaxed atomic loads; both indices are in range by construction
-    // (a 32-bit page number >> 12 is below 2^20; the word is masked).
+    // (a 32-bit number >> 12 is below 2^20; the word is masked).
     unsafe {
         let filter = &sys::mp_prof_hook_filter;
-        let s = ((a as u32) >> 12) as usize;
         if filter.summary.get_unchecked(s).load(Ordering::Relaxed) == 0 {
             return false;
         }
-        let w = ((a >> 12) as usize) & (sys::MP_PROF_HOOK_FILTER_WORDS - 1);
+        let w = s & (sys::MP_PROF_HOOK_FILTER_WORDS - 1);
         let x = filter.bits.get_unchecked(w).load(Ordering::Relaxed);
         (x >> ((a >> 6) & 63)) & 1 != 0
     }
