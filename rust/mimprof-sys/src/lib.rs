@@ -158,8 +158,10 @@ extern "C" {
     /// Fills `cfg` with the defaults.
     pub fn mp_prof_config_init(cfg: *mut mp_prof_config);
     /// Validates `cfg`, checks the sampling allocator was observed, claims the recorder.
-    pub fn mp_profiler_start(cfg: *const mp_prof_config, out: *mut *mut mp_profiler)
-        -> mp_prof_status;
+    pub fn mp_profiler_start(
+        cfg: *const mp_prof_config,
+        out: *mut *mut mp_profiler,
+    ) -> mp_prof_status;
     /// One uncompressed pprof (free it with `mp_prof_buffer_free`).
     pub fn mp_profiler_report(
         p: *mut mp_profiler,

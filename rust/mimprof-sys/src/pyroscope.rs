@@ -123,8 +123,10 @@ extern "C" {
     /// The sentence of the last configuration error ("" when none).
     pub fn mp_pyro_config_error(cfg: *const mp_pyro_config) -> *const c_char;
     /// Server base URL.
-    pub fn mp_pyro_config_set_server(cfg: *mut mp_pyro_config, url: *const c_char)
-        -> mp_pyro_status;
+    pub fn mp_pyro_config_set_server(
+        cfg: *mut mp_pyro_config,
+        url: *const c_char,
+    ) -> mp_pyro_status;
     /// Application (service) name.
     pub fn mp_pyro_config_set_app_name(
         cfg: *mut mp_pyro_config,

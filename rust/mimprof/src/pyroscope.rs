@@ -50,7 +50,9 @@ impl AgentError {
             String::new()
         } else {
             // SAFETY: a NUL-terminated sentence of the adapter.
-            unsafe { CStr::from_ptr(detail) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(detail) }
+                .to_string_lossy()
+                .into_owned()
         };
         AgentError { status, detail }
     }
@@ -199,7 +201,10 @@ impl RawConfig {
                 cfg.check(sys::mp_pyro_config_from_env(p))?;
             }
             if !c.server.is_empty() {
-                cfg.check(sys::mp_pyro_config_set_server(p, cstring(&c.server)?.as_ptr()))?;
+                cfg.check(sys::mp_pyro_config_set_server(
+                    p,
+                    cstring(&c.server)?.as_ptr(),
+                ))?;
             }
             if !c.app_name.is_empty() {
                 let name = cstring(&c.app_name)?;
@@ -211,10 +216,17 @@ impl RawConfig {
             }
             if let Some((u, pw)) = &c.basic_auth {
                 let (u, pw) = (cstring(u)?, cstring(pw)?);
-                cfg.check(sys::mp_pyro_config_set_basic_auth(p, u.as_ptr(), pw.as_ptr()))?;
+                cfg.check(sys::mp_pyro_config_set_basic_auth(
+                    p,
+                    u.as_ptr(),
+                    pw.as_ptr(),
+                ))?;
             }
             if let Some(t) = &c.bearer_token {
-                cfg.check(sys::mp_pyro_config_set_bearer_token(p, cstring(t)?.as_ptr()))?;
+                cfg.check(sys::mp_pyro_config_set_bearer_token(
+                    p,
+                    cstring(t)?.as_ptr(),
+                ))?;
             }
             if let Some(t) = &c.tenant {
                 cfg.check(sys::mp_pyro_config_set_tenant(p, cstring(t)?.as_ptr()))?;
@@ -224,7 +236,10 @@ impl RawConfig {
                 cfg.check(sys::mp_pyro_config_set_upload_interval_ms(p, ms))?;
             }
             if c.push {
-                cfg.check(sys::mp_pyro_config_set_protocol(p, sys::MP_PYRO_PROTOCOL_PUSH))?;
+                cfg.check(sys::mp_pyro_config_set_protocol(
+                    p,
+                    sys::MP_PYRO_PROTOCOL_PUSH,
+                ))?;
             }
         }
         Ok(cfg)

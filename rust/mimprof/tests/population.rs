@@ -18,7 +18,10 @@ static A: SamplingAllocator<System> = SamplingAllocator::new(System);
 fn config(interval: usize) -> Config {
     Config {
         sample_interval_bytes: interval,
-        seed: std::env::var("MIMPROF_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42),
+        seed: std::env::var("MIMPROF_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(42),
         ..Config::default()
     }
 }
@@ -42,14 +45,24 @@ fn check_population(n: usize, size: usize, interval: usize) {
     let sd = sd_objects(n as f64, size as f64, interval as f64);
     let tag = format!("{n} x {size} B at {interval} B");
     let site = "population_site";
-    assert_within(&format!("{tag}: inuse_objects"), p.sum("inuse_objects", site), n as f64, sd);
+    assert_within(
+        &format!("{tag}: inuse_objects"),
+        p.sum("inuse_objects", site),
+        n as f64,
+        sd,
+    );
     assert_within(
         &format!("{tag}: inuse_space"),
         p.sum("inuse_space", site),
         (n * size) as f64,
         sd * size as f64,
     );
-    assert_within(&format!("{tag}: alloc_objects"), p.sum("alloc_objects", site), n as f64, sd);
+    assert_within(
+        &format!("{tag}: alloc_objects"),
+        p.sum("alloc_objects", site),
+        n as f64,
+        sd,
+    );
     assert_within(
         &format!("{tag}: alloc_space"),
         p.sum("alloc_space", site),
@@ -70,7 +83,11 @@ fn check_population(n: usize, size: usize, interval: usize) {
     }
     drop(held);
     let p = Profile::decode(&prof.report().expect("report"));
-    assert_eq!(p.sum("inuse_objects", site), 0, "{tag}: freed blocks still live");
+    assert_eq!(
+        p.sum("inuse_objects", site),
+        0,
+        "{tag}: freed blocks still live"
+    );
     prof.stop().expect("stop");
 }
 

@@ -28,7 +28,10 @@ fn the_agent_uploads_with_tags_auth_and_tenant() {
         return;
     };
     // a multi-tenant server that requires these credentials
-    server.control_post("/config", r#"{"multitenancy": true, "auth": "basic:user:secret"}"#);
+    server.control_post(
+        "/config",
+        r#"{"multitenancy": true, "auth": "basic:user:secret"}"#,
+    );
     let agent = AgentConfig::new(&server.url(), "rust.agent.test")
         .tag("env", "ci")
         .basic_auth("user", "secret")
@@ -45,17 +48,25 @@ fn the_agent_uploads_with_tags_auth_and_tenant() {
     agent.stop().expect("stop");
     assert!(agent.stats().uploaded > 0);
     drop(agent);
-    let live = server.total("memory:inuse_space", &["service_name=rust.agent.test", "env=ci"]);
+    let live = server.total(
+        "memory:inuse_space",
+        &["service_name=rust.agent.test", "env=ci"],
+    );
     let held = (kept.len() * (64 << 10)) as i64;
     assert!(live > 0, "nothing live on the server");
     let tsv = server.control_get("/profiles.tsv");
-    assert!(tsv.lines().any(|l| l.starts_with("team-a\t")), "tenant: {tsv}");
+    assert!(
+        tsv.lines().any(|l| l.starts_with("team-a\t")),
+        "tenant: {tsv}"
+    );
     eprintln!("server: {live} bytes live of {held} held (summed over uploads)");
 }
 
 #[test]
 fn a_bad_application_name_is_a_typed_error() {
-    let e = AgentConfig::new("http://127.0.0.1:1", "bad name{}").start().unwrap_err();
+    let e = AgentConfig::new("http://127.0.0.1:1", "bad name{}")
+        .start()
+        .unwrap_err();
     assert_ne!(e.status(), 0);
     assert!(!e.to_string().is_empty());
 }

@@ -102,6 +102,7 @@ fn fifo_wraparound_under_many_threads() {
 }
 
 #[inline(never)]
+#[allow(clippy::vec_box)] // one allocation of 512 bytes per element is the point
 fn cross_site(n: usize) -> Vec<Box<[u8; 512]>> {
     // black_box: no tail call, so that this frame is on the captured stacks
     black_box((0..n).map(|_| Box::new([0u8; 512])).collect())
@@ -143,7 +144,10 @@ fn realloc_growth_keeps_one_live_block() {
     let p = Profile::decode(&prof.report().unwrap());
     assert_eq!(p.sum("inuse_objects", "grow_site"), 1);
     assert_eq!(p.sum("inuse_space", "grow_site"), v.capacity() as i64);
-    assert!(p.sum("alloc_objects", "grow_site") >= 9, "each realloc is an allocation");
+    assert!(
+        p.sum("alloc_objects", "grow_site") >= 9,
+        "each realloc is an allocation"
+    );
     drop(v);
     let p = Profile::decode(&prof.report().unwrap());
     assert_eq!(p.sum("inuse_objects", "grow_site"), 0);
@@ -203,7 +207,10 @@ fn invalid_configuration_is_refused() {
         max_stack_depth: 0,
         ..Config::default()
     };
-    assert_eq!(Profiler::start(&bad_depth).unwrap_err(), Error::InvalidConfig);
+    assert_eq!(
+        Profiler::start(&bad_depth).unwrap_err(),
+        Error::InvalidConfig
+    );
 }
 
 #[inline(never)]
@@ -229,7 +236,12 @@ fn excluded_threads_are_not_sampled() {
 
 #[test]
 fn errors_read_as_the_c_sentences() {
-    for e in [Error::Busy, Error::Inactive, Error::AllocatorNotObserved, Error::InvalidConfig] {
+    for e in [
+        Error::Busy,
+        Error::Inactive,
+        Error::AllocatorNotObserved,
+        Error::InvalidConfig,
+    ] {
         let s = e.to_string();
         assert!(!s.is_empty() && !s.contains("unknown"), "{e:?}: {s}");
         assert_eq!(Error::from_status(e.status()), Some(e));

@@ -40,7 +40,9 @@ fn churn(i: usize) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let url = args.next().unwrap_or_else(|| "http://localhost:4040".into());
+    let url = args
+        .next()
+        .unwrap_or_else(|| "http://localhost:4040".into());
     let seconds: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(30);
 
     let agent = PyroscopeAgentBuilder::new(

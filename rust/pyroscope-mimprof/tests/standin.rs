@@ -57,4 +57,3 @@ fn reports_reach_the_server_as_mimprof_pprof() {
     );
     assert!(server.total("memory:alloc_objects", &labels) > 0);
 }
-

@@ -195,7 +195,9 @@ impl Profile {
                     }
                     p.functions.insert(id, (name, sys));
                 }
-                6 => p.strings.push(String::from_utf8_lossy(bytes(&f)).into_owned()),
+                6 => p
+                    .strings
+                    .push(String::from_utf8_lossy(bytes(&f)).into_owned()),
                 13 => comments.extend(ints(&f)),
                 _ => {}
             }

@@ -38,7 +38,12 @@ impl Standin {
             .unwrap();
         let port = |key: &str| -> u16 {
             let i = line.find(key).expect("READY line") + key.len();
-            line[i..].split_whitespace().next().unwrap().parse().unwrap()
+            line[i..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
         };
         Some(Standin {
             data: port("data="),
@@ -57,7 +62,9 @@ impl Standin {
         write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
-        out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default()
     }
 
     /// POST of a JSON body on the control port (configuration, faults).
@@ -72,7 +79,10 @@ impl Standin {
         .unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
-        assert!(out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(
+            out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"),
+            "{out}"
+        );
     }
 
     /// Sum of the stored profiles' totals of `type_prefix` (e.g.
