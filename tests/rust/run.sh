@@ -18,9 +18,11 @@ case "$1" in
   clippy) run "$cargo" clippy --locked --workspace --all-targets --all-features -- -D warnings ;;
   doc) RUSTDOCFLAGS="-D warnings" run "$cargo" doc --locked --workspace --no-deps --all-features ;;
   example)
-    # pyroscope-mimprof's example (the pyroscope crate's agent, mimprof's
-    # reports) pushes to the stand-in; the live heap must arrive.
+    # The examples push to the stand-in and their live heap must arrive:
+    # pyroscope-mimprof's (the pyroscope crate's agent, mimprof's reports)
+    # and mimprof's service (the C adapter's agent).
     run "$cargo" build --locked --release -p pyroscope-mimprof --example mimalloc
+    run "$cargo" build --locked --release -p mimprof --example service --features mimalloc,pyroscope
     out=$(mktemp -d)
     trap 'kill "$srv" 2>/dev/null || true; rm -rf "$out"' EXIT
     /usr/bin/python3 "$src/tests/pyroscope-server/server.py" >"$out/ready" &
@@ -28,14 +30,18 @@ case "$1" in
     for _ in $(seq 100); do grep -q READY "$out/ready" && break; sleep 0.1; done
     read -r data control < <(sed -n 's/READY data=\([0-9]*\) control=\([0-9]*\)/\1 \2/p' "$out/ready")
     "$CARGO_TARGET_DIR/release/examples/mimalloc" "http://127.0.0.1:$data" 3
+    "$CARGO_TARGET_DIR/release/examples/service" "http://127.0.0.1:$data" 3
     /usr/bin/python3 - "$control" <<'PY'
 import sys, urllib.request
 tsv = urllib.request.urlopen("http://127.0.0.1:%s/profiles.tsv" % sys.argv[1]).read().decode()
-live = sum(int(f[3]) for f in (l.split("\t") for l in tsv.splitlines())
-           if f[2].startswith("memory:inuse_space") and "service_name=example.mimalloc" in f[4]
-           and "env=dev" in f[4])
-print("example.mimalloc: inuse_space on the server:", live)
-sys.exit(0 if live > 0 else 1)
+ok = True
+for app in ("example.mimalloc", "example.service"):
+    live = sum(int(f[3]) for f in (l.split("\t") for l in tsv.splitlines())
+               if f[2].startswith("memory:inuse_space") and "service_name=" + app in f[4].split(";")
+               and "env=dev" in f[4].split(";"))
+    print(app + ": inuse_space on the server:", live)
+    ok = ok and live > 0
+sys.exit(0 if ok else 1)
 PY
     ;;
   fastpath)
