@@ -9,6 +9,8 @@ use crate::mp_prof_config;
 pub type mp_pyro_status = c_int;
 /// Success.
 pub const MP_PYRO_OK: mp_pyro_status = 0;
+/// A NULL or out-of-range argument.
+pub const MP_PYRO_E_INVALID_ARGUMENT: mp_pyro_status = 1;
 /// No server address or application name was given.
 pub const MP_PYRO_E_NOT_CONFIGURED: mp_pyro_status = 7;
 /// Stop: profiles were left undelivered at the flush deadline.

@@ -167,7 +167,7 @@ impl AgentConfig {
 
 fn cstring(s: &str) -> Result<CString, AgentError> {
     CString::new(s).map_err(|_| AgentError {
-        status: 1, // MP_PYRO_E_INVALID_ARGUMENT
+        status: sys::MP_PYRO_E_INVALID_ARGUMENT,
         detail: format!("{s:?} holds a NUL byte"),
     })
 }
