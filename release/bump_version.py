@@ -6,7 +6,9 @@
 
 Rewrites the version: of the project() call in the root meson.build and in
 <pkg>/meson.build for every package directory that has one (sys, allocator,
-image, profiling, pyroscope-adapter, cli), then runs
+image, profiling, pyroscope-adapter, cli), and the Rust crates' version
+(rust/Cargo.toml: [workspace.package] and the "=VERSION" of the workspace's
+own crates; rust/Cargo.lock's entries of those crates), then runs
 tests/workspace/check_versions.py on the result. Nothing else changes (the
 sibling constraints are written as '=' + meson.project_version()).
 CHANGELOG.md is the maintainer's: add the `## [NEW_VERSION]` section there.
@@ -37,6 +39,32 @@ def bump_file(path, new):
     return old
 
 
+def bump_cargo(rust, new):
+    """rust/Cargo.toml and Cargo.lock: the workspace's crates at `new`."""
+    toml = rust / "Cargo.toml"
+    text = toml.read_text()
+    m = re.search(r'(\[workspace\.package\][^\[]*?\nversion\s*=\s*")([^"]+)(")', text)
+    if not m:
+        raise ValueError(f"{toml}: no [workspace.package] version")
+    old = m.group(2)
+    text = text[:m.start(2)] + new + text[m.end(2):]
+    # the workspace crates' own requirements ("=OLD") in [workspace.dependencies]
+    text = re.sub(r'(path\s*=\s*"[^"]+"\s*,\s*version\s*=\s*"=)' + re.escape(old) + '"',
+                  lambda x: x.group(1) + new + '"', text)
+    toml.write_text(text)
+    lock = rust / "Cargo.lock"
+    if lock.is_file():
+        members = [rust / d / "Cargo.toml" for d in re.findall(r'"([^"]+)"', re.search(
+            r"members\s*=\s*\[([^\]]*)\]", text).group(1))]
+        names = [re.search(r'^name\s*=\s*"([^"]+)"', f.read_text(), re.M).group(1)
+                 for f in members if f.is_file()]
+        ltext = lock.read_text()
+        for n in names:
+            ltext = ltext.replace(f'name = "{n}"\nversion = "{old}"\n', f'name = "{n}"\nversion = "{new}"\n')
+        lock.write_text(ltext)
+    return old
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
@@ -52,6 +80,9 @@ def main(argv):
         for f in files:
             old = bump_file(f, args.version)
             print(f"{f.relative_to(root)}: {old} -> {args.version}")
+        if (root / "rust" / "Cargo.toml").is_file():
+            old = bump_cargo(root / "rust", args.version)
+            print(f"rust/Cargo.toml, rust/Cargo.lock: {old} -> {args.version}")
     except ValueError as e:
         print(f"bump_version: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,9 @@ plan           checks the release rules (tag = workspace = package versions,
 pack           one reproducible archive per package (meson dist, normalized).
 pretest        builds and tests every archive standalone; siblings come from
                the local archives (wrap overrides through packagecache).
+crates         `cargo package` of the Rust crates (rust/), planned after the
+               C packages they link; the .crate archives and their SHA-256s
+               (publishing to crates.io is the maintainers' `cargo publish`).
 publish        uploads sys, allocator, image, profiling, pyroscope-adapter in
                that order, verifying each (index entry, downloaded SHA-256)
                before the next; stops at the first failure.
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -59,7 +63,11 @@ OFF_OPTIONS = ["tests", "benchmarks", "fuzzing", "docs", "preload_tests"]
 # ... and additionally in consumer builds (what a consumer does not need).
 CONSUMER_OFF_OPTIONS = OFF_OPTIONS + ["preload"]
 PROVIDERS = ["mimalloc", "jemalloc"]
-STEPS = ["plan", "pack", "pretest", "publish", "verify", "consumer-test"]
+STEPS = ["plan", "pack", "pretest", "crates", "publish", "verify", "consumer-test"]
+# The Cargo workspace of the Rust crates, and how a crate's build script
+# names the C packages it links (pkg-config probes).
+RUST_DIR = "rust"
+CRATE_LINK_RE = re.compile(r'probe\(\s*"([A-Za-z0-9_.+-]+)"\s*\)')
 
 
 class ReleaseError(Exception):
@@ -197,6 +205,22 @@ class Package:
         return f"{self.name}-{self.version}"
 
 
+class Crate:
+    """A published crate of the Cargo workspace."""
+
+    def __init__(self, name, d, version):
+        self.name = name
+        self.dir = d
+        self.version = version
+        self.crates = set()   # workspace crates it depends on
+        self.links = set()    # pkg-config names its build script probes
+        self.after = []       # C packages (release order) it links, directly or through a crate
+
+    @property
+    def archive(self):
+        return f"{self.name}-{self.version}.crate"
+
+
 class Release:
     """What one tag releases, read from the released commit (never from the
     working tree, so concurrent edits cannot leak into a release)."""
@@ -213,6 +237,7 @@ class Release:
         wd = args.workdir or (self.repo / "build-release" / origin / f"v{self.version}")
         self.workdir = Path(wd).resolve()
         self.packages = []
+        self.crates = []
         self.notes = None
 
     def show(self, path):
@@ -279,6 +304,7 @@ class Release:
         if not self.packages:
             problems.append(f"no package has a meson.build at {self.commit[:12]}")
         self._resolve_siblings(problems)
+        self._load_crates(files, problems)
         self._check_root_list(problems)
         self._changelog(problems)
         if problems:
@@ -334,6 +360,70 @@ class Release:
             p.siblings = [q.name for q in self.packages[:i] if q.name in closure]
             p.direct = [n for n in p.siblings if n in direct]
             by_name[p.name] = p
+
+    def _load_crates(self, files, problems):
+        """The crates of rust/ (those published: not `publish = false`), in
+        dependency order, each after the C packages it links."""
+        text = self.show(f"{RUST_DIR}/Cargo.toml")
+        if text is None:
+            return
+        where = f"{RUST_DIR}/Cargo.toml"
+        try:
+            ws = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            problems.append(f"{where}: {e}")
+            return
+        wsver = ws.get("workspace", {}).get("package", {}).get("version")
+        if wsver != self.version:
+            problems.append(f"{where}: workspace version {wsver} != {self.version} (tag {self.tag}); "
+                            "the crates release with the C packages")
+        if f"{RUST_DIR}/Cargo.lock" not in files:
+            problems.append(f"{RUST_DIR}/Cargo.lock is not committed")
+        found = {}
+        unpublished = set()
+        for m in ws.get("workspace", {}).get("members", []):
+            path = f"{RUST_DIR}/{m}/Cargo.toml"
+            try:
+                t = tomllib.loads(self.show(path) or "")
+            except tomllib.TOMLDecodeError as e:
+                problems.append(f"{path}: {e}")
+                continue
+            pkg = t.get("package", {})
+            ver = pkg.get("version")
+            ver = wsver if ver == {"workspace": True} else ver
+            if pkg.get("publish", True) is False:
+                unpublished.add(pkg.get("name"))
+                continue
+            if ver != self.version:
+                problems.append(f"{path}: {pkg.get('name')} version {ver} != {self.version}")
+            c = Crate(pkg.get("name"), f"{RUST_DIR}/{m}", ver)
+            c.crates = set(t.get("dependencies", {}))
+            c.links = set(CRATE_LINK_RE.findall(self.show(f"{RUST_DIR}/{m}/build.rs") or ""))
+            found[c.name] = c
+        order = [p.name for p in self.packages]
+        while found:
+            ready = sorted(n for n, c in found.items() if not (c.crates & set(found)))
+            if not ready:
+                problems.append(f"{RUST_DIR}: the crates {', '.join(sorted(found))} depend on each other "
+                                "in a cycle")
+                return
+            for n in ready:
+                c = found.pop(n)
+                after = set()
+                for dep in sorted(c.crates & unpublished):
+                    problems.append(f"{c.dir}: depends on {dep}, which is not published")
+                for link in sorted(c.links):
+                    owner = [p for p in self.packages if link in p.provides]
+                    if not owner:
+                        problems.append(f"{c.dir}: links {link}, which no C package of this release provides")
+                        continue
+                    after.add(owner[0].name)
+                    after.update(owner[0].siblings)
+                for prev in self.crates:
+                    if prev.name in c.crates:
+                        after.update(prev.after)
+                c.after = [p for p in order if p in after]
+                self.crates.append(c)
 
     def _check_root_list(self, problems):
         root = strip_comments(self.show("meson.build"))
@@ -568,6 +658,12 @@ def step_plan(rel):
     missing = [d for d in PACKAGE_DIRS if d not in {p.dir for p in rel.packages}]
     if missing:
         log(f"  not in this commit (no meson.build): {', '.join(missing)}")
+    if rel.crates:
+        log(f"crates ({RUST_DIR}/, crates.io), after the C packages they link:")
+        for i, c in enumerate(rel.crates, len(rel.packages) + 1):
+            log(f"  {i}. {c.dir:<18} {c.name} {c.version} -> {c.archive}")
+            log(f"     after: {', '.join(c.after) or 'no C package'}; "
+                f"crates: {', '.join(sorted(x for x in c.crates if x in {d.name for d in rel.crates})) or 'none'}")
     notes = rel.step_dir("plan") / "release-notes.md"
     notes.parent.mkdir(parents=True, exist_ok=True)
     notes.write_text(rel.notes + "\n")
@@ -575,7 +671,8 @@ def step_plan(rel):
     write_json(rel.step_dir("plan") / "result.json", {
         "tag": rel.tag, "version": rel.version, "commit": rel.commit, "origin": rel.origin,
         "registry": rel.registry,
-        "packages": [{"dir": p.dir, "name": p.name, "siblings": p.siblings} for p in rel.packages]})
+        "packages": [{"dir": p.dir, "name": p.name, "siblings": p.siblings} for p in rel.packages],
+        "crates": [{"dir": c.dir, "name": c.name, "after": c.after} for c in rel.crates]})
 
 
 def configure_args(opts, off_for_self=False):
@@ -718,6 +815,53 @@ def step_pretest(rel):
         results[p["name"]] = summary
         shutil.rmtree(tree, ignore_errors=True)
     write_json(stamp, {"passed": True, "archives": want, "commit": rel.commit, "tests": results})
+
+
+def step_crates(rel):
+    """`cargo package` of every published crate at the released commit, in
+    plan order: the archives crates.io would get. Without verification
+    (building a packaged crate needs the C libraries through pkg-config;
+    the tree's `rust` suite builds and tests the same sources over them).
+    Publishing to crates.io is `cargo publish -p <crate>` in this order,
+    once the C packages are published."""
+    out = rel.step_dir("crates")
+    if not rel.crates:
+        log(f"no crates: {RUST_DIR}/Cargo.toml is not in this commit")
+        write_json(out / "result.json", {"crates": []})
+        return
+    tmp = out / "tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(out / "archives", ignore_errors=True)
+    (out / "archives").mkdir(parents=True)
+    src = tmp / "src"
+    run(["git", "clone", "-q", "--shared", "--no-checkout", rel.repo, src], what="git clone")
+    run(["git", "-C", src, "checkout", "-q", "--detach", rel.commit], what="git checkout")
+    env = dict(os.environ, CARGO_TARGET_DIR=str(tmp / "target"))
+    cmd = ["cargo", "package", "--locked", "--no-verify"]
+    for c in rel.crates:
+        cmd += ["-p", c.name]
+    run(cmd, cwd=src / RUST_DIR, env=env, what="cargo package")
+    entries = []
+    for c in rel.crates:
+        a = tmp / "target" / "package" / c.archive
+        if not a.is_file():
+            raise ReleaseError(f"cargo package did not produce {c.archive}")
+        shutil.copy2(a, out / "archives" / c.archive)
+        with tarfile.open(a) as t:
+            members = sorted(m.name.split("/", 1)[1] for m in t.getmembers() if "/" in m.name)
+        for need in ("Cargo.toml", "README.md", "src/lib.rs"):
+            if need not in members:
+                raise ReleaseError(f"{c.archive}: no {need} in the archive")
+        e = {"name": c.name, "version": c.version, "archive": c.archive, "sha256": sha256_file(a),
+             "size": a.stat().st_size, "after": c.after, "files": len(members)}
+        entries.append(e)
+        log(f"  {c.archive}  sha256 {e['sha256']}  {e['size']} bytes, {len(members)} files"
+            f"  (after {', '.join(c.after)})")
+    if rel.args.dry_run:
+        log("dry run: nothing is uploaded to crates.io; publish them in this order with "
+            + "; ".join(f"cargo publish -p {c.name}" for c in rel.crates))
+    write_json(out / "result.json", {"dry_run": rel.args.dry_run, "commit": rel.commit, "crates": entries})
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def step_publish(rel):
@@ -1058,7 +1202,8 @@ def main(argv):
             log.open(rel.step_dir(step) / "log.txt")
             log(f"== {step}" + (" (dry run)" if args.dry_run else ""))
             t0 = time.monotonic()
-            {"plan": step_plan, "pack": step_pack, "pretest": step_pretest, "publish": step_publish,
+            {"plan": step_plan, "pack": step_pack, "pretest": step_pretest, "crates": step_crates,
+             "publish": step_publish,
              "verify": step_verify, "consumer-test": step_consumer_test}[step](rel)
             log(f"== {step}: ok ({time.monotonic() - t0:.1f}s)")
     except (ReleaseError, RegistryError) as e:

@@ -329,12 +329,32 @@ class ReleaseTest(unittest.TestCase):
 
     def test_dry_run_touches_nothing_remote(self):
         srv = self.server()
-        for step in ("publish", "verify", "consumer-test"):
+        for step in ("crates", "publish", "verify", "consumer-test"):
             rc, out = run_tool(step, self.work, "--dry-run")
             self.assertEqual(rc, 0, out)
+            if step == "crates":
+                self.check_crates(out)
         self.assertEqual(srv.puts(), [])
         self.assertEqual(srv.published(), [])
         self.assertIn("NOT published: dry run", out)
+
+    def check_crates(self, out):
+        """The crates step's archives: every published crate, in plan order,
+        packaged by cargo from the released commit."""
+        result = json.loads((self.work / "crates" / "result.json").read_text())
+        if not (REPO / "rust" / "Cargo.toml").is_file():
+            self.assertEqual(result["crates"], [])
+            return
+        names = [c["name"] for c in result["crates"]]
+        self.assertEqual(names, ["mimprof-sys", "mimprof", "pyroscope-mimprof"])
+        for c in result["crates"]:
+            a = self.work / "crates" / "archives" / c["archive"]
+            self.assertEqual(hashlib.sha256(a.read_bytes()).hexdigest(), c["sha256"])
+            with tarfile.open(a) as t:
+                self.assertIn(f"{c['name']}-{c['version']}/Cargo.toml", t.getnames())
+            self.assertIn("mimprof-profiling", c["after"])
+        self.assertIn("nothing is uploaded to crates.io; publish them in this order with "
+                      "cargo publish -p mimprof-sys; cargo publish -p mimprof", out)
 
     def test_publish_with_credentials(self):
         srv = self.server(token="t0ken")

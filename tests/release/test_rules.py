@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -170,6 +171,35 @@ class RuleTests(Temp):
         for sibling in ("mimprof-profiling", "mimprof-pyroscope", "mimprof-sys"):
             self.assertIn(sibling, needs)
 
+    def test_plan_lists_the_crates_after_the_c_packages_they_link(self):
+        v = head_version()
+        cl = self.changelog(f"## [{v}]\n- notes\n")
+        rc, out = self.tool("plan", "--tag", f"v{v}", "--commit", "HEAD", "--changelog", cl)
+        self.assertEqual(rc, 0, out)
+        lines = out.splitlines()
+        crates = [l.split()[2] for l in lines if re.match(r"\s+\d+\. rust/", l)]
+        self.assertEqual(crates, ["mimprof-sys", "mimprof", "pyroscope-mimprof"])  # bench: publish = false
+        numbers = [int(l.split(".")[0]) for l in lines if re.match(r"\s+\d+\. ", l)]
+        self.assertEqual(numbers, list(range(1, len(numbers) + 1)), "crates come after the packages")
+        afters = [l for l in lines if l.strip().startswith("after:")]
+        self.assertEqual(len(afters), 3)
+        for a in afters:  # mimprof-sys probes both C libraries (the second behind a feature)
+            self.assertIn("mimprof-profiling", a)
+            self.assertIn("mimprof-pyroscope", a)
+        plan = json.loads((self.tmp / "work" / "plan" / "result.json").read_text())
+        self.assertEqual([c["name"] for c in plan["crates"]], crates)
+
+    def test_crate_versions_follow_the_workspace(self):
+        v = head_version()
+        c = self.clone()
+        ct = c / "rust" / "Cargo.toml"
+        ct.write_text(ct.read_text().replace(f'version = "{v}"', 'version = "7.7.7"', 1))
+        git(c, "commit", "-qam", "crates at another version")
+        cl = self.changelog(f"## [{v}]\n- notes\n")
+        rc, out = self.tool("plan", "--tag", f"v{v}", "--commit", "HEAD", "--changelog", cl, repo=c)
+        self.assertEqual(rc, 1, out)
+        self.assertIn(f"rust/Cargo.toml: workspace version 7.7.7 != {v}", out)
+
     def test_changelog_parser(self):
         text = ("# Changelog\n\n## [Unreleased]\n- u\n\n## [1.2.3] - 2030-01-01\n### Fixed\n- a\n\n"
                 "## 1.2.2\n- b\n\n## v1.0.0\n- c\n[1.2.3]: https://x\n")
@@ -311,6 +341,8 @@ class BumpVersionTests(Temp):
         root = self.tmp / "ws"
         files = ["meson.build", "DEPENDENCIES", "tests/workspace/check_versions.py"]
         files += [f"{p}/meson.build" for p in release.PACKAGE_DIRS if (REPO / p / "meson.build").is_file()]
+        files += ["rust/Cargo.toml", "rust/Cargo.lock"] + [f"rust/{m}/Cargo.toml" for m in (
+            "mimprof-sys", "mimprof", "pyroscope-mimprof", "bench")]
         files = [f for f in files if git_try_show(f) is not None]
         for f in files:
             (root / f).parent.mkdir(parents=True, exist_ok=True)
@@ -332,6 +364,14 @@ class BumpVersionTests(Temp):
         problems = lambda out: [l for l in out.splitlines() if not l.startswith("checked ")]  # noqa: E731
         self.assertEqual(problems(after.stdout), problems(before.stdout))
         self.assertEqual(after.returncode, before.returncode)
+        if (root / "rust" / "Cargo.toml").is_file():
+            ws = (root / "rust" / "Cargo.toml").read_text()
+            self.assertIn('[workspace.package]\nversion = "3.4.5"', ws)
+            self.assertIn('path = "mimprof-sys", version = "=3.4.5"', ws)
+            self.assertNotIn(f'"={head_version()}"', ws)
+            lock = (root / "rust" / "Cargo.lock").read_text()
+            for crate in ("mimprof-sys", "mimprof", "pyroscope-mimprof"):
+                self.assertIn(f'name = "{crate}"\nversion = "3.4.5"\n', lock)
         r = subprocess.run([PY, str(BUMP), "--root", str(root), "3.4"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
 
