@@ -8,6 +8,7 @@
 #include <mimprof/profiling_pprof.h>
 
 #include "internal.h"
+#include "report/elf_reader.h"
 #include "report/maps.h"
 #include "report/report_internal.h"
 #include "report/symbols.h"
@@ -77,7 +78,14 @@ static mp_prof_status add_mapping(mp_maps *maps, const mp_prof_mapping *m)
     }
     o->segs[0] = (mp_map_seg){(uintptr_t)m->start, (uintptr_t)m->limit, m->file_offset};
     o->nsegs = 1;
-    o->base = (uintptr_t)(m->start - m->file_offset);
+    /* The load bias from the object's own program headers where the file
+     * is there to read (its segment may start at an address other than
+     * its offset: lld's layout), else start - file_offset. */
+    uint64_t vaddr;
+    o->base = (uintptr_t)(m->path[0] == '/' &&
+                                  mp_elf_file_segment_vaddr(m->path, m->file_offset, &vaddr)
+                              ? m->start - vaddr
+                              : m->start - m->file_offset);
     o->has_file = m->path[0] == '/';
     o->loaded = true;
     memcpy(o->build_id, id, strlen(id) + 1);

@@ -362,6 +362,43 @@ mp_elf_status mp_elf_read_symbols_file(const char *path, const char *expect_buil
     return s;
 }
 
+bool mp_elf_segment_vaddr(const uint8_t *data, size_t size, uint64_t file_offset,
+                          uint64_t page, uint64_t *vaddr)
+{
+    Elf64_Ehdr eh;
+    if (size < sizeof eh || page == 0 || (page & (page - 1)) != 0)
+        return false;
+    memcpy(&eh, data, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
+        (size - eh.e_phoff) / sizeof(Elf64_Phdr) < eh.e_phnum)
+        return false;
+    for (uint16_t i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, data + eh.e_phoff + (size_t)i * sizeof ph, sizeof ph);
+        if (ph.p_type == PT_LOAD && (ph.p_offset & ~(page - 1)) == file_offset) {
+            *vaddr = ph.p_vaddr & ~(page - 1);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool mp_elf_file_segment_vaddr(const char *path, uint64_t file_offset, uint64_t *vaddr)
+{
+    /* The headers only: the ELF header and the program headers that
+     * follow it, within the first 8 KiB of every object linkers make. */
+    uint8_t buf[8192];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = pread(fd, buf, sizeof buf, 0);
+    close(fd);
+    long page = sysconf(_SC_PAGESIZE);
+    return n > 0 && page > 0 &&
+           mp_elf_segment_vaddr(buf, (size_t)n, file_offset, (uint64_t)page, vaddr);
+}
+
 void mp_elf_symtab_free(mp_elf_symtab *t)
 {
     if (t == NULL)

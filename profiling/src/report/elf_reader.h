@@ -82,6 +82,19 @@ mp_elf_status mp_elf_read_symbols_file(const char *path, const char *expect_buil
 
 void mp_elf_symtab_free(mp_elf_symtab *t);
 
+/* The page-aligned virtual address at which the PT_LOAD segment whose
+ * page-aligned file offset is `file_offset` starts, from the ELF header
+ * and program headers in `data` (at least the file's first `size` bytes).
+ * A mapping of that segment at `start` has the load bias
+ * start - *vaddr: that is start - file_offset only where the linker put
+ * the segment's address equal to its offset, which lld (Rust's default
+ * linker) does not. False when `data` holds no such segment. */
+bool mp_elf_segment_vaddr(const uint8_t *data, size_t size, uint64_t file_offset,
+                          uint64_t page, uint64_t *vaddr);
+
+/* mp_elf_segment_vaddr over the headers of the file at `path`. */
+bool mp_elf_file_segment_vaddr(const char *path, uint64_t file_offset, uint64_t *vaddr);
+
 /* The symbol containing object-relative address `addr`, or NULL. A symbol
  * of size 0 covers up to the next symbol's address. */
 const mp_elf_sym *mp_elf_symtab_lookup(const mp_elf_symtab *t, uint64_t addr);

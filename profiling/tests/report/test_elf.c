@@ -350,3 +350,57 @@ Test(report_elf, notes_parser_bounds)
                  MP_ELF_E_FORMAT);
     cr_assert_eq(mp_elf_read_symbols(NULL, 0, &t), MP_ELF_E_FORMAT);
 }
+
+/* A segment's address from its program header, not from its offset: lld
+ * (Rust's default linker) puts text at an address 0x1000 past its offset,
+ * and a load bias taken as start - offset named every frame of such a
+ * binary after the wrong function. */
+Test(report_elf, segment_vaddr_from_program_headers)
+{
+    uint8_t buf[sizeof(Elf64_Ehdr) + 3 * sizeof(Elf64_Phdr)] = {0};
+    Elf64_Ehdr eh = {.e_phoff = sizeof eh, .e_phentsize = sizeof(Elf64_Phdr), .e_phnum = 3};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    Elf64_Phdr ph[3] = {
+        {.p_type = PT_LOAD, .p_offset = 0, .p_vaddr = 0},
+        {.p_type = PT_LOAD, .p_offset = 0x1f2a0, .p_vaddr = 0x202a0},
+        {.p_type = PT_NOTE, .p_offset = 0x3000, .p_vaddr = 0x9000},
+    };
+    memcpy(buf, &eh, sizeof eh);
+    memcpy(buf + sizeof eh, ph, sizeof ph);
+    uint64_t v = 1;
+    cr_assert(mp_elf_segment_vaddr(buf, sizeof buf, 0, 4096, &v));
+    cr_assert_eq(v, 0);
+    cr_assert(mp_elf_segment_vaddr(buf, sizeof buf, 0x1f000, 4096, &v));
+    cr_assert_eq(v, 0x20000, "vaddr 0x%lx", (unsigned long)v);
+    cr_assert_not(mp_elf_segment_vaddr(buf, sizeof buf, 0x3000, 4096, &v), "not a PT_LOAD");
+    cr_assert_not(mp_elf_segment_vaddr(buf, sizeof buf, 0x5000, 4096, &v), "no such segment");
+    cr_assert_not(mp_elf_segment_vaddr(buf, sizeof buf - 1, 0, 4096, &v), "headers cut short");
+    buf[0] = 0;
+    cr_assert_not(mp_elf_segment_vaddr(buf, sizeof buf, 0, 4096, &v), "not ELF");
+}
+
+/* This test binary's own executable segment, read from the file, agrees
+ * with where the loader put it. */
+static int text_of_main(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    if (info->dlpi_name[0] != '\0')
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && (info->dlpi_phdr[i].p_flags & PF_X)) {
+            ((uint64_t *)arg)[0] = info->dlpi_phdr[i].p_offset & ~4095ull;
+            ((uint64_t *)arg)[1] = info->dlpi_phdr[i].p_vaddr & ~4095ull;
+            return 1;
+        }
+    return 0;
+}
+
+Test(report_elf, file_segment_vaddr_agrees_with_the_loader)
+{
+    uint64_t seg[2] = {UINT64_MAX, UINT64_MAX}, v = 0;
+    cr_assert_eq(dl_iterate_phdr(text_of_main, seg), 1);
+    cr_assert(mp_elf_file_segment_vaddr(self_path(), seg[0], &v));
+    cr_assert_eq(v, seg[1]);
+    cr_assert_not(mp_elf_file_segment_vaddr("/nonexistent/file", 0, &v));
+}
