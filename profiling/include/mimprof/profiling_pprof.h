@@ -62,9 +62,10 @@ MP_PROF_API mp_prof_status mp_prof_symbolizer_new(mp_prof_symbolizer **out);
 typedef struct mp_prof_mapping {
     uint64_t start;       /**< first address of the executable segment (page-aligned) */
     uint64_t limit;       /**< one past its last address */
-    uint64_t file_offset; /**< offset of `start` in the file; the load bias is taken as
-                               start - file_offset, as in every ELF object whose segments
-                               are page-aligned in the file and in memory */
+    uint64_t file_offset; /**< offset of `start` in the file (page-aligned); the load
+                               bias is start minus the address of the PT_LOAD segment at
+                               that offset, read from the file's program headers, or
+                               start - file_offset when the file cannot be read */
     const char *path;     /**< the object's file (copied); symbols are read from it
                                when it is an absolute path */
     const char *build_id; /**< lower-case hex GNU build-id (copied), "" or NULL when none */
