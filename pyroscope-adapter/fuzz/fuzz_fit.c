@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     mp_pyro_parts parts;
     char err[256];
-    if (mp_pyro_fit(data, size, MAX_SAMPLES, MAX_BYTES, &parts, err, sizeof err) != MP_PYRO_OK)
+    if (mp_pyro_fit(data, size, MAX_SAMPLES, MAX_BYTES, NULL, &parts, err, sizeof err) != MP_PYRO_OK)
         return 0;
     uint64_t want[NSUM] = {0}, got[NSUM] = {0};
     size_t nin = 0, nout = 0;
