@@ -34,7 +34,7 @@ import tempfile
 import time
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.realpath(__file__))  # through the subprojects/ symlinks
 VERSION = "v1.12.0"
 
 
