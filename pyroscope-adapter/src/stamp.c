@@ -35,10 +35,18 @@ int64_t mp_pyro_stamp_ms(mp_pyro_stamper *st, const mp_pyro_stamp_req *r, size_t
     int64_t t = at - (((at - o) % m) + m) % m; /* the residue's last ms <= at */
     if (t < lo)
         t += m;
-    if (t > hi) /* a window shorter than the spread: somewhere inside it */
-        t = lo + o % (hi - lo + 1);
-    if (st) {
-        int64_t *last = &st->last_ms[((t % m) + m) % m];
+    int64_t *last = st ? &st->last_ms[o] : NULL;
+    if (t > hi) {
+        /* A window shorter than the spread holds no millisecond of the
+         * residue: the one just before it (a first window: nothing of this
+         * process there), unless this agent used it (the window before a
+         * stop's), then the one just after it (nothing follows a stop; a
+         * next window's lies in its last M ms, at least M later). Off the
+         * residue two processes could meet. */
+        if (last && (*last == 0 || *last < t - m))
+            t -= m;
+    }
+    if (last) {
         if (*last != 0 && t <= *last)
             t = *last + m;
         *last = t;

@@ -19,8 +19,10 @@
  *    millisecond before `until` (within M ms of the instant its inuse
  *    values describe, inside the window its alloc values cover); a peak at
  *    the last one at or before the peak's time (in the window);
- *  - a window with no such millisecond (shorter than M) is stamped inside
- *    it, at from + o mod its length;
+ *  - a window with no such millisecond (shorter than M: an agent's first
+ *    window, or the one a stop closes) at its residue's millisecond just
+ *    before it, or just after it when the agent used that one already (or
+ *    has no stamper);
  *  - with a stamper (an agent's), each residue's stamps strictly increase:
  *    a profile of a window already stamped (a sink submitting one window
  *    twice) moves M ms later instead of replacing the first. Without one

@@ -45,16 +45,36 @@ Test(stamp, nearby_processes_and_parts_never_share_a_millisecond)
     free(seen);
 }
 
-/* The window's reports and the next window's never meet, and the
- * partial first window is stamped inside itself. */
-Test(stamp, inside_the_window)
+/* Full windows are stamped in their last second; a short first window
+ * in it or at most the spread before it, a short window at a stop in the
+ * second after it; nearby processes keep their own milliseconds in both. */
+Test(stamp, inside_the_window_or_next_to_a_short_one)
 {
     for (pid_t pid = 1; pid < 3000; pid += 7) {
-        mp_pyro_stamp_req first = window(9000 + pid % 997, 10000, pid); /* a short first window */
-        mp_pyro_stamp_req full = window(10000, 20000, pid);
-        int64_t a = mp_pyro_stamp_ms(NULL, &first, 0) * MS, b = mp_pyro_stamp_ms(NULL, &full, 0) * MS;
-        cr_assert(a >= first.from_ns && a < first.until_ns, "pid %d: short window", pid);
-        cr_assert(b >= full.until_ns - MP_PYRO_STAMP_SPREAD_MS * MS && b < full.until_ns);
+        mp_pyro_stamper *st = calloc(1, sizeof *st), *other = calloc(1, sizeof *other);
+        int64_t from = 9000 + pid % 997;
+        mp_pyro_stamp_req first = window(from, 10000, pid), full = window(10000, 20000, pid);
+        mp_pyro_stamp_req stop = window(20000, 20000 + pid % 499 + 1, pid);
+        int64_t a = mp_pyro_stamp_ms(st, &first, 0) - T0 / MS;
+        int64_t b = mp_pyro_stamp_ms(st, &full, 0) - T0 / MS;
+        int64_t c = mp_pyro_stamp_ms(st, &stop, 0) - T0 / MS;
+        cr_assert(a >= from - MP_PYRO_STAMP_SPREAD_MS && a < 10000, "pid %d: first %lld", pid,
+                  (long long)a);
+        cr_assert(b >= 20000 - MP_PYRO_STAMP_SPREAD_MS && b < 20000, "pid %d: full %lld", pid,
+                  (long long)b);
+        cr_assert(c >= 20000 && c < 20000 + MP_PYRO_STAMP_SPREAD_MS + 500, "pid %d: stop %lld", pid,
+                  (long long)c);
+        /* the next pid, stopping 1 ms later, the same three windows */
+        mp_pyro_stamp_req f2 = first, full2 = full, s2 = stop;
+        f2.pid = full2.pid = s2.pid = pid + 1;
+        s2.until_ns += MS;
+        int64_t a2 = mp_pyro_stamp_ms(other, &f2, 0) - T0 / MS;
+        int64_t b2 = mp_pyro_stamp_ms(other, &full2, 0) - T0 / MS;
+        int64_t c2 = mp_pyro_stamp_ms(other, &s2, 0) - T0 / MS;
+        cr_assert(a2 != a && b2 != b && c2 != c && c2 != b && c != b2, "pid %d and %d met", pid,
+                  pid + 1);
+        free(st);
+        free(other);
     }
 }
 
