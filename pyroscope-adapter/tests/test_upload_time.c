@@ -166,6 +166,10 @@ Test(upload_time, parent_and_forked_child_both_kept_push) { parent_and_child(MP_
 #define WIDE_BITS  18
 #define WIDE_N     196608 /* 3 x 65,536 stacks: 13 parts of at most 16,000 samples */
 #define WIDE_BYTES 4096
+/* The stand-in (Python) takes a minute per protocol for 196,608 stacks:
+ * it gets 65,536 (5 parts), which shows its one-per-millisecond rule as
+ * well; the real server gets the whole report. */
+#define STANDIN_N 65536
 
 static void split_report(mp_pyro_protocol proto)
 {
@@ -190,8 +194,9 @@ static void split_report(mp_pyro_protocol proto)
     /* the last whole 10 s window (the default interval) */
     const int64_t every = 10000;
     int64_t until_ms = now_ms() / every * every, from_ms = until_ms - every;
+    const int64_t n = s.external ? WIDE_N : STANDIN_N;
     size_t len;
-    uint8_t *pprof = tp_build_wide_n(WIDE_BITS, WIDE_N, WIDE_BYTES, from_ms * 1000000, &len);
+    uint8_t *pprof = tp_build_wide_n(WIDE_BITS, (uint64_t)n, WIDE_BYTES, from_ms * 1000000, &len);
     mp_pyro_agent *a;
     cr_assert_eq(mp_pyro_agent_start(cfg, NULL, &a), MP_PYRO_OK);
     cr_assert_eq(mp_pyro_agent_submit(a, pprof, len, from_ms * 1000000, until_ms * 1000000),
@@ -201,17 +206,18 @@ static void split_report(mp_pyro_protocol proto)
     mp_pyro_stats st;
     mp_pyro_agent_stats(a, &st);
     mp_pyro_agent_free(a);
-    cr_expect_geq(st.parts_split, 12, "196,608 stacks in at least 13 requests");
+    cr_expect_geq(st.parts_split, (uint64_t)(n / 16000), "%lld stacks in at least %lld requests",
+                  (long long)n, (long long)(n / 16000 + 1));
     cr_expect_eq(st.uploaded, st.reports_queued, "delivered %llu of %llu",
                  (unsigned long long)st.uploaded, (unsigned long long)st.reports_queued);
 
-    static const struct {
+    const struct {
         const char *type;
         int64_t want;
-    } types[] = {{INUSE_SPACE, (int64_t)WIDE_N * WIDE_BYTES},
-                 {INUSE_OBJECTS, WIDE_N},
-                 {ALLOC_SPACE, (int64_t)WIDE_N * WIDE_BYTES},
-                 {ALLOC_OBJECTS, WIDE_N}};
+    } types[] = {{INUSE_SPACE, n * WIDE_BYTES},
+                 {INUSE_OBJECTS, n},
+                 {ALLOC_SPACE, n * WIDE_BYTES},
+                 {ALLOC_OBJECTS, n}};
     for (size_t i = 0; i < 4; i++) {
         /* the window [start, end): every part, once */
         int64_t got = q_merge_total_wait(s.url, NULL, types[i].type, sel, from_ms, until_ms - 1,
