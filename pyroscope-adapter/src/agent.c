@@ -181,8 +181,8 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a)
     return a->stop_status;
 }
 
-static mp_pyro_status submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
-                             int64_t from_nanos, int64_t until_nanos, bool renamed)
+static mp_pyro_status submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len, int64_t from_nanos,
+                             int64_t until_nanos, bool renamed)
 {
     if (!a || (!pprof && len) || until_nanos < from_nanos)
         return MP_PYRO_E_INVALID_ARGUMENT;

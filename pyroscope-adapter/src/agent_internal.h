@@ -59,7 +59,7 @@ struct mp_pyro_agent {
     bool reporter_done;
     bool uploader_done;
     bool stopped;
-    int64_t last_boundary_ns;  /* reporter: `from` of the next window */
+    int64_t last_boundary_ns; /* reporter: `from` of the next window */
     /* each residue's last stamp (stamp.h): [0] reports, [1] profiles of
      * renamed types (peaks); no profile of this agent replaces another */
     mp_pyro_stamper stamps[2];

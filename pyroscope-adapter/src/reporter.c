@@ -43,9 +43,9 @@ mp_pyro_status mp_pyro_agent_queue_report(mp_pyro_agent *a, const uint8_t *pprof
     mp_pyro_item *items;
     size_t n;
     char err[MP_PYRO_ERRLEN] = "";
-    mp_pyro_status s = mp_pyro_prepare(a->cfg, a->spy, pprof, len, from_ns, until_ns,
-                                       &a->stamps[renamed ? 1 : 0], &a->mu, &items, &n, err,
-                                       sizeof err);
+    mp_pyro_status s =
+        mp_pyro_prepare(a->cfg, a->spy, pprof, len, from_ns, until_ns, &a->stamps[renamed ? 1 : 0],
+                        &a->mu, &items, &n, err, sizeof err);
     if (s != MP_PYRO_OK) {
         char msg[MP_PYRO_ERRLEN];
         mp_pyro_fmt(msg, sizeof msg, "report %lld..%lld not sent: %s",

@@ -8,10 +8,7 @@ static int64_t floor_div(int64_t a, int64_t b)
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-static int64_t ceil_ms(int64_t ns)
-{
-    return -floor_div(-ns, 1000000);
-}
+static int64_t ceil_ms(int64_t ns) { return -floor_div(-ns, 1000000); }
 
 int64_t mp_pyro_stamp_ms(mp_pyro_stamper *st, const mp_pyro_stamp_req *r, size_t part)
 {

@@ -77,7 +77,8 @@ mp_pyro_status mp_pyro_prepare(const mp_pyro_config *cfg, const char *spy, const
         max_bytes = max_bytes > lb ? max_bytes - lb : 1;
     }
     /* the pid at each report: a forked child stamps in its own slot */
-    stamp_ctx sc = {stamper, stamper_mu,
+    stamp_ctx sc = {stamper,
+                    stamper_mu,
                     {.from_ns = from_ns,
                      .until_ns = until_ns,
                      .interval_ms = cfg->interval_ms,

@@ -268,7 +268,7 @@ Test(mimprof_backend, owned_session)
 #define RAMP_STEP     256 /* blocks per report: 1 MiB more live each time */
 #define RAMP_REPORTS  5
 #define RAMP_INTERVAL 4096
-#define RAMP_EVERY_MS 1000              /* the agent's interval */
+#define RAMP_EVERY_MS 1000                /* the agent's interval */
 #define RAMP_SPREAD   (RAMP_EVERY_MS / 2) /* a report's stamp: its window's last 500 ms */
 
 static void *ramp[RAMP_STEP * RAMP_REPORTS];
@@ -356,8 +356,9 @@ static void ramp_run(mp_pyro_protocol proto)
         /* the instant: the window's last RAMP_SPREAD ms hold its stamp only */
         int64_t got = q_merge_total_wait(s.url, NULL, INUSE_SPACE, sel, hi + 1 - RAMP_SPREAD, hi,
                                          r[k].inuse, 60000);
-        cr_expect_eq(got, r[k].inuse, "report %d: inuse_space at its instant %" PRId64
-                                      ", reported %" PRId64, k, got, r[k].inuse);
+        cr_expect_eq(got, r[k].inuse,
+                     "report %d: inuse_space at its instant %" PRId64 ", reported %" PRId64, k, got,
+                     r[k].inuse);
         double n = (double)(k + 1) * RAMP_STEP;
         double tol = 5 * RAMP_BLOCK * sqrt(n * (1 - p) / p);
         cr_expect(fabs((double)got - (double)r[k].truth) <= tol,
@@ -367,8 +368,8 @@ static void ramp_run(mp_pyro_protocol proto)
         got = q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, lo, hi, r[k].alloc, 60000);
         cr_expect_eq(got, r[k].alloc, "report %d: alloc_space of its window", k);
         tol = 5 * RAMP_BLOCK * sqrt(RAMP_STEP * (1 - p) / p);
-        cr_expect(fabs((double)got - RAMP_STEP * RAMP_BLOCK) <= tol, "report %d: allocated %" PRId64,
-                  k, got);
+        cr_expect(fabs((double)got - RAMP_STEP * RAMP_BLOCK) <= tol,
+                  "report %d: allocated %" PRId64, k, got);
         got = q_merge_total_wait(s.url, NULL, PEAK_SPACE, sel, lo, hi, r[k].peak, 60000);
         cr_expect_eq(got, r[k].peak, "report %d: the window's peak", k);
     }

@@ -19,8 +19,10 @@
 
 static mp_pyro_stamp_req window(int64_t from_ms, int64_t until_ms, pid_t pid)
 {
-    return (mp_pyro_stamp_req){
-        .from_ns = T0 + from_ms * MS, .until_ns = T0 + until_ms * MS, .interval_ms = EVERY, .pid = pid};
+    return (mp_pyro_stamp_req){.from_ns = T0 + from_ms * MS,
+                               .until_ns = T0 + until_ms * MS,
+                               .interval_ms = EVERY,
+                               .pid = pid};
 }
 
 /* 62 processes with consecutive pids (a preforking server's workers),

@@ -127,8 +127,9 @@ static void parent_and_child(mp_pyro_protocol proto)
     int64_t want = mine.sum_alloc + theirs.sum_alloc;
     int64_t total = q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, t0 - 60000, now_ms() + 60000,
                                        want, WAIT_MS);
-    cr_expect_eq(total, want, "alloc_space: the server holds %" PRId64 " of the %" PRId64
-                              " bytes the parent and its child sent",
+    cr_expect_eq(total, want,
+                 "alloc_space: the server holds %" PRId64 " of the %" PRId64
+                 " bytes the parent and its child sent",
                  total, want);
 
     /* each full window both processes reported: [start, end) holds exactly
@@ -143,10 +144,11 @@ static void parent_and_child(mp_pyro_protocol proto)
         windows++;
         int64_t from_ms = w.from_nanos / 1000000, until_ms = w.until_nanos / 1000000;
         int64_t a = mine.alloc[k] + theirs.alloc[j];
-        int64_t got_a = q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, from_ms, until_ms - 1, a,
-                                           WAIT_MS);
-        cr_expect_eq(got_a, a, "window %" PRId64 "..%" PRId64 " ms: alloc_space %" PRId64
-                               ", the two reports %" PRId64,
+        int64_t got_a =
+            q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, from_ms, until_ms - 1, a, WAIT_MS);
+        cr_expect_eq(got_a, a,
+                     "window %" PRId64 "..%" PRId64 " ms: alloc_space %" PRId64
+                     ", the two reports %" PRId64,
                      from_ms, until_ms, got_a, a);
         int64_t i = mine.inuse[k] + theirs.inuse[j];
         int64_t got_i = q_merge_total_wait(s.url, NULL, INUSE_SPACE, sel, until_ms - SPREAD,
@@ -158,8 +160,14 @@ static void parent_and_child(mp_pyro_protocol proto)
     ts_stop(&s);
 }
 
-Test(upload_time, parent_and_forked_child_both_kept_ingest) { parent_and_child(MP_PYRO_PROTOCOL_INGEST); }
-Test(upload_time, parent_and_forked_child_both_kept_push) { parent_and_child(MP_PYRO_PROTOCOL_PUSH); }
+Test(upload_time, parent_and_forked_child_both_kept_ingest)
+{
+    parent_and_child(MP_PYRO_PROTOCOL_INGEST);
+}
+Test(upload_time, parent_and_forked_child_both_kept_push)
+{
+    parent_and_child(MP_PYRO_PROTOCOL_PUSH);
+}
 
 /* --- a report over the limits ------------------------------------------------- */
 
@@ -230,12 +238,10 @@ static void split_report(mp_pyro_protocol proto)
                                       types[0].want, WAIT_MS);
     cr_expect_eq(live, types[0].want, "instant inuse_space");
     /* and nothing of it in the neighbouring windows */
-    cr_expect_eq(q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, until_ms, until_ms + every - 1,
-                                    0, 0),
-                 0);
-    cr_expect_eq(q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, from_ms - every, from_ms - 1,
-                                    0, 0),
-                 0);
+    cr_expect_eq(
+        q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, until_ms, until_ms + every - 1, 0, 0), 0);
+    cr_expect_eq(
+        q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, from_ms - every, from_ms - 1, 0, 0), 0);
     mp_pyro_config_free(cfg);
     ts_stop(&s);
 }
