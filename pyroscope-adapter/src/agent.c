@@ -181,8 +181,8 @@ mp_pyro_status mp_pyro_agent_stop(mp_pyro_agent *a)
     return a->stop_status;
 }
 
-mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
-                                    int64_t from_nanos, int64_t until_nanos)
+static mp_pyro_status submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len, int64_t from_nanos,
+                             int64_t until_nanos, bool renamed)
 {
     if (!a || (!pprof && len) || until_nanos < from_nanos)
         return MP_PYRO_E_INVALID_ARGUMENT;
@@ -198,7 +198,13 @@ mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size
         return MP_PYRO_E_STATE;
     if (len == 0)
         return MP_PYRO_OK;
-    return mp_pyro_agent_queue_report(a, pprof, len, from_nanos, until_nanos);
+    return mp_pyro_agent_queue_report(a, pprof, len, from_nanos, until_nanos, renamed);
+}
+
+mp_pyro_status mp_pyro_agent_submit(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
+                                    int64_t from_nanos, int64_t until_nanos)
+{
+    return submit(a, pprof, len, from_nanos, until_nanos, false);
 }
 
 mp_pyro_status mp_pyro_agent_submit_as(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
@@ -213,7 +219,7 @@ mp_pyro_status mp_pyro_agent_submit_as(mp_pyro_agent *a, const uint8_t *pprof, s
     size_t typed_len = 0;
     mp_pyro_status s = mp_pyro_retype(pprof, len, type_prefix, &typed, &typed_len);
     if (s == MP_PYRO_OK) {
-        s = mp_pyro_agent_submit(a, typed, typed_len, from_nanos, until_nanos);
+        s = submit(a, typed, typed_len, from_nanos, until_nanos, true);
     } else { /* counted as mp_pyro_agent_submit counts a profile it cannot read */
         pthread_mutex_lock(&a->mu);
         bool closed = a->stopping;

@@ -28,6 +28,7 @@
 #include "config_internal.h"
 #include "http.h"
 #include "queue.h"
+#include "stamp.h"
 
 typedef enum dispose_reason {
     DISPOSE_OVERFLOW,  /* queue full */
@@ -58,7 +59,10 @@ struct mp_pyro_agent {
     bool reporter_done;
     bool uploader_done;
     bool stopped;
-    int64_t last_boundary_ns;  /* reporter: `from` of the next window */
+    int64_t last_boundary_ns; /* reporter: `from` of the next window */
+    /* each residue's last stamp (stamp.h): [0] reports, [1] profiles of
+     * renamed types (peaks); no profile of this agent replaces another */
+    mp_pyro_stamper stamps[2];
     int64_t flush_deadline_ns; /* monotonic, set by stop */
     int64_t spool_retry_at_ns; /* monotonic: spool resend backoff */
     uint32_t spool_attempts;
@@ -82,11 +86,12 @@ void mp_pyro_agent_set_error(mp_pyro_agent *a, mp_pyro_status s, const char *msg
 void mp_pyro_agent_dispose(mp_pyro_agent *a, mp_pyro_item *it, dispose_reason why);
 /* Puts a gzipped profile in the queue (without a->mu). */
 void mp_pyro_agent_enqueue(mp_pyro_agent *a, mp_pyro_item it);
-/* Fits a report to the server's limits and queues its parts (without
- * a->mu); a report that cannot be read or fitted is counted in
- * reports_failed, logged and its status returned. */
+/* Fits a report to the server's limits, stamps and queues its parts
+ * (without a->mu); `renamed`: its types were renamed (a peak), stamped
+ * apart from the reports. A report that cannot be read or fitted is
+ * counted in reports_failed, logged and its status returned. */
 mp_pyro_status mp_pyro_agent_queue_report(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
-                                          int64_t from_ns, int64_t until_ns);
+                                          int64_t from_ns, int64_t until_ns, bool renamed);
 
 void *mp_pyro_reporter_main(void *arg);
 void *mp_pyro_uploader_main(void *arg);

@@ -254,9 +254,10 @@ static bool has_unknown(const Profile *p)
 /* Encodes part `part`: its samples (part_of[i] == part) and the tables'
  * elements they reference. */
 static int emit(fitter *f, Sample **keep, size_t nkeep, const size_t *part_of, size_t part,
-                mp_pyro_part *out)
+                int64_t time_nanos, mp_pyro_part *out)
 {
     Profile q = *f->p;
+    q.time_nanos = time_nanos;
     Sample **ss = malloc((nkeep ? nkeep : 1) * sizeof *ss);
     Location **ls = malloc((f->locs.n ? f->locs.n : 1) * sizeof *ls);
     Function **fs = malloc((f->funcs.n ? f->funcs.n : 1) * sizeof *fs);
@@ -311,6 +312,27 @@ out:
     return rc;
 }
 
+/* The instant a peak profile describes: its "peak: time_nanos=N" comment
+ * (profiling/src/peak_comments.c, documented in cli/README.md); 0 when
+ * it has none. */
+static int64_t peak_time(const Profile *p)
+{
+    static const char key[] = "peak: time_nanos=";
+    for (size_t i = 0; i < p->n_comment; i++) {
+        int64_t si = p->comment[i];
+        if (si < 0 || (size_t)si >= p->n_string_table)
+            continue;
+        const char *c = p->string_table[si];
+        if (strncmp(c, key, sizeof key - 1) != 0)
+            continue;
+        char *end;
+        long long v = strtoll(c + sizeof key - 1, &end, 10);
+        if (end != c + sizeof key - 1 && v > 0)
+            return (int64_t)v;
+    }
+    return 0;
+}
+
 void mp_pyro_parts_free(mp_pyro_parts *p)
 {
     for (size_t i = 0; i < p->n; i++)
@@ -321,7 +343,8 @@ void mp_pyro_parts_free(mp_pyro_parts *p)
 }
 
 mp_pyro_status mp_pyro_fit(const uint8_t *in, size_t len, size_t max_samples, size_t max_bytes,
-                           mp_pyro_parts *out, char *err, size_t errlen)
+                           const mp_pyro_fit_stamp *stamp, mp_pyro_parts *out, char *err,
+                           size_t errlen)
 {
     memset(out, 0, sizeof *out);
     Profile *p = perftools__profiles__profile__unpack(NULL, len, in);
@@ -379,9 +402,12 @@ mp_pyro_status mp_pyro_fit(const uint8_t *in, size_t len, size_t max_samples, si
     out->v = calloc(nparts, sizeof *out->v);
     if (!out->v)
         goto out;
-    for (size_t k = 0; k < nparts; k++, out->n++)
-        if (emit(&f, keep, nkeep, part_of, k, &out->v[k]) != 0)
+    const int64_t peak_ns = stamp ? peak_time(p) : 0;
+    for (size_t k = 0; k < nparts; k++, out->n++) {
+        int64_t t = stamp ? stamp->stamp(stamp->ctx, k, peak_ns) : p->time_nanos;
+        if (emit(&f, keep, nkeep, part_of, k, t, &out->v[k]) != 0)
             goto out;
+    }
     st = MP_PYRO_OK;
 out:
     if (st != MP_PYRO_OK)

@@ -21,7 +21,9 @@
  *    references (the string table is copied whole), so the parts together
  *    hold every value exactly once. Pyroscope sums the profiles of a
  *    series within a query's time range, so queries see the report's
- *    totals. */
+ *    totals, as long as no two parts share a millisecond (it keeps one
+ *    profile per series and millisecond): each part gets its own time
+ *    from the caller's stamp function. */
 #ifndef MP_PYRO_FIT_H
 #define MP_PYRO_FIT_H
 
@@ -41,11 +43,22 @@ typedef struct mp_pyro_parts {
     size_t n;
 } mp_pyro_parts;
 
-/* 0 for a bound means none. MP_PYRO_E_INVALID_ARGUMENT with a sentence in
+/* The time of each part (stamp.h): `stamp(ctx, part, peak_ns)` returns
+ * part `part`'s time_nanos; `peak_ns` is the instant a peak profile
+ * describes (its "peak: time_nanos=N" comment, as the profiler writes it),
+ * 0 for any other profile. */
+typedef struct mp_pyro_fit_stamp {
+    int64_t (*stamp)(void *ctx, size_t part, int64_t peak_ns);
+    void *ctx;
+} mp_pyro_fit_stamp;
+
+/* 0 for a bound means none. `stamp` NULL keeps the profile's own
+ * time_nanos in every part. MP_PYRO_E_INVALID_ARGUMENT with a sentence in
  * `err` when `in` is not a pprof Profile or one stack alone exceeds the
  * bounds; MP_PYRO_E_NOMEM. */
 mp_pyro_status mp_pyro_fit(const uint8_t *in, size_t len, size_t max_samples, size_t max_bytes,
-                           mp_pyro_parts *out, char *err, size_t errlen);
+                           const mp_pyro_fit_stamp *stamp, mp_pyro_parts *out, char *err,
+                           size_t errlen);
 void mp_pyro_parts_free(mp_pyro_parts *p);
 
 #endif

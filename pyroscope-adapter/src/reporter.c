@@ -38,13 +38,14 @@ void mp_pyro_agent_enqueue(mp_pyro_agent *a, mp_pyro_item it)
 }
 
 mp_pyro_status mp_pyro_agent_queue_report(mp_pyro_agent *a, const uint8_t *pprof, size_t len,
-                                          int64_t from_ns, int64_t until_ns)
+                                          int64_t from_ns, int64_t until_ns, bool renamed)
 {
     mp_pyro_item *items;
     size_t n;
     char err[MP_PYRO_ERRLEN] = "";
     mp_pyro_status s =
-        mp_pyro_prepare(a->cfg, a->spy, pprof, len, from_ns, until_ns, &items, &n, err, sizeof err);
+        mp_pyro_prepare(a->cfg, a->spy, pprof, len, from_ns, until_ns, &a->stamps[renamed ? 1 : 0],
+                        &a->mu, &items, &n, err, sizeof err);
     if (s != MP_PYRO_OK) {
         char msg[MP_PYRO_ERRLEN];
         mp_pyro_fmt(msg, sizeof msg, "report %lld..%lld not sent: %s",
@@ -89,7 +90,7 @@ static void take_peak(mp_pyro_agent *a, mp_pyro_window w)
         a->st.reports_empty++;
     pthread_mutex_unlock(&a->mu);
     if (len != 0) /* queued like the report itself, also after a stop began */
-        mp_pyro_agent_queue_report(a, typed, len, w.from_nanos, w.until_nanos);
+        mp_pyro_agent_queue_report(a, typed, len, w.from_nanos, w.until_nanos, true);
     free(typed);
 }
 
@@ -116,7 +117,7 @@ static void take_report(mp_pyro_agent *a, mp_pyro_window w)
         a->st.reports_empty++;
     pthread_mutex_unlock(&a->mu);
     if (p.len)
-        mp_pyro_agent_queue_report(a, p.pprof, p.len, w.from_nanos, w.until_nanos);
+        mp_pyro_agent_queue_report(a, p.pprof, p.len, w.from_nanos, w.until_nanos, false);
     b->ops->release(b->state, &p);
     if (b->peak != NULL)
         take_peak(a, w);

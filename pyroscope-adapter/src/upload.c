@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fit.h"
 
@@ -43,9 +44,28 @@ static size_t label_bytes(const mp_pyro_config *cfg, const char *spy)
     return n;
 }
 
+typedef struct stamp_ctx {
+    mp_pyro_stamper *st;
+    pthread_mutex_t *mu;
+    mp_pyro_stamp_req req;
+} stamp_ctx;
+
+static int64_t stamp_part(void *ctx, size_t part, int64_t peak_ns)
+{
+    stamp_ctx *c = ctx;
+    c->req.at_ns = peak_ns;
+    if (c->mu)
+        pthread_mutex_lock(c->mu);
+    int64_t ms = mp_pyro_stamp_ms(c->st, &c->req, part);
+    if (c->mu)
+        pthread_mutex_unlock(c->mu);
+    return ms * 1000000;
+}
+
 mp_pyro_status mp_pyro_prepare(const mp_pyro_config *cfg, const char *spy, const uint8_t *pprof,
-                               size_t len, int64_t from_ns, int64_t until_ns, mp_pyro_item **items,
-                               size_t *n, char *err, size_t errlen)
+                               size_t len, int64_t from_ns, int64_t until_ns,
+                               mp_pyro_stamper *stamper, pthread_mutex_t *stamper_mu,
+                               mp_pyro_item **items, size_t *n, char *err, size_t errlen)
 {
     *items = NULL;
     *n = 0;
@@ -56,9 +76,17 @@ mp_pyro_status mp_pyro_prepare(const mp_pyro_config *cfg, const char *spy, const
         size_t lb = label_bytes(cfg, spy);
         max_bytes = max_bytes > lb ? max_bytes - lb : 1;
     }
+    /* the pid at each report: a forked child stamps in its own slot */
+    stamp_ctx sc = {stamper,
+                    stamper_mu,
+                    {.from_ns = from_ns,
+                     .until_ns = until_ns,
+                     .interval_ms = cfg->interval_ms,
+                     .pid = getpid()}};
+    const mp_pyro_fit_stamp fs = {stamp_part, &sc};
     mp_pyro_parts parts;
     mp_pyro_status st =
-        mp_pyro_fit(pprof, len, cfg->limits.max_samples, max_bytes, &parts, err, errlen);
+        mp_pyro_fit(pprof, len, cfg->limits.max_samples, max_bytes, &fs, &parts, err, errlen);
     if (st != MP_PYRO_OK)
         return st;
     mp_pyro_item *v = calloc(parts.n, sizeof *v);
@@ -100,8 +128,10 @@ mp_pyro_status mp_pyro_upload(mp_pyro_config *cfg, const uint8_t *pprof, size_t 
     mp_pyro_item *items;
     size_t n;
     char why[MP_PYRO_ERRLEN] = "";
-    st =
-        mp_pyro_prepare(cfg, spy, pprof, len, from_nanos, until_nanos, &items, &n, why, sizeof why);
+    /* no stamper: the same window gets the same times again, so a
+     * caller's retry of the whole upload replaces what got through */
+    st = mp_pyro_prepare(cfg, spy, pprof, len, from_nanos, until_nanos, NULL, NULL, &items, &n, why,
+                         sizeof why);
     if (st != MP_PYRO_OK) {
         mp_pyro_fmt(err, err_len, "%s", why[0] ? why : mp_pyro_strerror(st));
         return st;

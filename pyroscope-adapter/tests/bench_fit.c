@@ -38,7 +38,8 @@ int main(int argc, char **argv)
         mp_pyro_parts_free(&parts);
         char err[256];
         double t0 = cpu_ms();
-        if (mp_pyro_fit(in, len, 16000, (2u << 20) - 200, &parts, err, sizeof err) != MP_PYRO_OK) {
+        if (mp_pyro_fit(in, len, 16000, (2u << 20) - 200, NULL, &parts, err, sizeof err) !=
+            MP_PYRO_OK) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

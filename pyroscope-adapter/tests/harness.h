@@ -87,6 +87,8 @@ uint8_t *tp_build_heap(const tp_heap_values *v, int64_t time_ns, int64_t duratio
  * interval sample {1, bytes} labelled __delta__="false" and a live sample
  * {1, bytes}: what mimprof reports for 2^bits live blocks of `bytes`. */
 uint8_t *tp_build_wide(int bits, int64_t bytes, int64_t time_ns, size_t *len);
+/* The first `count` (<= 2^bits) of those stacks. */
+uint8_t *tp_build_wide_n(int bits, uint64_t count, int64_t bytes, int64_t time_ns, size_t *len);
 
 /* Report k (0-based) of the fixed backend: alloc_space = 1000*(k+1) and
  * 100000, alloc_objects = 10*(k+1) and 1, inuse_space 500 and 200000,
@@ -151,6 +153,21 @@ bool q_label_has(const char *base, const char *tenant, const char *name, const c
 /* True when ProfileTypes holds `id`. */
 bool q_has_type(const char *base, const char *tenant, const char *id, int64_t start_ms,
                 int64_t end_ms);
+
+/* Servers store eventually (v2 lists a new service's labels minutes after
+ * its data is queryable): these ask again every 500 ms until the answer
+ * is the one wanted or `deadline_ms` passed, and return the last answer. */
+bool q_label_has_wait(const char *base, const char *tenant, const char *name, const char *value,
+                      int64_t start_ms, int64_t end_ms, int deadline_ms);
+bool q_has_type_wait(const char *base, const char *tenant, const char *id, int64_t start_ms,
+                     int64_t end_ms, int deadline_ms);
+/* The total of sample type `sample_type` (e.g. "alloc_space") of
+ * SelectMergeProfile over [start_ms, end_ms] (both included, as the API
+ * takes them), polled until it equals `want` or the deadline; -1 when the
+ * query fails. */
+int64_t q_merge_total_wait(const char *base, const char *tenant, const char *type_id,
+                           const char *selector, int64_t start_ms, int64_t end_ms, int64_t want,
+                           int deadline_ms);
 
 int64_t now_ms(void);
 void sleep_ms(int ms);

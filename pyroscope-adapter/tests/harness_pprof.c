@@ -121,6 +121,11 @@ uint8_t *tp_build_heap(const tp_heap_values *v, int64_t time_ns, int64_t duratio
 
 uint8_t *tp_build_wide(int bits, int64_t bytes, int64_t time_ns, size_t *len)
 {
+    return tp_build_wide_n(bits, (uint64_t)1 << bits, bytes, time_ns, len);
+}
+
+uint8_t *tp_build_wide_n(int bits, uint64_t count, int64_t bytes, int64_t time_ns, size_t *len)
+{
     /* strings: the fixed ones, then bit<i>_<b>; locations/functions:
      * 1 = alloc_block (S_BIG's string reused: "alloc_big"), 2 = main,
      * 3 + 2i + b = bit i with value b */
@@ -131,7 +136,7 @@ uint8_t *tp_build_wide(int bits, int64_t bytes, int64_t time_ns, size_t *len)
     value_type(&b, 1, S_INUSE_SPACE, S_BYTES);
     uint64_t stack[64];
     const int64_t interval[4] = {1, bytes, 0, 0}, live[4] = {0, 0, 1, bytes};
-    for (uint64_t c = 0; c < ((uint64_t)1 << bits); c++) {
+    for (uint64_t c = 0; c < count; c++) {
         size_t n = 0;
         stack[n++] = 1;
         for (int i = bits - 1; i >= 0; i--)

@@ -343,3 +343,55 @@ bool q_has_type(const char *base, const char *tenant, const char *id, int64_t st
     tbuf_free(&resp);
     return found;
 }
+
+/* --- polling for eventual visibility ------------------------------------------- */
+
+bool q_label_has_wait(const char *base, const char *tenant, const char *name, const char *value,
+                      int64_t start_ms, int64_t end_ms, int deadline_ms)
+{
+    int64_t until = now_ms() + deadline_ms;
+    bool got;
+    while (!(got = q_label_has(base, tenant, name, value, start_ms, end_ms)) && now_ms() < until)
+        sleep_ms(500);
+    return got;
+}
+
+bool q_has_type_wait(const char *base, const char *tenant, const char *id, int64_t start_ms,
+                     int64_t end_ms, int deadline_ms)
+{
+    int64_t until = now_ms() + deadline_ms;
+    bool got;
+    while (!(got = q_has_type(base, tenant, id, start_ms, end_ms)) && now_ms() < until)
+        sleep_ms(500);
+    return got;
+}
+
+static int64_t merge_total(const char *base, const char *tenant, const char *type_id,
+                           const char *selector, int64_t start_ms, int64_t end_ms)
+{
+    tp_profile p;
+    if (!q_merge(base, tenant, type_id, selector, start_ms, end_ms, &p))
+        return -1;
+    /* the type id's second field names the sample type */
+    char st[128] = "";
+    const char *c1 = strchr(type_id, ':');
+    const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (c1 && c2 && (size_t)(c2 - c1 - 1) < sizeof st)
+        memcpy(st, c1 + 1, (size_t)(c2 - c1 - 1));
+    int t = tp_type_index(&p, st);
+    int64_t v = t >= 0 ? tp_total_at(&p, t) : 0; /* no profile: no sample types */
+    tp_free(&p);
+    return v;
+}
+
+int64_t q_merge_total_wait(const char *base, const char *tenant, const char *type_id,
+                           const char *selector, int64_t start_ms, int64_t end_ms, int64_t want,
+                           int deadline_ms)
+{
+    int64_t until = now_ms() + deadline_ms;
+    int64_t got;
+    while ((got = merge_total(base, tenant, type_id, selector, start_ms, end_ms)) != want &&
+           now_ms() < until)
+        sleep_ms(500);
+    return got;
+}

@@ -27,8 +27,8 @@ Test(fit, delta_label_removed_and_stacks_merged)
     uint8_t *in = tp_build_heap(&v, 1700000000000000000, 10000000000, true, &len);
     mp_pyro_parts parts;
     char err[256] = "";
-    cr_assert_eq(mp_pyro_fit(in, len, 16000, 4 << 20, &parts, err, sizeof err), MP_PYRO_OK, "%s",
-                 err);
+    cr_assert_eq(mp_pyro_fit(in, len, 16000, 4 << 20, NULL, &parts, err, sizeof err), MP_PYRO_OK,
+                 "%s", err);
     cr_assert_eq(parts.n, 1);
     tp_profile want, got;
     cr_assert(tp_decode(in, len, &want));
@@ -58,8 +58,8 @@ Test(fit, wide_report_split_within_limits_totals_exact, .timeout = 120)
     const size_t max_bytes = (2u << 20) - 1024;
     mp_pyro_parts parts;
     char err[256] = "";
-    cr_assert_eq(mp_pyro_fit(in, len, 16000, max_bytes, &parts, err, sizeof err), MP_PYRO_OK, "%s",
-                 err);
+    cr_assert_eq(mp_pyro_fit(in, len, 16000, max_bytes, NULL, &parts, err, sizeof err), MP_PYRO_OK,
+                 "%s", err);
     cr_expect_geq(parts.n, 5, "65,536 stacks need 5 parts of at most 16,000");
     size_t samples = 0;
     int64_t sum[4] = {0};
@@ -109,16 +109,17 @@ Test(fit, refusals)
     mp_pyro_parts parts;
     char err[256] = "";
     static const uint8_t junk[] = {0xff, 0xff, 0xff};
-    cr_expect_eq(mp_pyro_fit(junk, sizeof junk, 0, 0, &parts, err, sizeof err),
+    cr_expect_eq(mp_pyro_fit(junk, sizeof junk, 0, 0, NULL, &parts, err, sizeof err),
                  MP_PYRO_E_INVALID_ARGUMENT);
     cr_expect(strstr(err, "not a pprof"), "%s", err);
     tp_heap_values v;
     fixed_values(0, &v);
     size_t len;
     uint8_t *in = tp_build_heap(&v, 1700000000000000000, 10000000000, true, &len);
-    cr_expect_eq(mp_pyro_fit(in, len, 0, 64, &parts, err, sizeof err), MP_PYRO_E_INVALID_ARGUMENT);
+    cr_expect_eq(mp_pyro_fit(in, len, 0, 64, NULL, &parts, err, sizeof err),
+                 MP_PYRO_E_INVALID_ARGUMENT);
     cr_expect(strstr(err, "one stack"), "%s", err);
-    cr_expect_eq(mp_pyro_fit(in, len, 1, 0, &parts, err, sizeof err), MP_PYRO_OK);
+    cr_expect_eq(mp_pyro_fit(in, len, 1, 0, NULL, &parts, err, sizeof err), MP_PYRO_OK);
     cr_expect_eq(parts.n, 2, "one sample per part");
     mp_pyro_parts_free(&parts);
     free(in);
@@ -163,8 +164,8 @@ Test(fit, age_label_removed_and_buckets_merged)
     perftools__profiles__profile__pack(&prof, in);
     mp_pyro_parts parts;
     char err[256] = "";
-    cr_assert_eq(mp_pyro_fit(in, len, 16000, 4 << 20, &parts, err, sizeof err), MP_PYRO_OK, "%s",
-                 err);
+    cr_assert_eq(mp_pyro_fit(in, len, 16000, 4 << 20, NULL, &parts, err, sizeof err), MP_PYRO_OK,
+                 "%s", err);
     cr_assert_eq(parts.n, 1);
     Perftools__Profiles__Profile *got =
         perftools__profiles__profile__unpack(NULL, parts.v[0].len, parts.v[0].pprof);

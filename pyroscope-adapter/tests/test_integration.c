@@ -18,7 +18,9 @@
 #define ALLOC_OBJECTS "memory:alloc_objects:count:space:bytes"
 #define INUSE_SPACE   "memory:inuse_space:bytes:space:bytes"
 
-TestSuite(integration, .timeout = 120);
+#define LIST_WAIT_MS 240000
+
+TestSuite(integration, .timeout = 600);
 
 typedef struct run {
     char app[128];
@@ -116,11 +118,13 @@ static void expect_round_trip(ts_server *s, const char *tenant, const run *r)
     cr_expect_eq(tp_total_func(&p, t, "main"), r->alloc_space);
     tp_free(&p);
 
+    /* label and type lists are eventually consistent (v2 lists a new
+     * service's labels 1-3 minutes after its data is queryable) */
     int64_t a = r->t0 - 60000, b = now_ms() + 60000;
-    cr_expect(q_label_has(s->url, tenant, "service_name", r->app, a, b));
-    cr_expect(q_label_has(s->url, tenant, "env", "ci", a, b));
-    cr_expect(q_has_type(s->url, tenant, ALLOC_SPACE, a, b));
-    cr_expect(q_has_type(s->url, tenant, INUSE_SPACE, a, b));
+    cr_expect(q_label_has_wait(s->url, tenant, "service_name", r->app, a, b, LIST_WAIT_MS));
+    cr_expect(q_label_has_wait(s->url, tenant, "env", "ci", a, b, LIST_WAIT_MS));
+    cr_expect(q_has_type_wait(s->url, tenant, ALLOC_SPACE, a, b, LIST_WAIT_MS));
+    cr_expect(q_has_type_wait(s->url, tenant, INUSE_SPACE, a, b, LIST_WAIT_MS));
 }
 
 static void expect_clean(const mp_pyro_stats *st)

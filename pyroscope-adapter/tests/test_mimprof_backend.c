@@ -261,3 +261,125 @@ Test(mimprof_backend, owned_session)
     mp_pyro_config_free(cfg);
     ts_stop(&s);
 }
+
+/* --- a ramp, queried at each report's instant -------------------------------- */
+
+#define RAMP_BLOCK    4096
+#define RAMP_STEP     256 /* blocks per report: 1 MiB more live each time */
+#define RAMP_REPORTS  5
+#define RAMP_INTERVAL 4096
+#define RAMP_EVERY_MS 1000                /* the agent's interval */
+#define RAMP_SPREAD   (RAMP_EVERY_MS / 2) /* a report's stamp: its window's last 500 ms */
+
+static void *ramp[RAMP_STEP * RAMP_REPORTS];
+
+__attribute__((noinline, visibility("default"))) void pyro_mimprof_ramp_step(int k)
+{
+    for (int i = k * RAMP_STEP; i < (k + 1) * RAMP_STEP; i++)
+        ramp[i] = tpa_alloc(RAMP_BLOCK, 16);
+    __asm__ volatile("" ::: "memory");
+}
+
+static int64_t ceil_ms(int64_t ns) { return (ns + 999999) / 1000000; }
+
+static int64_t total_of(const uint8_t *pprof, size_t len, const char *type)
+{
+    tp_profile p;
+    cr_assert(tp_decode(pprof, len, &p));
+    int t = tp_type_index(&p, type);
+    int64_t v = t >= 0 ? tp_total_at(&p, t) : 0;
+    tp_free(&p);
+    return v;
+}
+
+/* A program whose heap grows by 1 MiB between reports, reported the way
+ * the preload runtime does (a sink agent, the reports and peaks taken by
+ * the program's side): the instant query just before each report's end
+ * returns exactly that report's inuse, which is the heap of that instant
+ * within the estimator's variance (5 sigma, fixed seed); the window's
+ * query returns exactly its allocations and its peak. */
+static void ramp_run(mp_pyro_protocol proto)
+{
+    ts_server s;
+    if (!ts_start_any(&s, NULL))
+        cr_skip_test("no server");
+    tpa_dealloc(tpa_alloc(16, 8), 16, 8);
+    mp_prof_config pc;
+    mp_prof_config_init(&pc);
+    pc.sample_interval_bytes = RAMP_INTERVAL;
+    pc.seed = 25 + (unsigned)proto;
+    mp_profiler *prof;
+    cr_assert_eq(mp_profiler_start(&pc, &prof), MP_PROF_OK);
+    char app[128], sel[200];
+    snprintf(app, sizeof app, "mimprof-it.ramp.%s.%d.%" PRId64,
+             proto == MP_PYRO_PROTOCOL_PUSH ? "push" : "ingest", (int)getpid(), now_ms());
+    snprintf(sel, sizeof sel, "{service_name=\"%s\"}", app);
+    mp_pyro_config *cfg = new_config(&s, app, proto);
+    mp_pyro_config_set_upload_interval_ms(cfg, RAMP_EVERY_MS);
+    mp_pyro_agent *a;
+    cr_assert_eq(mp_pyro_agent_start(cfg, NULL, &a), MP_PYRO_OK);
+    struct {
+        int64_t from_ns, until_ns, inuse, alloc, peak, truth;
+    } r[RAMP_REPORTS];
+    int64_t prev = (int64_t)now_ms() * 1000000;
+    for (int k = 0; k < RAMP_REPORTS; k++) {
+        pyro_mimprof_ramp_step(k);
+        /* the heap stays as it is for the window's last 600 ms: longer
+         * than the spread, so the stamp's instant has the same truth */
+        sleep_ms(600);
+        uint8_t *buf, *peak;
+        size_t len, plen;
+        cr_assert_eq(mp_profiler_report(prof, &buf, &len), MP_PROF_OK);
+        int64_t end = (int64_t)now_ms() * 1000000;
+        cr_assert_eq(mp_profiler_report_peak(prof, &peak, &plen, NULL), MP_PROF_OK);
+        r[k].from_ns = prev;
+        r[k].until_ns = end;
+        r[k].inuse = total_of(buf, len, "inuse_space");
+        r[k].alloc = total_of(buf, len, "alloc_space");
+        r[k].peak = total_of(peak, plen, "inuse_space");
+        r[k].truth = (int64_t)(k + 1) * RAMP_STEP * RAMP_BLOCK;
+        cr_assert_eq(mp_pyro_agent_submit(a, buf, len, prev, end), MP_PYRO_OK);
+        cr_assert_eq(mp_pyro_agent_submit_as(a, peak, plen, prev, end, MP_PYRO_PEAK_PREFIX),
+                     MP_PYRO_OK);
+        mp_prof_buffer_free(buf);
+        mp_prof_buffer_free(peak);
+        prev = end;
+    }
+    cr_expect_eq(mp_pyro_agent_stop(a), MP_PYRO_OK);
+    mp_pyro_stats st;
+    mp_pyro_agent_stats(a, &st);
+    mp_pyro_agent_free(a);
+    cr_expect_eq(st.uploaded, 2 * RAMP_REPORTS);
+    const double p = -expm1(-(double)RAMP_BLOCK / RAMP_INTERVAL);
+    for (int k = 0; k < RAMP_REPORTS; k++) {
+        int64_t lo = ceil_ms(r[k].from_ns), hi = ceil_ms(r[k].until_ns) - 1;
+        /* the instant: the window's last RAMP_SPREAD ms hold its stamp only */
+        int64_t got = q_merge_total_wait(s.url, NULL, INUSE_SPACE, sel, hi + 1 - RAMP_SPREAD, hi,
+                                         r[k].inuse, 60000);
+        cr_expect_eq(got, r[k].inuse,
+                     "report %d: inuse_space at its instant %" PRId64 ", reported %" PRId64, k, got,
+                     r[k].inuse);
+        double n = (double)(k + 1) * RAMP_STEP;
+        double tol = 5 * RAMP_BLOCK * sqrt(n * (1 - p) / p);
+        cr_expect(fabs((double)got - (double)r[k].truth) <= tol,
+                  "report %d: inuse_space %" PRId64 ", the heap then %" PRId64 " (+-%.0f)", k, got,
+                  r[k].truth, tol);
+        /* the window [start, end): its allocations, its peak, nothing else */
+        got = q_merge_total_wait(s.url, NULL, ALLOC_SPACE, sel, lo, hi, r[k].alloc, 60000);
+        cr_expect_eq(got, r[k].alloc, "report %d: alloc_space of its window", k);
+        tol = 5 * RAMP_BLOCK * sqrt(RAMP_STEP * (1 - p) / p);
+        cr_expect(fabs((double)got - RAMP_STEP * RAMP_BLOCK) <= tol,
+                  "report %d: allocated %" PRId64, k, got);
+        got = q_merge_total_wait(s.url, NULL, PEAK_SPACE, sel, lo, hi, r[k].peak, 60000);
+        cr_expect_eq(got, r[k].peak, "report %d: the window's peak", k);
+    }
+    cr_assert_eq(mp_profiler_stop(prof), MP_PROF_OK);
+    mp_profiler_free(prof);
+    for (int i = 0; i < RAMP_STEP * RAMP_REPORTS; i++)
+        tpa_dealloc(ramp[i], RAMP_BLOCK, 16);
+    mp_pyro_config_free(cfg);
+    ts_stop(&s);
+}
+
+Test(mimprof_backend, ramp_instant_and_window_queries_ingest) { ramp_run(MP_PYRO_PROTOCOL_INGEST); }
+Test(mimprof_backend, ramp_instant_and_window_queries_push) { ramp_run(MP_PYRO_PROTOCOL_PUSH); }

@@ -62,8 +62,11 @@ static void expect_header(int i, const char *name, const char *value)
 
 /* The uploaded profile is the report without its `__delta__` sample
  * labels, interval and live samples of a stack merged into one: the same
- * totals of every type in one sample per stack. */
-static void expect_gz_is_profile(const uint8_t *gz, size_t n)
+ * totals of every type in one sample per stack; stamped at a whole
+ * millisecond in the last second (the spread at the default interval) of
+ * the window [from_ns, until_ns), or, a window shorter than that, in the
+ * second after its start (README, "Time stamps"). */
+static void expect_gz_is_profile(const uint8_t *gz, size_t n, int64_t from_ns, int64_t until_ns)
 {
     cr_assert(n > 2 && gz[0] == 0x1f && gz[1] == 0x8b, "gzip magic");
     tbuf out = {0};
@@ -77,7 +80,15 @@ static void expect_gz_is_profile(const uint8_t *gz, size_t n)
     cr_assert_eq(sent.nsample_types, want.nsample_types);
     for (size_t t = 0; t < want.nsample_types; t++)
         cr_expect_eq(tp_total_at(&sent, (int)t), tp_total_at(&want, (int)t), "type %zu", t);
-    cr_expect_eq(sent.time_nanos, want.time_nanos);
+    int64_t lo = (from_ns + 999999) / 1000000, hi = (until_ns + 999999) / 1000000 - 1;
+    cr_expect_eq(sent.time_nanos % 1000000, 0, "a whole millisecond");
+    int64_t t = sent.time_nanos / 1000000;
+    if (hi - lo + 1 >= 1000) /* a full window: in its last second */
+        cr_expect(t >= lo && t <= hi && t > hi - 1000, "stamped %lld ms, window %lld..%lld ms",
+                  (long long)t, (long long)lo, (long long)hi);
+    else /* shorter than the spread: within a second after it */
+        cr_expect(t >= lo && t < lo + 1000, "stamped %lld ms, window %lld..%lld ms", (long long)t,
+                  (long long)lo, (long long)hi);
     tp_free(&sent);
     tp_free(&want);
     tbuf_free(&out);
@@ -118,7 +129,8 @@ Test(requests, ingest_exact)
     cr_assert(r->body_len > (size_t)(hl + tl));
     cr_expect(memcmp(r->body, head, (size_t)hl) == 0, "multipart part header");
     cr_expect(memcmp(r->body + r->body_len - tl, tail, (size_t)tl) == 0, "multipart close");
-    expect_gz_is_profile(r->body + hl, r->body_len - (size_t)hl - (size_t)tl);
+    expect_gz_is_profile(r->body + hl, r->body_len - (size_t)hl - (size_t)tl, 1700000000000000000,
+                         1700000010000000000);
     free(ct);
 }
 
@@ -213,7 +225,7 @@ Test(requests, push_exact)
     cr_expect_eq(ns, 1);
     cr_expect(matches("^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", id),
               "ID %s", id);
-    expect_gz_is_profile(raw.p, raw.len);
+    expect_gz_is_profile(raw.p, raw.len, 1, 2);
     tbuf_free(&raw);
 }
 

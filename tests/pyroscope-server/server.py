@@ -486,8 +486,8 @@ class DataHandler(BaseHTTPRequestHandler):
         err = pprof.validate(prof, labels_text(labels), len(raw), now_ns=time.time_ns())
         if err:
             raise post_parse_error(ingest, "invalid_argument", err)
-        ts_ms = prof.time_nanos // 1000000 if prof.time_nanos else fallback_ms
-        lost = st.store.add_profile(tenant, labels, prof, ts_ms)
+        ts_ns = prof.time_nanos if prof.time_nanos else fallback_ms * 1000000
+        lost = st.store.add_profile(tenant, labels, prof, ts_ns)
         if lost:
             st.count("split_lost_samples", lost)
         st.count("accepted")

@@ -78,16 +78,31 @@ def matches(labels, selector):
 
 class Record:
     """One stored profile of one profile type in one series."""
-    __slots__ = ("tenant", "labels", "type_id", "ts_ms", "stacks", "period_type", "sample_type")
+    __slots__ = ("tenant", "labels", "type_id", "ts_ns", "stacks", "period_type", "sample_type")
 
-    def __init__(self, tenant, labels, type_id, ts_ms, stacks, sample_type, period_type):
+    def __init__(self, tenant, labels, type_id, ts_ns, stacks, sample_type, period_type):
         self.tenant = tenant
         self.labels = labels
         self.type_id = type_id
-        self.ts_ms = ts_ms
+        self.ts_ns = ts_ns                # the profile's time_nanos, kept in ns
         self.stacks = stacks            # {stack tuple (root first): value}
         self.sample_type = sample_type
         self.period_type = period_type
+
+    @property
+    def ts_ms(self):
+        return self.ts_ns // 1000000
+
+    def in_range(self, start_ms, end_ms):
+        """Pyroscope compares time_nanos with the range's milliseconds
+        scaled to ns, both ends included (phlaredb block_querier.go)."""
+        return start_ms * 1000000 <= self.ts_ns <= end_ms * 1000000
+
+    def replica_key(self):
+        """What makes two stored profiles replicas of one: series, type and
+        millisecond (v1 deduplicates at query time, block_querier.go's
+        merge with deduplicate=true; v2 at compaction)."""
+        return (self.tenant, tuple(sorted(self.labels.items())), self.type_id, self.ts_ms)
 
     def total(self):
         return sum(self.stacks.values())
@@ -143,7 +158,7 @@ class Store:
                     index[tuple(smp["locs"])] = copy
         return [(extra, samples) for extra, (samples, _i) in merged.items()], lost
 
-    def add_profile(self, tenant, series_labels, prof, ts_ms):
+    def add_profile(self, tenant, series_labels, prof, ts_ns):
         """Stores a decoded pprof under `series_labels` (already holding
         __name__, service_name and, for /ingest, __delta__ and
         pyroscope_spy). String sample labels are promoted to series labels
@@ -169,7 +184,7 @@ class Store:
                             stacks[st] = stacks.get(st, 0) + v
                     if delta_on and labels.get("__name__") == "memory" and stype in DELTA_TYPES:
                         stacks = self._delta(tenant, labels, type_id, stacks)
-                    self.records.append(Record(tenant, labels, type_id, ts_ms, stacks,
+                    self.records.append(Record(tenant, labels, type_id, ts_ns, stacks,
                                                (stype, sunit), prof.period_type))
         return lost
 
@@ -207,9 +222,18 @@ class Store:
     def _select(self, tenant, type_id, selector, start, end):
         sel = parse_selector(selector)
         with self.lock:
-            return [r for r in self.records
-                    if r.tenant == tenant and (type_id is None or r.type_id == type_id)
-                    and start <= r.ts_ms <= end and matches(r.labels, sel)]
+            found = [r for r in self.records
+                     if r.tenant == tenant and (type_id is None or r.type_id == type_id)
+                     and r.in_range(start, end) and matches(r.labels, sel)]
+        # one profile per series, type and millisecond: the first stored
+        # (both versions; 2.0 only once compacted, modelled from the start)
+        seen, kept = set(), []
+        for r in found:
+            key = r.replica_key()
+            if key not in seen:
+                seen.add(key)
+                kept.append(r)
+        return kept
 
     def select_merge(self, tenant, type_id, selector, start, end):
         self._check_range(start, end)
@@ -250,7 +274,7 @@ class Store:
             for r in self.records:
                 if r.tenant != tenant or name not in r.labels:
                     continue
-                if start and end and not start <= r.ts_ms <= end:
+                if start and end and not r.in_range(start, end):
                     continue
                 if any(matches(r.labels, s) for s in sels):
                     vals.add(r.labels[name])
@@ -262,7 +286,7 @@ class Store:
             for r in self.records:
                 if r.tenant != tenant:
                     continue
-                if start and end and not start <= r.ts_ms <= end:
+                if start and end and not r.in_range(start, end):
                     continue
                 types[r.type_id] = r
         out = []

@@ -424,6 +424,27 @@ class PushTests(ServerCase):
         st, js = self.srv.query("LabelValues", {"name": "service_name"})
         self.assertEqual(js["names"], ["psvc", "unknown_service"])
 
+    def test_one_profile_per_series_and_millisecond(self):
+        """Pyroscope keeps one profile per series, type and millisecond:
+        a second one in the same millisecond (a part of a split report, a
+        forked child's report) is a replica and not counted; another
+        millisecond or another series is."""
+        base = NOW_NS - NOW_NS % 1000000
+        for ns, env, v in [(base, "a", 100), (base + 999999, "a", 7), (base + 1000000, "a", 20),
+                           (base, "b", 3000)]:
+            prof = heap_profile([(("main",), [1, v, 1, v])], time_nanos=ns)
+            st, _h, _b = self.srv.push([{"labels": self.labels(env=env), "samples": [(prof, "")]}])
+            self.assertEqual(st, 200)
+        self.assertEqual(self.srv.series_total(ALLOC_SPACE, '{service_name="psvc",env="a"}'), 120)
+        self.assertEqual(self.srv.series_total(ALLOC_SPACE, '{service_name="psvc"}'), 3120)
+        # the range compares time_nanos with its milliseconds in ns, both
+        # ends included: base + 1 ms is in [base - 1 ms, base + 1 ms] only
+        ms = base // 1000000
+        st, js = self.srv.query("SelectMergeProfile", {
+            "profileTypeID": ALLOC_SPACE, "labelSelector": '{env="a"}', "start": ms, "end": ms})
+        self.assertEqual(sum(js.get("sample", [{}])[0].get("value", ["0"]) and
+                             int(x["value"][0]) for x in js.get("sample", [])), 100)
+
     def test_push_missing_name_400(self):
         prof = heap_profile([(("main",), [1, 1, 1, 1])])
         st, h, data = self.srv.push([{"labels": [("service_name", "x")], "samples": [(prof, "")]}])
@@ -447,12 +468,20 @@ class PushTests(ServerCase):
 
 class DeltaV1Tests(ServerCase):
     args = ["--storage", "v1"]
+    sent = 0
+
+    def next_ns(self):
+        """A millisecond of its own for each profile (one per millisecond
+        is kept)."""
+        self.sent += 1
+        return NOW_NS + self.sent * 1000000
 
     def push_alloc(self, value, delta_label=None, sample_labels=None):
         lab = [("__name__", "memory"), ("service_name", "d")]
         if delta_label is not None:
             lab.append(("__delta__", delta_label))
-        prof = heap_profile([(("main",), [value, value * 10, 1, 100])], sample_labels=sample_labels)
+        prof = heap_profile([(("main",), [value, value * 10, 1, 100])], sample_labels=sample_labels,
+                            time_nanos=self.next_ns())
         st, _h, _b = self.srv.push([{"labels": lab, "samples": [(prof, "")]}])
         self.assertEqual(st, 200)
 
@@ -476,7 +505,7 @@ class DeltaV1Tests(ServerCase):
 
     def test_ingest_is_never_delta(self):
         for v in (5, 8):
-            self.srv.ingest("isvc", heap_profile([(("main",), [v, v, 1, 1])]))
+            self.srv.ingest("isvc", heap_profile([(("main",), [v, v, 1, 1])], time_nanos=self.next_ns()))
         self.assertEqual(self.srv.series_total("memory:alloc_objects:count:space:bytes", "{}"), 13)
 
 
