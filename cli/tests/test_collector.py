@@ -337,6 +337,72 @@ class PreforkedUploads(TempDirTest):
         self.assertLess(abs(max(v for _, v in inuse) / (n * each) - 1), 0.12, inuse)
 
 
+def _real_server_module():
+    """tests/pyroscope-real/server.py as a module, or None."""
+    path = os.environ.get("PYROSCOPE_REAL")
+    if not path or not os.path.isfile(path):
+        return None
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pyroscope_real", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def merge_total(url, type_id, selector, start_ms, end_ms):
+    """The total of SelectMergeProfile (Connect, JSON) over [start_ms,
+    end_ms] on a real server."""
+    import json
+    import urllib.request
+    body = json.dumps({"profileTypeID": type_id, "labelSelector": selector,
+                       "start": str(start_ms), "end": str(end_ms)}).encode()
+    req = urllib.request.Request(url + "/querier.v1.QuerierService/SelectMergeProfile",
+                                 data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        prof = json.load(r)
+    return sum(int(s["value"][0]) for s in prof.get("sample", []))
+
+
+_REAL = _real_server_module()
+_REAL_REQUIRED = os.environ.get("MIMPROF_PYROSCOPE_REQUIRED") == "1"
+
+
+@unittest.skipUnless(os.environ.get("MIMPROF_PYROSCOPE_LIB") and _REAL is not None and
+                     (_REAL_REQUIRED or _REAL.find_binary() is not None),
+                     "no adapter or no real Pyroscope server built")
+class PreforkedUploadsReal(TempDirTest):
+    """The same against a real Grafana Pyroscope, which keeps one profile
+    per series and millisecond: the server's total over the run is the
+    sum of what the workers allocated (before the collector, each worker
+    uploaded the same series on the same window boundaries and the server
+    kept one of them)."""
+
+    def test_workers_sum_up_on_a_real_server(self):
+        n, each = 8, 8 << 20
+        with _REAL.RealPyroscope() as srv:
+            start_ms = int(time.time() * 1000) - 1000
+            w = Workers(["--pyroscope", srv.url, "--app", "prefork-real", "--every", "200ms",
+                         "-i", "64k"], n, each)
+            time.sleep(0.5)
+            status, _, err = w.end()
+            self.assertEqual(status, 0, err)
+            end_ms = int(time.time() * 1000) + 60000
+            sel = '{service_name="prefork-real"}'
+            want = n * each
+            # 1024 samples of 64 KiB: sd ~3%; the server stores eventually
+            got = []
+
+            def close_enough():
+                got.append(merge_total(srv.url, "memory:alloc_space:bytes:space:bytes", sel,
+                                       start_ms, end_ms))
+                return abs(got[-1] / want - 1) < 0.12
+
+            try:
+                wait_for(close_enough, "the server's alloc_space total near %d" % want)
+            except AssertionError as e:
+                raise AssertionError("%s; the server answered %s" % (e, got[-5:])) from None
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, DAEMONIZE, WORKERS):
         assert need and os.path.exists(need), \
