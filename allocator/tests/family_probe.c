@@ -16,10 +16,18 @@
 
 static volatile size_t huge = SIZE_MAX / 2, max = SIZE_MAX, big_count = (size_t)1 << 62;
 
+static const char *errname(int err)
+{
+    if (err == 0)
+        return "0";
+    if (err == ENOMEM)
+        return "ENOMEM";
+    return err == EINVAL ? "EINVAL" : "other";
+}
+
 static void ptr(const char *what, void *p, int err)
 {
-    printf("%s: %s errno=%s\n", what, p ? "ptr" : "NULL",
-           err == 0 ? "0" : err == ENOMEM ? "ENOMEM" : err == EINVAL ? "EINVAL" : "other");
+    printf("%s: %s errno=%s\n", what, p ? "ptr" : "NULL", errname(err));
     free(p);
 }
 
@@ -71,8 +79,9 @@ int main(void)
     memset(p, 7, 100);
     errno = 0;
     void *q = realloc(p, huge);
-    printf("realloc huge: %s errno=%s intact=%d\n", q ? "ptr" : "NULL",
-           errno == ENOMEM ? "ENOMEM" : errno ? "other" : "0", ((unsigned char *)p)[99] == 7);
+    int err = errno;
+    printf("realloc huge: %s errno=%s intact=%d\n", q ? "ptr" : "NULL", errname(err),
+           ((unsigned char *)p)[99] == 7);
     PTR("realloc zero", realloc(p, 0)); /* glibc: p freed, NULL */
     PTR("realloc null", realloc(NULL, 10));
     p = malloc(10);

@@ -18,6 +18,9 @@ libmimalloc.so.2) and under the override preloaded. Checks:
    never serves mimalloc's realloc(p, 0) silently).
 
 Usage: test_override_semantics.py PROBE OVERRIDE MIMALLOC
+       test_override_semantics.py --contract PROBE PRELOAD...
+The second form checks only 1's contract, under each PRELOAD (mimprof's
+preload objects), with a session and dormant (MIMPROF_DORMANT=1).
 """
 import os
 import shutil
@@ -25,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 
-PROBE, OVERRIDE, MIMALLOC = sys.argv[1:4]
 
 CONTRACT = {
     "malloc size_max": "NULL errno=ENOMEM",
@@ -67,8 +69,8 @@ MEMBERS = ["malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalig
 failures = []
 
 
-def run(preload):
-    env = dict(os.environ, LD_PRELOAD=preload)
+def run(preload, **extra):
+    env = dict(os.environ, LD_PRELOAD=preload, **extra)
     out = subprocess.run([PROBE], env=env, capture_output=True, text=True, check=True).stdout
     lines = {}
     for line in out.splitlines():
@@ -87,48 +89,66 @@ def check_contract(lines, who):
             failures.append(f"{who}: {key}: {lines.get(key)!r}, contract {want!r}")
 
 
-raw = run(MIMALLOC)
-ovr = run(OVERRIDE)
+def override_vs_raw(OVERRIDE, MIMALLOC):
+    raw = run(MIMALLOC)
+    ovr = run(OVERRIDE)
 
-# 1. the override meets the contract, and its members are served as built
-check_contract(ovr, "override")
-served_by_mimalloc = {m for m in MEMBERS if ovr.get("owner " + m) == "libmimalloc"}
-served_by_glibc = {m for m in MEMBERS if ovr.get("owner " + m) == "override-glibc"}
-if served_by_mimalloc | served_by_glibc != set(MEMBERS):
-    failures.append("override: members served by neither mimalloc nor override-glibc: "
-                    + ", ".join(m for m in MEMBERS if m not in served_by_mimalloc | served_by_glibc))
-for m in ("malloc", "free"):  # the pair the overhead target is about
-    if m not in served_by_mimalloc:
-        failures.append(f"override: {m} is not mimalloc's own entry point ({ovr.get('owner ' + m)})")
+    # 1. the override meets the contract, and its members are served as built
+    check_contract(ovr, "override")
+    served_by_mimalloc = {m for m in MEMBERS if ovr.get("owner " + m) == "libmimalloc"}
+    served_by_glibc = {m for m in MEMBERS if ovr.get("owner " + m) == "override-glibc"}
+    if served_by_mimalloc | served_by_glibc != set(MEMBERS):
+        failures.append("override: members served by neither mimalloc nor override-glibc: "
+                        + ", ".join(m for m in MEMBERS if m not in served_by_mimalloc | served_by_glibc))
+    for m in ("malloc", "free"):  # the pair the overhead target is about
+        if m not in served_by_mimalloc:
+            failures.append(f"override: {m} is not mimalloc's own entry point ({ovr.get('owner ' + m)})")
 
-# 2. the split is the measured difference from raw mimalloc
-for m in MEMBERS:
-    keys = [k for k in CONTRACT if member_of(k) == m]
-    wrong = [k for k in keys if raw.get(k) != CONTRACT[k] and k not in ERRNO_BY_CALLBACK]
-    if m in served_by_mimalloc and wrong:
-        failures.append(f"{m} is left to mimalloc, whose {wrong[0]} is {raw.get(wrong[0])!r}")
-    if m in served_by_glibc and not wrong:
-        failures.append(f"{m} is wrapped, yet raw mimalloc meets the contract on every line")
-for k in ERRNO_BY_CALLBACK:
-    if raw.get(k) == CONTRACT[k]:
-        print(f"note: raw mimalloc now gives {k} = {raw[k]!r} by itself")
+    # 2. the split is the measured difference from raw mimalloc
+    for m in MEMBERS:
+        keys = [k for k in CONTRACT if member_of(k) == m]
+        wrong = [k for k in keys if raw.get(k) != CONTRACT[k] and k not in ERRNO_BY_CALLBACK]
+        if m in served_by_mimalloc and wrong:
+            failures.append(f"{m} is left to mimalloc, whose {wrong[0]} is {raw.get(wrong[0])!r}")
+        if m in served_by_glibc and not wrong:
+            failures.append(f"{m} is wrapped, yet raw mimalloc meets the contract on every line")
+    for k in ERRNO_BY_CALLBACK:
+        if raw.get(k) == CONTRACT[k]:
+            print(f"note: raw mimalloc now gives {k} = {raw[k]!r} by itself")
 
-# 3. without the first filtee the override does not load
-with tempfile.TemporaryDirectory() as d:
-    alone = os.path.join(d, os.path.basename(OVERRIDE))
-    shutil.copy(OVERRIDE, alone)
-    env = dict(os.environ, LD_PRELOAD=alone)
-    env.pop("LD_LIBRARY_PATH", None)  # meson's, which holds the build's filtee
-    r = subprocess.run([PROBE], env=env, capture_output=True, text=True)
-    if r.returncode == 0 and "owner realloc: libmimalloc" in r.stdout:
-        failures.append("override without its filtee ran with mimalloc's realloc")
-    if r.returncode == 0 and "cannot" not in r.stderr:
-        failures.append("override without its filtee: the loader said nothing")
+    # 3. without the first filtee the override does not load
+    with tempfile.TemporaryDirectory() as d:
+        alone = os.path.join(d, os.path.basename(OVERRIDE))
+        shutil.copy(OVERRIDE, alone)
+        env = dict(os.environ, LD_PRELOAD=alone)
+        env.pop("LD_LIBRARY_PATH", None)  # meson's, which holds the build's filtee
+        r = subprocess.run([PROBE], env=env, capture_output=True, text=True)
+        if r.returncode == 0 and "owner realloc: libmimalloc" in r.stdout:
+            failures.append("override without its filtee ran with mimalloc's realloc")
+        if r.returncode == 0 and "cannot" not in r.stderr:
+            failures.append("override without its filtee: the loader said nothing")
 
-print("raw mimalloc differs from the contract in:",
-      ", ".join(k for k in CONTRACT if raw.get(k) != CONTRACT[k]))
-print("served by mimalloc:", ", ".join(sorted(served_by_mimalloc)))
-print("served by override-glibc:", ", ".join(sorted(served_by_glibc)))
-for f in failures:
-    print("FAIL:", f)
-sys.exit(1 if failures else 0)
+    print("raw mimalloc differs from the contract in:",
+          ", ".join(k for k in CONTRACT if raw.get(k) != CONTRACT[k]))
+    print("served by mimalloc:", ", ".join(sorted(served_by_mimalloc)))
+    print("served by override-glibc:", ", ".join(sorted(served_by_glibc)))
+
+
+def preloads(paths):
+    with tempfile.TemporaryDirectory() as d:
+        for p in paths:
+            check_contract(run(p, MIMPROF_OUTPUT=d + os.sep), os.path.basename(p))
+            check_contract(run(p, MIMPROF_OUTPUT=d + os.sep, MIMPROF_DORMANT="1"),
+                           os.path.basename(p) + " dormant")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--contract":
+        PROBE = sys.argv[2]
+        preloads(sys.argv[3:])
+    else:
+        PROBE = sys.argv[1]
+        override_vs_raw(*sys.argv[2:4])
+    for f in failures:
+        print("FAIL:", f)
+    sys.exit(1 if failures else 0)
