@@ -35,14 +35,15 @@ static inline const char *mp_sys_mimalloc_version(char buf[MP_SYS_VERSION_LEN])
 /**
  * mimalloc's error callback (mi_register_error) that gives the contract's
  * errno: ENOMEM for an allocation mimalloc could not serve (its ENOMEM)
- * or whose size overflows (its EOVERFLOW: calloc's product, a size above
- * PTRDIFF_MAX); every other report (EFAULT, EAGAIN, EINVAL: a corrupt or
- * double free) leaves errno alone, as mimalloc's default does in its
- * release builds (Debian's: secure level 0; the default callback aborts
- * on EFAULT only in debug or secure builds). Debian's mimalloc 2.0.9
- * sets errno in none of malloc, calloc and realloc itself: its malloc
- * leaves what the last system call left (ENOENT for malloc(SIZE_MAX)
- * in a fresh process), its calloc nothing on overflow.
+ * or whose size overflows (its EOVERFLOW: a size above PTRDIFF_MAX; in
+ * debug builds also calloc's product); every other report (EFAULT,
+ * EAGAIN, EINVAL: a corrupt or double free) leaves errno alone, as
+ * mimalloc's default does in its release builds (Debian's: secure level
+ * 0; the default callback aborts on EFAULT only in debug or secure
+ * builds). Debian's mimalloc 2.0.9 sets errno in none of malloc, calloc
+ * and realloc itself: its malloc leaves what the last system call left
+ * (ENOENT for malloc(SIZE_MAX) in a fresh process), its calloc nothing on
+ * an overflowing product.
  */
 static inline void mp_sys_mimalloc_on_error(int err, void *arg)
 {
@@ -53,20 +54,22 @@ static inline void mp_sys_mimalloc_on_error(int err, void *arg)
 
 /**
  * Registers mp_sys_mimalloc_on_error with mimalloc, process-wide: from
- * then on mimalloc's own unaligned entry points (mi_malloc, mi_calloc,
- * mi_zalloc, mi_realloc; and so its exported malloc, calloc and realloc)
- * set errno to ENOMEM on every failure, because each failure of theirs
- * ends in mimalloc's error report (`_mi_malloc_generic`: "unable to
- * allocate memory", "allocation request is too large"; the count
- * overflow of mi_calloc). The aligned ones do not (a size above
- * PTRDIFF_MAX returns NULL unreported). A consumer that calls this in a
- * constructor may define MP_SYS_MIMALLOC_ERRNO_BY_HANDLER before
- * including this header: the provider's unaligned operations then call
- * mimalloc and return its result as it is (a tail call: no test of the
- * result, no frame), which is how the allocator package's override and
- * mimprof's preload objects keep malloc within one instruction of
- * mimalloc's own. A program that registers its own mimalloc error
- * callback replaces this one (mimalloc keeps one).
+ * then on mimalloc's own unaligned entry points (mi_malloc, mi_zalloc,
+ * mi_realloc; and so its exported malloc and realloc) set errno to ENOMEM
+ * on every failure, because each failure of theirs ends in mimalloc's
+ * error report (`_mi_malloc_generic`: "unable to allocate memory",
+ * "allocation request is too large"). Not covered: an overflowing
+ * product in mi_calloc (reported only in debug builds: check it before
+ * calling mi_zalloc, as the override's calloc does) and the aligned entry
+ * points (a size above PTRDIFF_MAX returns NULL unreported). A consumer
+ * that calls this in a constructor may define
+ * MP_SYS_MIMALLOC_ERRNO_BY_HANDLER before including this header: the
+ * provider's unaligned operations then return mimalloc's result as it
+ * is (a tail call: no test of the result, no frame), as mimprof's
+ * preload objects do; the allocator package's override registers it for
+ * mimalloc's exported malloc, which it does not wrap. A program that
+ * registers its own mimalloc error callback replaces this one (mimalloc
+ * keeps one).
  */
 static inline void mp_sys_mimalloc_errno_by_handler(void)
 {
