@@ -5,7 +5,9 @@
 
 Speed. The reference workloads (tests/bench/workload.c) run under
 
-  mimalloc          plain mimalloc: libmimprof-allocator-override.so
+  mimalloc          plain mimalloc: libmimalloc.so.2 (Debian's, raw: every mimalloc row's
+                    baseline)
+  mimprof-allocator this project's allocator package: libmimprof-allocator-override.so
   mimprof-mimalloc  mimprof sampling over mimalloc: libmimprof-preload-mimalloc.so
   jemalloc          plain jemalloc: libjemalloc.so.2 (Debian's, built with profiling support,
                     profiling off)
@@ -85,6 +87,7 @@ INTERVAL_BYTES = {"1k": 1024, "512k": 524288, "1m": 1048576}
 # name: (family, label)
 CONFIGS = {
     "mimalloc": ("mimalloc", "mimalloc (plain)"),
+    "mimprof-allocator": ("mimalloc", "mimprof-allocator override"),
     "mimprof-mimalloc": ("mimalloc", "mimprof over mimalloc"),
     "jemalloc": ("jemalloc", "jemalloc (plain)"),
     "jemalloc-prof": ("jemalloc", "jemalloc prof"),
@@ -94,6 +97,11 @@ CONFIGS = {
 }
 PLAIN = {"mimalloc": "mimalloc", "jemalloc": "jemalloc", "tcmalloc": "tcmalloc"}
 PROFILERS = ["mimprof-mimalloc", "jemalloc-prof", "tcmalloc-sample", "mimprof-jemalloc"]
+# the configurations that run a mimprof session (the override does not)
+MIMPROF_SESSIONS = {"mimprof-mimalloc", "mimprof-jemalloc"}
+# --icount also counts the dormant preload (no speed row of its own), after
+# the sampling one
+ICOUNT_EXTRA = {"mimprof-mimalloc": ["mimprof-dormant"]}
 
 POPULATIONS = {
     # name: workload arguments
@@ -115,7 +123,8 @@ def config_setup(name, paths, interval_bytes, interval_text):
     """(preload list, env) of a configuration; raises UsageError naming the
     missing file when it cannot run here."""
     need = {
-        "mimalloc": ["override"], "mimprof-mimalloc": ["preload_mimalloc"],
+        "mimalloc": ["mimalloc"], "mimprof-allocator": ["override"],
+        "mimprof-mimalloc": ["preload_mimalloc"],
         "jemalloc": ["jemalloc"], "jemalloc-prof": ["jemalloc"],
         "mimprof-jemalloc": ["preload_jemalloc"],
         "tcmalloc": ["tcmalloc"], "tcmalloc-sample": ["tcmalloc"],
@@ -126,7 +135,7 @@ def config_setup(name, paths, interval_bytes, interval_text):
             raise abba.UsageError(f"{key.replace('_', '-')} not found: {p}")
     preload = [paths[k] for k in need]
     env = {}
-    if name.startswith("mimprof-"):
+    if name in MIMPROF_SESSIONS:
         env["MIMPROF_INTERVAL"] = interval_text
         env["MIMPROF_EVERY"] = MIMPROF_EVERY
     elif name == "jemalloc-prof":
@@ -413,6 +422,7 @@ def default_paths(build):
                                                 "libmimprof-preload-jemalloc.so"),
         "tcmalloc_helper": os.path.join(build, "tests/bench/"
                                                "libmimprof-bench-tcmalloc-sample.so"),
+        "mimalloc": os.path.join(LIBDIR, "libmimalloc.so.2"),
         "jemalloc": os.path.join(LIBDIR, "libjemalloc.so.2"),
         "tcmalloc": os.path.join(LIBDIR, "libtcmalloc.so.4"),
     }
@@ -423,7 +433,7 @@ def build_parser():
                                             "mimprof, jemalloc's and tcmalloc's profilers.")
     p.add_argument("--build-dir", default="build", help="Meson build tree (default: build)")
     for key in ("workload", "override", "preload-mimalloc", "preload-jemalloc",
-                "tcmalloc-helper", "jemalloc", "tcmalloc"):
+                "tcmalloc-helper", "mimalloc", "jemalloc", "tcmalloc"):
         p.add_argument("--" + key, metavar="PATH", help=f"path of {key} (default: from build dir)")
     p.add_argument("--config", action="append", choices=list(CONFIGS),
                    help="only these configurations (repeatable; default: all that exist)")
@@ -546,7 +556,7 @@ def main(argv=None):
                                 {"MIMPROF_OUTPUT": run_dir + os.sep}, run_dir,
                                 args.window + args.run_timeout)
             res = rec.get("result") or {}
-            if not rec["error"] and cfg.startswith("mimprof-") and not res.get("samples"):
+            if not rec["error"] and cfg in MIMPROF_SESSIONS and not res.get("samples"):
                 rec["error"] = "mimprof took no samples (the session did not run)"
             entry = {"round": r, "case": case, "config": cfg, "interval": text,
                      "dir": run_dir, "command": rec["command"], "error": rec["error"],
@@ -588,8 +598,9 @@ def main(argv=None):
                            else args.interval, "runs": acc_runs}
     if args.icount > 0:
         log(f"instructions per pair: {args.icount_script} ({args.icount} pairs)")
+        ic_configs = [x for c in available for x in [c] + ICOUNT_EXTRA.get(c, [])]
         summary["icount"] = icount_run(args.icount_script, args.build_dir, args.icount,
-                                       available, outdir)
+                                       ic_configs, outdir)
     summary["finished"] = abba.utc_now()
     abba.write_json(os.path.join(outdir, "summary.json"), summary)
     md = render(summary)

@@ -26,7 +26,8 @@ PD=$BUILD/subprojects/mimprof-cli/libmimprof-preload-mimalloc-dormant.so
 LIB=/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 JE=$LIB/libjemalloc.so.2
 TC=$LIB/libtcmalloc.so.4
-CONFIGS=${CONFIGS:-"mimalloc mimprof-mimalloc mimprof-dormant jemalloc jemalloc-prof mimprof-jemalloc tcmalloc tcmalloc-sample"}
+MI=$LIB/libmimalloc.so.2
+CONFIGS=${CONFIGS:-"mimalloc mimprof-allocator mimprof-mimalloc mimprof-dormant jemalloc jemalloc-prof mimprof-jemalloc tcmalloc tcmalloc-sample"}
 # Without address randomization the allocators' own paths repeat exactly
 # (with it, placement moves counts by a few tenths of an instruction).
 NOASLR=
@@ -37,7 +38,10 @@ trap 'rm -rf "$TMP"' EXIT
 # config -> "PRELOAD ENV..." (nothing printed when it cannot run here)
 setup() {
     case $1 in
-    mimalloc) [ -f "$OV" ] && echo "$OV" ;;
+    # the distribution's mimalloc as it is: every mimprof row's baseline
+    mimalloc) [ -f "$MI" ] && echo "$MI" ;;
+    # this project's allocator package (its malloc override), a row of its own
+    mimprof-allocator) [ -f "$OV" ] && echo "$OV" ;;
     mimprof-mimalloc) [ -f "$PM" ] && echo "$PM MIMPROF_SEED=${MIMPROF_SEED:-1} MIMPROF_OUTPUT=$TMP/out/" ;;
     # loaded, no session (MIMPROF_DORMANT=1, `mimprof run --dormant`)
     mimprof-dormant) [ -f "$PD" ] && echo "$PD MIMPROF_DORMANT=1 MIMPROF_OUTPUT=$TMP/out/" ;;
@@ -50,7 +54,7 @@ setup() {
 }
 base() { # config -> the plain allocator it is compared with
     case $1 in
-    mimprof-mimalloc | mimprof-dormant) echo mimalloc ;;
+    mimprof-allocator | mimprof-mimalloc | mimprof-dormant) echo mimalloc ;;
     jemalloc-prof | mimprof-jemalloc) echo jemalloc ;;
     tcmalloc-sample) echo tcmalloc ;;
     esac

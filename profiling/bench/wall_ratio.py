@@ -5,12 +5,13 @@
 Interleaved rounds of `hyperfine -N --runs R` over named configurations
 of `mimprof-bench-pairs PAIRS THREADS`, the order rotated per round (a b c,
 b c a, c a b, ...). Per round: each configuration's median of its R runs,
-divided by the first configuration's (the reference, e.g. the plain
-mimalloc override) in the same round; then the median of the rounds and
+divided by the first configuration's (the reference: raw mimalloc,
+the distribution's libmimalloc.so.2) in the same round; then the median of the rounds and
 their min..max. CPU is hyperfine's user + system (its mean over the R runs). The report at
 exit is part of every run (MIMPROF_OUTPUT points at a scratch directory).
 
     wall_ratio.py --pairs W --threads 1 --rounds 7 --runs 3 \\
+        raw=/usr/lib/x86_64-linux-gnu/libmimalloc.so.2 \\
         ov=/path/libmimprof-allocator-override.so \\
         now=/path/libmimprof-preload-mimalloc.so base=/other/...so
 

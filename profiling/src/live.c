@@ -41,18 +41,16 @@ mp_prof_hook_filter_t mp_prof_hook_filter;
  * so that an insertion or a removal that finds its slot at the first
  * probe touches one line of the table; a slot's address is a shift. */
 typedef struct __attribute__((aligned(64))) entry {
-    uintptr_t ptr; /* 0 = empty */
-    const mp_stack *stack;
-    uint64_t size;
-    double weight;
+    /* ptr (0 = empty), stack, size, weight and seq: the event of its
+     * insertion (peak.c), which is also its identity (mp_live_id): event
+     * numbers are unique within a session, and a session's end clears the
+     * table (a fork child's keeps it, and keeps counting events from the
+     * parent's number: session.c), so no two entries a caller of
+     * mp_live_id can meet share one. The peak's removal reads them
+     * through this part (peak.h). */
+    mp_peak_ev ev;
     uint64_t gen;
     uint64_t born; /* mp_now_nanos() when sampled (the ages of a report, age.c) */
-    /* The event of its insertion (peak.c), which is also its identity
-     * (mp_live_id): event numbers are unique within a session, and a
-     * session's end clears the table (a fork child's keeps it, and keeps
-     * counting events from the parent's number: session.c), so no two
-     * entries a caller of mp_live_id can meet share one. */
-    uint64_t seq;
 } entry;
 
 /* 128 bytes (aligned to a cache line): no two stripes share a line, and a
@@ -162,9 +160,9 @@ static inline __attribute__((always_inline)) size_t find(const stripe *s, uintpt
     if (s->cap == 0 || p == 0)
         return s->cap;
     for (size_t i = home(p, s->shift);; i = (i + 1) & (s->cap - 1)) {
-        if (s->slots[i].ptr == p)
+        if (s->slots[i].ev.ptr == p)
             return i;
-        if (s->slots[i].ptr == 0)
+        if (s->slots[i].ev.ptr == 0)
             return s->cap;
     }
 }
@@ -181,10 +179,10 @@ static bool grow(stripe *s)
         return false;
     memset(n, 0, ncap * sizeof *n);
     for (size_t i = 0; i < s->cap; i++) {
-        if (s->slots[i].ptr == 0)
+        if (s->slots[i].ev.ptr == 0)
             continue;
-        size_t k = home(s->slots[i].ptr, shift_of(ncap));
-        while (n[k].ptr != 0)
+        size_t k = home(s->slots[i].ev.ptr, shift_of(ncap));
+        while (n[k].ev.ptr != 0)
             k = (k + 1) & (ncap - 1);
         n[k] = s->slots[i];
     }
@@ -203,9 +201,9 @@ static void erase(stripe *s, size_t i)
     size_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (s->slots[j].ptr == 0)
+        if (s->slots[j].ev.ptr == 0)
             break;
-        size_t k = home(s->slots[j].ptr, s->shift);
+        size_t k = home(s->slots[j].ev.ptr, s->shift);
         /* j's entry may move to i iff its home k is not in (i, j] (cyclically). */
         bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (!stays) {
@@ -213,7 +211,7 @@ static void erase(stripe *s, size_t i)
             i = j;
         }
     }
-    s->slots[i].ptr = 0;
+    s->slots[i].ev.ptr = 0;
     s->count--;
 }
 
@@ -227,8 +225,8 @@ static void snap_copy(stripe *s)
     size_t n = 0;
     for (size_t i = 0; i < s->cap && n < s->snap_room; i++) {
         const entry *e = &s->slots[i];
-        if (e->ptr != 0 && e->gen == g_snap.gen)
-            out[n++] = (mp_live_sample){e->stack, e->size, e->weight, e->gen, e->born};
+        if (e->ev.ptr != 0 && e->gen == g_snap.gen)
+            out[n++] = (mp_live_sample){e->ev.stack, e->ev.size, e->ev.weight, e->gen, e->born};
     }
     s->snap_n = n;
     s->snap_pending = false;
@@ -254,7 +252,7 @@ static inline __attribute__((always_inline)) entry *probe(const stripe *s, uintp
 {
     size_t mask = s->cap - 1;
     for (size_t k = home(p, s->shift);; k = (k + 1) & mask)
-        if (s->slots[k].ptr == p || s->slots[k].ptr == 0)
+        if (s->slots[k].ev.ptr == p || s->slots[k].ev.ptr == 0)
             return &s->slots[k];
 }
 
@@ -263,9 +261,10 @@ static inline __attribute__((always_inline)) entry *probe(const stripe *s, uintp
 static __attribute__((noinline, cold)) void replace(entry *e, const mp_stack *stack, uint64_t size,
                                                     double weight, uint64_t gen, uint64_t born)
 {
-    mp_peak_remove(e->ptr, e->stack, e->size, e->weight, e->seq);
-    *e = (entry){
-        e->ptr, stack, size, weight, gen, born, mp_peak_insert(weight * (double)(int64_t)size)};
+    mp_peak_remove(&e->ev);
+    *e = (entry){{e->ev.ptr, stack, size, weight, mp_peak_insert(weight * (double)(int64_t)size)},
+                 gen,
+                 born};
 }
 
 /* The live count is at its limit (n, the count before this insertion, at
@@ -296,7 +295,7 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         snap_copy(s);
     /* an empty table has grow_at 0: room() makes the first one */
     entry *e = s->cap != 0 ? probe(s, p) : NULL;
-    if (__builtin_expect(e != NULL && e->ptr == p, 0)) {
+    if (__builtin_expect(e != NULL && e->ev.ptr == p, 0)) {
         replace(e, stack, size, weight, gen, born);
         mp_lock_release(&s->lock);
         return true;
@@ -309,7 +308,8 @@ bool mp_live_insert(uintptr_t p, const mp_stack *stack, uint64_t size, double we
         mp_lock_release(&s->lock);
         return false;
     }
-    *e = (entry){p, stack, size, weight, gen, born, mp_peak_insert(weight * (double)(int64_t)size)};
+    *e = (entry){
+        {p, stack, size, weight, mp_peak_insert(weight * (double)(int64_t)size)}, gen, born};
     s->count++;
     uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
     if (*c < 255)
@@ -328,10 +328,10 @@ void mp_live_remove(uintptr_t p, uint64_t id)
     /* probe() stops at p's entry or an empty slot; for p = 0 (free(NULL),
      * whose filter slot a sampled block may share) at an empty one. */
     entry *e = s->cap != 0 ? probe(s, p) : NULL;
-    if (e != NULL && e->ptr != 0 && (id == 0 || e->seq == id)) {
+    if (e != NULL && e->ev.ptr != 0 && (id == 0 || e->ev.seq == id)) {
         if (__builtin_expect(s->snap_pending, 0))
             snap_copy(s); /* before the entry goes (the copy keeps no index) */
-        mp_peak_remove(p, e->stack, e->size, e->weight, e->seq);
+        mp_peak_remove(&e->ev);
         erase(s, (size_t)(e - s->slots));
         atomic_fetch_sub_explicit(&g_count, 1, memory_order_relaxed);
         uint8_t *c = &s->counts[slot & (SLOTS_PER_STRIPE - 1)];
@@ -350,7 +350,7 @@ uint64_t mp_live_id(uintptr_t p)
     mp_lock_take(&s->lock);
     size_t i = find(s, p);
     if (i != s->cap)
-        id = s->slots[i].seq;
+        id = s->slots[i].ev.seq;
     mp_lock_release(&s->lock);
     return id;
 }
@@ -361,8 +361,9 @@ void mp_live_visit(uint64_t gen, mp_live_visit_fn fn, void *ctx)
         stripe *s = &g_stripes[k];
         mp_lock_take(&s->lock);
         for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i].ptr != 0 && s->slots[i].gen == gen)
-                fn(ctx, s->slots[i].stack, s->slots[i].size, s->slots[i].weight, s->slots[i].born);
+            if (s->slots[i].ev.ptr != 0 && s->slots[i].gen == gen)
+                fn(ctx, s->slots[i].ev.stack, s->slots[i].ev.size, s->slots[i].ev.weight,
+                   s->slots[i].born);
         mp_lock_release(&s->lock);
     }
 }
@@ -378,8 +379,8 @@ void mp_live_visit_upto(uint64_t gen, uint64_t upto, mp_live_peak_fn fn, void *c
         visited[k] = mp_peak_seq();
         for (size_t i = 0; i < s->cap; i++) {
             const entry *e = &s->slots[i];
-            if (e->ptr != 0 && e->gen == gen && e->seq <= upto)
-                fn(ctx, e->stack, e->size, e->weight);
+            if (e->ev.ptr != 0 && e->gen == gen && e->ev.seq <= upto)
+                fn(ctx, e->ev.stack, e->ev.size, e->ev.weight);
         }
         mp_lock_release(&s->lock);
     }
@@ -392,10 +393,10 @@ void mp_live_clear(void)
         mp_lock_take(&s->lock);
         s->snap_pending = false;
         for (size_t i = 0; i < s->cap; i++) /* the summary bytes of its pages */
-            if (s->slots[i].ptr != 0)
+            if (s->slots[i].ev.ptr != 0)
                 __atomic_store_n(
-                    &mp_prof_hook_filter.summary[MP_PROF_HOOK_SUMMARY_INDEX_(s->slots[i].ptr)], 0,
-                    __ATOMIC_RELAXED);
+                    &mp_prof_hook_filter.summary[MP_PROF_HOOK_SUMMARY_INDEX_(s->slots[i].ev.ptr)],
+                    0, __ATOMIC_RELAXED);
         free(s->slots);
         free(s->counts);
         s->slots = NULL;
@@ -417,7 +418,7 @@ void mp_live_adopt(uint64_t gen)
         stripe *s = &g_stripes[k];
         mp_lock_take(&s->lock);
         for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i].ptr != 0)
+            if (s->slots[i].ev.ptr != 0)
                 s->slots[i].gen = gen;
         mp_lock_release(&s->lock);
     }

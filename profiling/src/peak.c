@@ -49,9 +49,9 @@ typedef mp_peak_gone gone;
  * (removed after it) or at the mark a close holds. */
 static bool needed(const gone *g)
 {
-    if (g->ins <= g_peak.mark && g->rm > g_peak.mark)
+    if (g->e.seq <= g_peak.mark && g->rm > g_peak.mark)
         return true;
-    return g_peak.hold && g->ins <= g_peak.hold_mark && g->rm > g_peak.hold_mark;
+    return g_peak.hold && g->e.seq <= g_peak.hold_mark && g->rm > g_peak.hold_mark;
 }
 
 static void prune_locked(void)
@@ -77,10 +77,9 @@ void mp_peak_mark_locked_(void) { mark_locked(); }
 
 /* The removal's rare part: p was live at a mark that can still be asked
  * for, so it goes to the gone list (called under the peak's lock). */
-void mp_peak_keep_gone_(uintptr_t p, const mp_stack *stack, uint64_t size, double weight,
-                        uint64_t seq, uint64_t rm)
+void mp_peak_keep_gone_(const mp_peak_ev *e, uint64_t rm)
 {
-    gone g = {p, stack, size, weight, seq, rm};
+    gone g = {*e, rm};
     if (g_peak.n == g_peak.cap) {
         size_t ncap = g_peak.cap ? g_peak.cap * 2 : 256;
         gone *nv = realloc(g_peak.v, ncap * sizeof *nv);
@@ -167,8 +166,8 @@ static bool rebuild(uint64_t gen, bool close, mp_agg *agg, mp_peak_result *out)
     mp_lock_take(&g_peak.lock);
     for (size_t i = 0; i < g_peak.n; i++) {
         const gone *g = &g_peak.v[i];
-        if (g->ins <= mark && g->rm > mark && g->rm <= visited[mp_live_stripe(g->ptr)])
-            add(&c, g->stack, g->size, g->weight);
+        if (g->e.seq <= mark && g->rm > mark && g->rm <= visited[mp_live_stripe(g->e.ptr)])
+            add(&c, g->e.stack, g->e.size, g->e.weight);
     }
     g_peak.hold = false;
     prune_locked();

@@ -19,14 +19,25 @@
  * marks beyond its first ones. */
 #define MP_PEAK_STEP_SHIFT 6u
 
+/* What the peak knows of a live-table entry: the head of live.c's entry,
+ * passed to the removal by address so that only the rare part (keeping
+ * it in the gone list) reads the stack and the pointer, and the removal
+ * keeps no copy of them across its lock (BENCHMARKS.md). */
+typedef struct mp_peak_ev {
+    uintptr_t ptr;
+    const mp_stack *stack;
+    uint64_t size;
+    double weight;
+    uint64_t seq; /* the event of its insertion */
+} mp_peak_ev;
+
 /* The live table's hooks (live.c), called with the entry's stripe lock
  * held (lock order: stripe -> peak). Insert: an entry of `bytes`
  * (weight * size) became live; returns the event number to keep in the
  * entry. Remove: the entry (its pointer, stack, size, weight and the
- * event number insert returned) is gone. */
+ * event number insert returned, still in the table) is going. */
 static inline uint64_t mp_peak_insert(double bytes);
-static inline void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight,
-                                  uint64_t seq);
+static inline void mp_peak_remove(const mp_peak_ev *e);
 /* The current event number (for the stripe visit of mp_peak_close). */
 uint64_t mp_peak_seq(void);
 /* Forgets everything: a new session's first window starts empty. Caller
@@ -75,11 +86,8 @@ mp_prof_status mp_peak_comments(mp_report_builder *b, const mp_prof_peak_info *p
  * moves fewer each; BENCHMARKS.md, "One sample"). Only peak.c and these
  * hooks touch it, always under `lock`. */
 typedef struct mp_peak_gone {
-    uintptr_t ptr;
-    const mp_stack *stack;
-    uint64_t size;
-    double weight;
-    uint64_t ins, rm; /* event numbers of its insertion and removal */
+    mp_peak_ev e; /* e.seq: the event of its insertion */
+    uint64_t rm;  /* the event of its removal */
 } mp_peak_gone;
 
 typedef struct mp_peak_state {
@@ -100,9 +108,7 @@ typedef struct mp_peak_state {
 extern __attribute__((visibility("hidden"))) mp_peak_state mp_peak_st;
 /* The rare parts, out of line (peak.c; under the lock). */
 __attribute__((visibility("hidden"))) void mp_peak_mark_locked_(void);
-__attribute__((visibility("hidden"))) void mp_peak_keep_gone_(uintptr_t p, const mp_stack *stack,
-                                                              uint64_t size, double weight,
-                                                              uint64_t seq, uint64_t rm);
+__attribute__((visibility("hidden"))) void mp_peak_keep_gone_(const mp_peak_ev *e, uint64_t rm);
 
 static inline uint64_t mp_peak_insert(double bytes)
 {
@@ -115,17 +121,16 @@ static inline uint64_t mp_peak_insert(double bytes)
     return seq;
 }
 
-static inline void mp_peak_remove(uintptr_t p, const mp_stack *stack, uint64_t size, double weight,
-                                  uint64_t seq)
+static inline void mp_peak_remove(const mp_peak_ev *e)
 {
     mp_lock_take(&mp_peak_st.lock);
     uint64_t rm = ++mp_peak_st.seq;
-    mp_peak_st.est -= weight * (double)(int64_t)size; /* size < 2^63 */
+    mp_peak_st.est -= e->weight * (double)(int64_t)e->size; /* size < 2^63 */
     /* needed() (peak.c): inserted at or before a mark it is removed after
      * (the current one, or the one a close holds, which is at or before
      * the current one); kept only then */
-    if (__builtin_expect(seq <= mp_peak_st.mark, 0))
-        mp_peak_keep_gone_(p, stack, size, weight, seq, rm);
+    if (__builtin_expect(e->seq <= mp_peak_st.mark, 0))
+        mp_peak_keep_gone_(e, rm);
     mp_lock_release(&mp_peak_st.lock);
 }
 

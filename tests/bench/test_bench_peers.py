@@ -173,7 +173,13 @@ class ConfigTest(unittest.TestCase):
     def test_configs(self):
         with tempfile.NamedTemporaryFile() as f:
             paths = {k: f.name for k in ("override", "preload_mimalloc", "preload_jemalloc",
-                                         "jemalloc", "tcmalloc")}
+                                         "mimalloc", "jemalloc", "tcmalloc")}
+            # the baseline is raw mimalloc; the override is a row of its own, with no session
+            pre, env = peers.config_setup("mimalloc", {**paths, "override": "/nonexistent"},
+                                          524288, "512k")
+            self.assertEqual((pre, env), ([f.name], {}))
+            pre, env = peers.config_setup("mimprof-allocator", paths, 524288, "512k")
+            self.assertEqual((pre, env), ([f.name], {}))
             pre, env = peers.config_setup("jemalloc-prof", paths, 524288, "512k")
             self.assertEqual(env, {"MALLOC_CONF": "prof:true,lg_prof_sample:19"})
             pre, env = peers.config_setup("tcmalloc-sample", paths, 524288, "512k")

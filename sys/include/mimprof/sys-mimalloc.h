@@ -32,6 +32,50 @@ static inline const char *mp_sys_mimalloc_version(char buf[MP_SYS_VERSION_LEN])
     return buf;
 }
 
+/**
+ * mimalloc's error callback (mi_register_error) that gives the contract's
+ * errno: ENOMEM for an allocation mimalloc could not serve (its ENOMEM)
+ * or whose size overflows (its EOVERFLOW: a size above PTRDIFF_MAX; in
+ * debug builds also calloc's product); every other report (EFAULT,
+ * EAGAIN, EINVAL: a corrupt or double free) leaves errno alone, as
+ * mimalloc's default does in its release builds (Debian's: secure level
+ * 0; the default callback aborts on EFAULT only in debug or secure
+ * builds). Debian's mimalloc 2.0.9 sets errno in none of malloc, calloc
+ * and realloc itself: its malloc leaves what the last system call left
+ * (ENOENT for malloc(SIZE_MAX) in a fresh process), its calloc nothing on
+ * an overflowing product.
+ */
+static inline void mp_sys_mimalloc_on_error(int err, void *arg)
+{
+    (void)arg;
+    if (err == ENOMEM || err == EOVERFLOW)
+        errno = ENOMEM;
+}
+
+/**
+ * Registers mp_sys_mimalloc_on_error with mimalloc, process-wide: from
+ * then on mimalloc's own unaligned entry points (mi_malloc, mi_zalloc,
+ * mi_realloc; and so its exported malloc and realloc) set errno to ENOMEM
+ * on every failure, because each failure of theirs ends in mimalloc's
+ * error report (`_mi_malloc_generic`: "unable to allocate memory",
+ * "allocation request is too large"). Not covered: an overflowing
+ * product in mi_calloc (reported only in debug builds: check it before
+ * calling mi_zalloc, as the override's calloc does) and the aligned entry
+ * points (a size above PTRDIFF_MAX returns NULL unreported). A consumer
+ * that calls this in a constructor may define
+ * MP_SYS_MIMALLOC_ERRNO_BY_HANDLER before including this header: the
+ * provider's unaligned operations then return mimalloc's result as it
+ * is (a tail call: no test of the result, no frame), as mimprof's
+ * preload objects do; the allocator package's override registers it for
+ * mimalloc's exported malloc, which it does not wrap. A program that
+ * registers its own mimalloc error callback replaces this one (mimalloc
+ * keeps one).
+ */
+static inline void mp_sys_mimalloc_errno_by_handler(void)
+{
+    mi_register_error(mp_sys_mimalloc_on_error, NULL);
+}
+
 /* mimalloc reports failure by NULL but does not promise errno; the
  * contract does, so the (cold) failure paths set it. */
 static inline void *mp_sys_mimalloc_enomem_(void *p)
@@ -42,11 +86,19 @@ static inline void *mp_sys_mimalloc_enomem_(void *p)
     return p;
 }
 
+/* The unaligned operations' result: as mimalloc returns it when its
+ * error callback sets errno (and no TSan annotation is wanted). */
+#if defined(MP_SYS_MIMALLOC_ERRNO_BY_HANDLER) && !defined(MP_SYS_TSAN_)
+#define MP_SYS_MIMALLOC_UNALIGNED_(p) (p)
+#else
+#define MP_SYS_MIMALLOC_UNALIGNED_(p) mp_sys_mimalloc_enomem_(p)
+#endif
+
 /** Allocates `size` bytes aligned to `align` (a power of two). */
 static inline void *mp_sys_mimalloc_alloc(size_t size, size_t align)
 {
     if (align <= MP_SYS_NATURAL_ALIGN)
-        return mp_sys_mimalloc_enomem_(mi_malloc(size));
+        return MP_SYS_MIMALLOC_UNALIGNED_(mi_malloc(size));
     return mp_sys_mimalloc_enomem_(mi_malloc_aligned(size, align));
 }
 
@@ -66,7 +118,7 @@ static inline void *mp_sys_mimalloc_realloc(void *p, size_t old_size, size_t ali
     (void)old_size; /* mimalloc finds the block's size itself */
     MP_SYS_TSAN_RELEASE_(p);
     if (align <= MP_SYS_NATURAL_ALIGN)
-        return mp_sys_mimalloc_enomem_(mi_realloc(p, new_size));
+        return MP_SYS_MIMALLOC_UNALIGNED_(mi_realloc(p, new_size));
     return mp_sys_mimalloc_enomem_(mi_realloc_aligned(p, new_size, align));
 }
 
@@ -74,7 +126,7 @@ static inline void *mp_sys_mimalloc_realloc(void *p, size_t old_size, size_t ali
 static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
 {
     if (align <= MP_SYS_NATURAL_ALIGN)
-        return mp_sys_mimalloc_enomem_(mi_zalloc(size));
+        return MP_SYS_MIMALLOC_UNALIGNED_(mi_zalloc(size));
     return mp_sys_mimalloc_enomem_(mi_zalloc_aligned(size, align));
 }
 
