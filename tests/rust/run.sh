@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # One step of the Rust workspace's checks over a Meson build tree:
-#   run.sh test|fmt|clippy|doc|example|fastpath
+#   run.sh test|fmt|clippy|doc|example|example-real|fastpath
 # MIMPROF_SOURCE_ROOT, MIMPROF_BUILD_ROOT and CARGO come from meson test.
 set -euo pipefail
 src=${MIMPROF_SOURCE_ROOT:?} build=${MIMPROF_BUILD_ROOT:?}
@@ -41,6 +41,50 @@ for app in ("example.mimalloc", "example.service"):
                and "env=dev" in f[4].split(";"))
     print(app + ": inuse_space on the server:", live)
     ok = ok and live > 0
+sys.exit(0 if ok else 1)
+PY
+    ;;
+  example-real)
+    # The same two examples against a real Pyroscope server (v1.12.0,
+    # tests/pyroscope-real, built by ./dev): what it stores of each,
+    # asked back with SelectMergeProfile and polled with a deadline (the
+    # server stores eventually).
+    run "$cargo" build --locked --release -p pyroscope-mimprof --example mimalloc
+    run "$cargo" build --locked --release -p mimprof --example service --features mimalloc,pyroscope
+    export EXAMPLES=$CARGO_TARGET_DIR/release/examples
+    /usr/bin/python3 "$src/tests/pyroscope-real/server.py" -- /usr/bin/python3 - <<'PY'
+import json, os, subprocess, sys, time, urllib.request
+url = os.environ["MIMPROF_PYROSCOPE_URL"]
+start = int(time.time() * 1000) - 1000
+for ex in ("mimalloc", "service"):
+    subprocess.run([os.path.join(os.environ["EXAMPLES"], ex), url, "3"], check=True)
+end = int(time.time() * 1000) + 60000
+
+def inuse(app):
+    body = json.dumps({"profileTypeID": "memory:inuse_space:bytes:space:bytes",
+                       "labelSelector": '{service_name="%s", env="dev"}' % app,
+                       "start": str(start), "end": str(end)}).encode()
+    req = urllib.request.Request(url + "/querier.v1.QuerierService/SelectMergeProfile", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        prof = json.load(r)
+    names = prof.get("stringTable", [])
+    return sum(int(s["value"][0]) for s in prof.get("sample", [])), names
+
+ok = True
+# the leaking function of each example, demangled (v0 names: lld-linked
+# Rust binaries, symbolized in the process by the profiling library)
+leaks = {"example.mimalloc": "mimalloc::leak_a_little", "example.service": "remember"}
+for app, leak in leaks.items():
+    deadline, got = time.monotonic() + 60, (0, [])
+    while time.monotonic() < deadline:
+        got = inuse(app)
+        if got[0] > 0:
+            break
+        time.sleep(0.5)
+    named = [n for n in got[1] if n.endswith(leak)]
+    print(app + ": inuse_space on the real server:", got[0], "leak named:", named)
+    ok = ok and got[0] > 0 and len(named) > 0
 sys.exit(0 if ok else 1)
 PY
     ;;
