@@ -69,6 +69,11 @@ mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen)
     mp_pyro_status st = p->api.config_new(&cfg);
     if (st == MP_PYRO_OK)
         st = p->api.config_from_env(cfg);
+    /* The agent's interval is the windows' period: the adapter stamps
+     * each window's profile inside it (stamp.h), which a 10 s interval
+     * over 250 ms windows cannot (each stamp slid to the next second). */
+    if (st == MP_PYRO_OK && period_ms > 0)
+        st = p->api.config_set_upload_interval_ms(cfg, (uint32_t)period_ms);
     if (st == MP_PYRO_OK)
         st = p->api.agent_start(cfg, NULL, &p->agent);
     if (st != MP_PYRO_OK) {

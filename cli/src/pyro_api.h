@@ -47,6 +47,7 @@ typedef struct mpt_pyro_api {
     __typeof__(mp_pyro_config_set_basic_auth) *config_set_basic_auth;
     __typeof__(mp_pyro_config_set_bearer_token) *config_set_bearer_token;
     __typeof__(mp_pyro_config_set_protocol) *config_set_protocol;
+    __typeof__(mp_pyro_config_set_upload_interval_ms) *config_set_upload_interval_ms;
     __typeof__(mp_pyro_config_set_spool) *config_set_spool;
     __typeof__(mp_pyro_config_set_logger) *config_set_logger;
     __typeof__(mp_pyro_agent_start) *agent_start;
