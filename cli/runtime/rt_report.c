@@ -224,6 +224,10 @@ void *mpt_rt_reporter_main(void *arg)
         mpt_rt_report_once(crossed ? above : NULL);
         if (fatal != 0)
             mpt_rt_pyro_finish(); /* the waiting handler gives up after 2 s */
+        else /* the report's memory is free: its pages go back now, not kept
+              * dirty until the next report (private memory in every forked
+              * worker, cli/README.md) */
+            mp_preload_trim_thread();
         atomic_fetch_add(&mpt_rt.reports_done, 1);
         if (fatal != 0)
             break; /* the process is about to die: no more reports */
