@@ -141,7 +141,8 @@ static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usab
  *  (a global option: a free on another thread meanwhile may decommit at
  *  once, which costs it time, never correctness), then restored. For a
  *  thread whose allocations are the profiler's own (the reporter, after
- *  each report); never call it from an allocation path. */
+ *  each report; tests/test_mimalloc_trim.c shows it on such a thread,
+ *  not the main one); never call it from an allocation path. */
 static inline void mp_sys_mimalloc_trim_thread(void)
 {
     long delay = mi_option_get(mi_option_decommit_delay);
