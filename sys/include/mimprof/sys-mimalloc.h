@@ -139,15 +139,17 @@ static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usab
  *  later allocation in that segment looks at it, which a thread that
  *  allocates once a period never does. The delay is 0 for this one call
  *  (a global option: a free on another thread meanwhile may decommit at
- *  once, which costs it time, never correctness), then restored. For a
- *  thread whose allocations are the profiler's own (the reporter, after
+ *  once, which costs it time, never correctness), then restored. Not
+ *  forced: a forced collection would also adopt other threads' abandoned
+ *  segments and purge the process-wide caches, none of them the
+ *  caller's. For a thread whose allocations are the profiler's own (the reporter, after
  *  each report; tests/test_mimalloc_trim.c shows it on such a thread,
  *  not the main one); never call it from an allocation path. */
 static inline void mp_sys_mimalloc_trim_thread(void)
 {
     long delay = mi_option_get(mi_option_decommit_delay);
     mi_option_set(mi_option_decommit_delay, 0);
-    mi_collect(true);
+    mi_collect(false);
     mi_option_set(mi_option_decommit_delay, delay);
 }
 
