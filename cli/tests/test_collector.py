@@ -300,7 +300,7 @@ class ProcessCost(TempDirTest):
         # Each worker symbolizes and encodes its own reports: what a
         # report allocated is freed, and the reporter gives its pages back
         # after each report; mimalloc kept them dirty until the next one
-        # (here 344 KiB a worker beyond the allocator before, 272 after;
+        # (here 344 KiB a worker beyond the allocator before, 276-280 after;
         # the same on every run: the workers do the same thing).
         alone = self.workers_memory(["--no-collector", "-e", "0", "-o", self.path("unused")],
                                     env={"MIMPROF_DISABLE": "1"}, profiled=False)
