@@ -104,6 +104,13 @@ bool mp_preload_set_sampling(bool on)
 }
 #endif
 
+void mp_preload_trim_thread(void)
+{
+#ifdef MP_PRELOAD_IS_MIMALLOC
+    mp_sys_mimalloc_trim_thread();
+#endif
+}
+
 /* The whole object is allocator and profiler code: its executable
  * segments are registered as such, so that malloc() and free() themselves
  * never appear as the application's innermost frame. */

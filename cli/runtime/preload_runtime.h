@@ -160,4 +160,10 @@ void mpt_rt_request(void);
  * does nothing and returns false. */
 bool mp_preload_set_sampling(bool on);
 
+/* Defined by the preload object: gives the OS back what the calling
+ * thread's heap holds free (mimalloc keeps freed pages dirty: private
+ * memory in each process of a forking server); a no-op for a provider
+ * without such a call. The reporter thread calls it after each report. */
+void mp_preload_trim_thread(void);
+
 #endif

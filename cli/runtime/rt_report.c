@@ -222,8 +222,13 @@ void *mpt_rt_reporter_main(void *arg)
         if (!timed_out && !asked && fatal == 0 && !crossed)
             continue; /* a stale post, or a look at the memory */
         mpt_rt_report_once(crossed ? above : NULL);
+        /* The report's memory is free: its pages go back now, not kept
+         * dirty until the next report (private memory in every forked
+         * worker, cli/README.md). */
         if (fatal != 0)
             mpt_rt_pyro_finish(); /* the waiting handler gives up after 2 s */
+        else
+            mp_preload_trim_thread();
         atomic_fetch_add(&mpt_rt.reports_done, 1);
         if (fatal != 0)
             break; /* the process is about to die: no more reports */

@@ -133,6 +133,26 @@ static inline void *mp_sys_mimalloc_alloc_zeroed(size_t size, size_t align)
 /** Usable bytes at `p`. */
 static inline size_t mp_sys_mimalloc_usable_size(const void *p) { return mi_usable_size(p); }
 
+/** Returns to the OS the pages the calling thread's heap holds empty.
+ *  mimalloc keeps a freed page committed (and so dirty: private memory
+ *  in every forked process) until its decommit delay has passed *and* a
+ *  later allocation in that segment looks at it, which a thread that
+ *  allocates once a period never does. The delay is 0 for this one call
+ *  (a global option: a free on another thread meanwhile may decommit at
+ *  once, which costs it time, never correctness), then restored. Not
+ *  forced: a forced collection would also adopt other threads' abandoned
+ *  segments and purge the process-wide caches, none of them the
+ *  caller's. For a thread whose allocations are the profiler's own (the reporter, after
+ *  each report; tests/test_mimalloc_trim.c shows it on such a thread,
+ *  not the main one); never call it from an allocation path. */
+static inline void mp_sys_mimalloc_trim_thread(void)
+{
+    long delay = mi_option_get(mi_option_decommit_delay);
+    mi_option_set(mi_option_decommit_delay, 0);
+    mi_collect(false);
+    mi_option_set(mi_option_decommit_delay, delay);
+}
+
 /** Internal to mp_sys_mimalloc_stats: the "reserved:" line of
  *  mi_stats_print_out's text, collected across its output calls. */
 typedef struct mp_sys_mimalloc_text {
