@@ -82,10 +82,10 @@ static mp_prof_status add_mapping(mp_maps *maps, const mp_prof_mapping *m)
      * is there to read (its segment may start at an address other than
      * its offset: lld's layout), else start - file_offset. */
     uint64_t vaddr;
-    o->base = (uintptr_t)(m->path[0] == '/' &&
-                                  mp_elf_file_segment_vaddr(m->path, m->file_offset, &vaddr)
-                              ? m->start - vaddr
-                              : m->start - m->file_offset);
+    o->base =
+        (uintptr_t)(m->path[0] == '/' && mp_elf_file_segment_vaddr(m->path, m->file_offset, &vaddr)
+                        ? m->start - vaddr
+                        : m->start - m->file_offset);
     o->has_file = m->path[0] == '/';
     o->loaded = true;
     memcpy(o->build_id, id, strlen(id) + 1);

@@ -362,8 +362,8 @@ mp_elf_status mp_elf_read_symbols_file(const char *path, const char *expect_buil
     return s;
 }
 
-bool mp_elf_segment_vaddr(const uint8_t *data, size_t size, uint64_t file_offset,
-                          uint64_t page, uint64_t *vaddr)
+bool mp_elf_segment_vaddr(const uint8_t *data, size_t size, uint64_t file_offset, uint64_t page,
+                          uint64_t *vaddr)
 {
     Elf64_Ehdr eh;
     if (size < sizeof eh || page == 0 || (page & (page - 1)) != 0)

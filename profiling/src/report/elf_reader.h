@@ -89,8 +89,8 @@ void mp_elf_symtab_free(mp_elf_symtab *t);
  * start - *vaddr: that is start - file_offset only where the linker put
  * the segment's address equal to its offset, which lld (Rust's default
  * linker) does not. False when `data` holds no such segment. */
-bool mp_elf_segment_vaddr(const uint8_t *data, size_t size, uint64_t file_offset,
-                          uint64_t page, uint64_t *vaddr);
+bool mp_elf_segment_vaddr(const uint8_t *data, size_t size, uint64_t file_offset, uint64_t page,
+                          uint64_t *vaddr);
 
 /* mp_elf_segment_vaddr over the headers of the file at `path`. */
 bool mp_elf_file_segment_vaddr(const char *path, uint64_t file_offset, uint64_t *vaddr);
