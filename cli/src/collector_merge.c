@@ -107,6 +107,43 @@ static void drop_inuse(profile *p)
     }
 }
 
+/* Frees the fields of m that its schema does not name. protobuf-c keeps
+ * them and packs them again, but not always as they came: a merge of
+ * such an input packed bytes that no decoder reads back (fuzzer). */
+static void strip_unknown(ProtobufCMessage *m)
+{
+    if (m == NULL)
+        return;
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        free(m->unknown_fields[i].data);
+    free(m->unknown_fields);
+    m->unknown_fields = NULL;
+    m->n_unknown_fields = 0;
+}
+
+/* strip_unknown over p and every message it holds. */
+static void strip_profile(profile *p)
+{
+    strip_unknown(&p->base);
+    strip_unknown((ProtobufCMessage *)p->period_type);
+    for (size_t i = 0; i < p->n_sample_type; i++)
+        strip_unknown(&p->sample_type[i]->base);
+    for (size_t i = 0; i < p->n_sample; i++) {
+        strip_unknown(&p->sample[i]->base);
+        for (size_t j = 0; j < p->sample[i]->n_label; j++)
+            strip_unknown(&p->sample[i]->label[j]->base);
+    }
+    for (size_t i = 0; i < p->n_mapping; i++)
+        strip_unknown(&p->mapping[i]->base);
+    for (size_t i = 0; i < p->n_location; i++) {
+        strip_unknown(&p->location[i]->base);
+        for (size_t j = 0; j < p->location[i]->n_line; j++)
+            strip_unknown(&p->location[i]->line[j]->base);
+    }
+    for (size_t i = 0; i < p->n_function; i++)
+        strip_unknown(&p->function[i]->base);
+}
+
 /* Appends n pointers of `from` to *to (grown). */
 static bool append(void ***to, size_t *nto, void *const *from, size_t n)
 {
@@ -135,6 +172,7 @@ int mpt_pprof_merge(const mpt_merge_in *in, size_t n, int64_t time_ns, int64_t d
         ps[i] = perftools__profiles__profile__unpack(NULL, in[i].len, in[i].buf);
         if (ps[i] == NULL || ps[i]->n_string_table == 0 || (i > 0 && !same_types(ps[0], ps[i])))
             goto out;
+        strip_profile(ps[i]);
     }
     if (n == 0)
         goto out;
