@@ -201,6 +201,7 @@ static bool ctl_accept(mpc_conn *c)
 
 const mpc_conn_proto mpc_ctl_proto = {
     .max_in = MPC_CTL_MAX_LINE + 1,
+    .busy = "error: busy\n", /* a ninth connection: never NULL (conn.c sends it) */
     .on_accept = ctl_accept,
     .on_input = ctl_input,
 };
