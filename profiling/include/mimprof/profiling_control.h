@@ -54,6 +54,14 @@
  * the parent's). exec(): the descriptors are closed; a program that opens
  * a control again after an exec listens under the same name.
  *
+ * A host that listens on the process's behalf (mp_prof_control_host:
+ * `mimprof run`'s collector binds `@mimprof-ctl.<pid>` and hands over the
+ * connections it accepts) leaves the process with no descriptor of the
+ * control's own while nobody is connected: no listener, no wake-up pipe;
+ * the thread waits in the host's take(). The connections it hands over
+ * are served as accepted ones (the same user check, bounds and
+ * deadlines).
+ *
  * One control per process at a time.
  *
  * @code
@@ -104,6 +112,26 @@ extern "C" {
 /** A process's control (opaque; one per process). */
 typedef struct mp_prof_control mp_prof_control;
 
+/**
+ * Where a control's connections come from when it binds no socket of its
+ * own (mp_prof_control_options::host): a host that listens on the
+ * process's behalf and hands over the connections it accepts. Both
+ * functions are called with `ctx`; take() only on the control's thread.
+ */
+typedef struct mp_prof_control_host {
+    void *ctx; /**< passed to take() and wake() */
+    /** Blocks up to timeout_ms (-1: until connections come or wake() is called)
+     *  and stores up to max connected AF_UNIX stream sockets in fds: the
+     *  control owns them from then on. Returns how many (0: none, or woken),
+     *  or -1 when the host is gone for good (the control thread then ends).
+     *  A wake() that comes before take() blocks must make that take()
+     *  return too (no wake-up is lost between the control's check of its
+     *  stop flag and its call). */
+    int (*take)(void *ctx, int *fds, int max, int timeout_ms);
+    /** Makes a blocked take() return soon; called from any thread. */
+    void (*wake)(void *ctx);
+} mp_prof_control_host;
+
 /** What the control serves; start from mp_prof_control_options_init(). */
 typedef struct mp_prof_control_options {
     /** Serve the control socket `@mimprof-ctl.<pid>` (default true). */
@@ -127,6 +155,17 @@ typedef struct mp_prof_control_options {
     /** No message on stderr (default false). Without a log hook the
      *  only message is the one line about a refused user. */
     bool quiet;
+    /** With `ctl`: the connections of the control socket come from this
+     *  host, and the control binds no socket and makes no wake-up pipe
+     *  (its thread waits in host->take(), and is stopped by
+     *  host->wake()). Not with `http` (MP_PROF_E_INVALID_CONFIG). Only
+     *  the pointer is kept: the host must outlive the control (until
+     *  mp_prof_control_close() returns), and in a forked child that
+     *  serves (serve_forked_children, mp_prof_control_hooks::fork_child)
+     *  the child's control uses the same host, which must be ready for it
+     *  by then (its own fork handler runs before the control's). NULL
+     *  (default): the control listens itself. */
+    const mp_prof_control_host *host;
     /** The configuration of the sessions `start` begins without hooks;
      *  `start interval=SIZE` and `set interval=SIZE` change its
      *  sample_interval_bytes. Default: mp_prof_config_init()'s. */
@@ -190,11 +229,12 @@ typedef struct mp_prof_control_hooks {
 } mp_prof_control_hooks;
 
 /**
- * Opens this process's control: binds what `o` asks for, then starts the
- * server thread. With `hooks` NULL, `start` and `stop` begin and end a
- * session of the control's own (mp_profiler_start() with `o->config`),
- * `report` is mp_profiler_report(), `image` mp_profiler_write_image();
- * `start every=DURATION` is refused (there is no periodic reporter); a
+ * Opens this process's control: binds what `o` asks for (nothing with
+ * a host), then starts the server thread. With `hooks` NULL, `start`
+ * and `stop` begin and end a session of the control's own
+ * (mp_profiler_start() with `o->config`), `report` is
+ * mp_profiler_report(), `image` mp_profiler_write_image(); `start
+ * every=DURATION` is refused (there is no periodic reporter); a
  * session that is running when the control closes is stopped. Either way
  * nothing starts a session until asked: the process is dormant.
  * @param o       what to serve (copied, with the string it points to)
@@ -205,7 +245,8 @@ typedef struct mp_prof_control_hooks {
  * @param whylen  bytes at `why`
  * @return MP_PROF_OK and `*out`; MP_PROF_E_INVALID_CONFIG (NULL `o` or
  *         `out`, neither endpoint asked for, a malformed or refused
- *         wildcard address, hooks incomplete); MP_PROF_E_BUSY (a control
+ *         wildcard address, hooks incomplete, a host without take() or
+ *         wake(), a host with `http`); MP_PROF_E_BUSY (a control
  *         is open in this process); MP_PROF_E_IO (a socket could not be
  *         bound: the name or port is taken); MP_PROF_E_NOMEM (no thread
  *         or descriptor). Nothing is left open on failure.
@@ -215,8 +256,9 @@ MP_PROF_API mp_prof_status mp_prof_control_open(const mp_prof_control_options *o
                                                 mp_prof_control **out, char *why, size_t whylen);
 
 /**
- * Stops the server thread (it finishes no pending answer), closes the
- * sockets and, without hooks, stops the control's session (no last
+ * Stops the server thread (it finishes no pending answer; with a host,
+ * it is woken with mp_prof_control_host::wake()), closes the sockets
+ * and, without hooks, stops the control's session (no last
  * report). In a forked child that serves nothing it only releases `c`.
  * NULL is a no-op.
  */

@@ -3,6 +3,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +13,10 @@
 #include <unistd.h>
 
 #include <mimprof/profiling.h>
+
+/* With a host: how long the thread polls its connections before it asks
+ * the host for more (conn.h). */
+enum { HOST_POLL_MS = 50 };
 
 /* Only the control thread touches the table (and a fork child, alone). */
 static mpc_conn g_conns[MPC_MAX_CONN];
@@ -131,48 +136,128 @@ static void conn_read(mpc_conn *c)
     }
 }
 
+/* Takes a connection just accepted or handed over (any number, any
+ * flags): moved up, close-on-exec, non-blocking, identified, into a free
+ * slot -- or answered `busy` and closed when every slot is taken. */
+static void conn_adopt(int fd, const mpc_conn_proto *proto)
+{
+    mp_prof_owned_fd own;
+    fd = mp_prof_fd_high(fd);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 ||
+            fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+            close(fd);
+            return;
+        }
+    }
+    if (!mp_prof_fd_take(&own, fd))
+        return;
+    fd = own.fd;
+    mpc_conn *c = NULL;
+    for (int i = 0; i < MPC_MAX_CONN && c == NULL; i++)
+        if (!g_conns[i].used)
+            c = &g_conns[i];
+    if (c == NULL) {
+        ssize_t w = send(fd, proto->busy, strlen(proto->busy), MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+        close(fd);
+        return;
+    }
+    memset(c, 0, offsetof(mpc_conn, in));
+    c->used = true;
+    c->fd = fd;
+    c->own = own;
+    c->proto = proto;
+    c->deadline_ms = mono_ms() + MPC_CONN_DEADLINE_MS;
+    c->answering = false;
+    c->draining = false;
+    c->head_len = c->sent = 0;
+    c->body = NULL;
+    c->body_len = 0; /* past `in`: not cleared above */
+    c->body_free = NULL;
+    c->timer_ms = 0;
+    c->user = NULL;
+    if (c->proto->on_accept != NULL && !c->proto->on_accept(c)) {
+        if (c->answering)
+            conn_write(c); /* a refusal: sent as any answer */
+        else
+            conn_close(c);
+    }
+}
+
 static void accept_all(const mpc_loop_listener *l)
 {
     for (;;) {
         int fd = accept4(l->own->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return; /* EAGAIN, or an error the next poll retries */
-        mp_prof_owned_fd own;
-        if (!mp_prof_fd_take(&own, mp_prof_fd_high(fd)))
-            continue;
-        fd = own.fd;
-        mpc_conn *c = NULL;
-        for (int i = 0; i < MPC_MAX_CONN && c == NULL; i++)
-            if (!g_conns[i].used)
-                c = &g_conns[i];
-        if (c == NULL) {
-            ssize_t w =
-                send(fd, l->proto->busy, strlen(l->proto->busy), MSG_NOSIGNAL | MSG_DONTWAIT);
-            (void)w;
-            close(fd);
-            continue;
-        }
-        memset(c, 0, offsetof(mpc_conn, in));
-        c->used = true;
-        c->fd = fd;
-        c->own = own;
-        c->proto = l->proto;
-        c->deadline_ms = mono_ms() + MPC_CONN_DEADLINE_MS;
-        c->answering = false;
-        c->draining = false;
-        c->head_len = c->sent = 0;
-        c->body = NULL;
-        c->body_len = 0; /* past `in`: not cleared above */
-        c->body_free = NULL;
-        c->timer_ms = 0;
-        c->user = NULL;
-        if (c->proto->on_accept != NULL && !c->proto->on_accept(c)) {
-            if (c->answering)
-                conn_write(c); /* a refusal: sent as any answer */
-            else
-                conn_close(c);
-        }
+        conn_adopt(fd, l->proto);
     }
+}
+
+/* Runs the connections' due timers and deadlines, then lists the
+ * connections to poll: their pollfds from pf[0], their slots in slot[].
+ * Returns how many; *next is the earliest timer or deadline (-1: none). */
+static int conns_due(struct pollfd *pf, int *slot, int64_t now, int64_t *next)
+{
+    int nc = 0;
+    *next = -1;
+    for (int i = 0; i < MPC_MAX_CONN; i++) {
+        mpc_conn *c = &g_conns[i];
+        if (!c->used)
+            continue;
+        if (c->timer_ms != 0 && now >= c->timer_ms) {
+            c->timer_ms = 0;
+            c->proto->on_timer(c);
+            conn_write(c);
+            if (!c->used)
+                continue;
+        }
+        if (now >= c->deadline_ms) {
+            conn_close(c); /* too slow: answered or not, its time is up */
+            continue;
+        }
+        int64_t due = c->timer_ms != 0 ? c->timer_ms : c->deadline_ms;
+        if (*next < 0 || due < *next)
+            *next = due;
+        if (c->timer_ms != 0)
+            continue; /* neither read nor written until its timer */
+        slot[nc] = i;
+        pf[nc++] =
+            (struct pollfd){.fd = c->fd, .events = c->answering && !c->draining ? POLLOUT : POLLIN};
+    }
+    return nc;
+}
+
+/* Acts on the events poll() reported for the connections conns_due()
+ * listed. */
+static void conns_serve(const struct pollfd *pf, const int *slot, int nc)
+{
+    for (int i = 0; i < nc; i++) {
+        mpc_conn *c = &g_conns[slot[i]];
+        short ev = pf[i].revents;
+        if (ev == 0 || !c->used)
+            continue;
+        if ((ev & POLLNVAL) || !mp_prof_fd_check(&c->own)) {
+            conn_close(c); /* closed by the program: forgotten, not closed */
+            continue;
+        }
+        if (c->draining)
+            conn_drain(c);
+        else if (c->answering)
+            conn_write(c);
+        else if (ev & (POLLIN | POLLHUP | POLLERR))
+            conn_read(c);
+    }
+}
+
+static bool conns_any(void)
+{
+    for (int i = 0; i < MPC_MAX_CONN; i++)
+        if (g_conns[i].used)
+            return true;
+    return false;
 }
 
 /* Whether the loop's own descriptors are still its own after a poll:
@@ -202,32 +287,9 @@ void mpc_loop_run(const mpc_loop_listener *ls, int n, mp_prof_owned_fd *wake, at
         pf[np++] = (struct pollfd){.fd = wake->fd, .events = POLLIN};
         for (int i = 0; i < n; i++)
             pf[np++] = (struct pollfd){.fd = ls[i].own->fd, .events = POLLIN};
-        int nc = 0;
-        int64_t now = mono_ms(), next = -1;
-        for (int i = 0; i < MPC_MAX_CONN; i++) {
-            mpc_conn *c = &g_conns[i];
-            if (!c->used)
-                continue;
-            if (c->timer_ms != 0 && now >= c->timer_ms) {
-                c->timer_ms = 0;
-                c->proto->on_timer(c);
-                conn_write(c);
-                if (!c->used)
-                    continue;
-            }
-            if (now >= c->deadline_ms) {
-                conn_close(c); /* too slow: answered or not, its time is up */
-                continue;
-            }
-            int64_t due = c->timer_ms != 0 ? c->timer_ms : c->deadline_ms;
-            if (next < 0 || due < next)
-                next = due;
-            if (c->timer_ms != 0)
-                continue; /* neither read nor written until its timer */
-            slot[nc++] = i;
-            pf[np++] = (struct pollfd){.fd = c->fd,
-                                       .events = c->answering && !c->draining ? POLLOUT : POLLIN};
-        }
+        int64_t now = mono_ms(), next;
+        int nc = conns_due(pf + np, slot, now, &next);
+        np += nc;
         /* A second at most: a stop is seen even when the program closed
          * the pipe's write end (the waker then cannot write). */
         int timeout = next < 0 || next - now >= 1000 ? 1000 : (int)(next - now) + 1;
@@ -243,25 +305,52 @@ void mpc_loop_run(const mpc_loop_listener *ls, int n, mp_prof_owned_fd *wake, at
             ssize_t rd = read(wake->fd, v, sizeof v);
             (void)rd;
         }
-        for (int i = 0; i < nc; i++) {
-            mpc_conn *c = &g_conns[slot[i]];
-            short ev = pf[1 + n + i].revents;
-            if (ev == 0 || !c->used)
-                continue;
-            if ((ev & POLLNVAL) || !mp_prof_fd_check(&c->own)) {
-                conn_close(c); /* closed by the program: forgotten, not closed */
-                continue;
-            }
-            if (c->draining)
-                conn_drain(c);
-            else if (c->answering)
-                conn_write(c);
-            else if (ev & (POLLIN | POLLHUP | POLLERR))
-                conn_read(c);
-        }
+        conns_serve(pf + 1 + n, slot, nc);
         for (int i = 0; i < n; i++)
             if (pf[1 + i].revents & POLLIN)
                 accept_all(&ls[i]);
+    }
+    for (int i = 0; i < MPC_MAX_CONN; i++)
+        conn_close(&g_conns[i]);
+}
+
+/* Takes what the host has (waiting up to timeout_ms); false: the host is
+ * gone for good. */
+static bool host_take(const mp_prof_control_host *h, const mpc_conn_proto *proto, int timeout_ms)
+{
+    int fds[MPC_MAX_CONN];
+    int got = h->take(h->ctx, fds, MPC_MAX_CONN, timeout_ms);
+    if (got < 0)
+        return false;
+    for (int i = 0; i < got && i < MPC_MAX_CONN; i++)
+        conn_adopt(fds[i], proto);
+    return true;
+}
+
+void mpc_loop_run_host(const mp_prof_control_host *h, const mpc_conn_proto *proto,
+                       atomic_bool *stop)
+{
+    struct pollfd pf[MPC_MAX_CONN];
+    int slot[MPC_MAX_CONN];
+    while (!atomic_load(stop)) {
+        if (!conns_any()) {
+            /* Nothing to serve: no descriptor, no timer, only the host. */
+            if (!host_take(h, proto, -1))
+                break;
+            continue;
+        }
+        int64_t now = mono_ms(), next;
+        int nc = conns_due(pf, slot, now, &next);
+        /* Short: a connection the host accepts meanwhile waits at most
+         * this long (the host cannot wake a poll of ours). */
+        int timeout = next < 0 || next - now >= HOST_POLL_MS ? HOST_POLL_MS : (int)(next - now) + 1;
+        int r = poll(pf, (nfds_t)nc, timeout);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r > 0)
+            conns_serve(pf, slot, nc);
+        if (!atomic_load(stop) && !host_take(h, proto, 0))
+            break;
     }
     for (int i = 0; i < MPC_MAX_CONN; i++)
         conn_close(&g_conns[i]);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include <mimprof/profiling.h>
+#include <mimprof/profiling_control.h>
 
 enum { MPC_MAX_CONN = 8 };
 
@@ -76,6 +77,17 @@ typedef struct {
  * alone and the loop ends for good). Closes every connection that is
  * still its own before it returns. */
 void mpc_loop_run(const mpc_loop_listener *ls, int n, mp_prof_owned_fd *wake, atomic_bool *stop);
+
+/* The same loop without listeners or wake-up pipe: the connections come
+ * from `h` (mp_prof_control_host). With none open, the thread waits in
+ * h->take(-1); with some, it polls them at most 50 ms at a time and
+ * takes more with h->take(0) in between. Each handed-over connection is
+ * treated as an accepted one of `proto` (moved up, close-on-exec,
+ * non-blocking, identified, on_accept). Ends when *stop is set (the
+ * setter calls h->wake()), when take() returns -1, or on a poll error;
+ * closes every connection that is still its own before it returns. */
+void mpc_loop_run_host(const mp_prof_control_host *h, const mpc_conn_proto *proto,
+                       atomic_bool *stop);
 
 /* In a forked child: closes the inherited connections, releases their
  * bodies. */

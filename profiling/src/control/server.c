@@ -5,7 +5,9 @@
  *
  * One thread runs a poll() loop (conn.h) over the listening sockets (the
  * control socket, ctl.c; the HTTP endpoint, http.c), a wake-up pipe and
- * at most MPC_MAX_CONN connections, every descriptor identity-checked
+ * at most MPC_MAX_CONN connections -- or, with a host
+ * (mp_prof_control_options::host), over the connections the host hands
+ * over, with no listener and no pipe of its own -- every descriptor identity-checked
  * before use (mp_prof_fd_take, profiling.h). Every socket is non-blocking: a connection reads
  * its request, is answered (built at once, on this thread), then
  * written as the peer reads, and closed when the answer is sent, on any
@@ -57,7 +59,8 @@ static struct {
     char http_spec[128]; /* opts.http points here */
     mp_prof_control_hooks hooks;
     bool have_hooks;
-    mp_prof_owned_fd listen;           /* the control socket */
+    const mp_prof_control_host *host;  /* opts.host: connections come from it */
+    mp_prof_owned_fd listen;           /* the control socket (none with a host) */
     mp_prof_owned_fd http;             /* the /debug/pprof listener */
     atomic_bool http_on;               /* reports feed cumul.h */
     char http_addr[96];                /* where it listens, for status */
@@ -111,6 +114,10 @@ static void *ctl_main(void *arg)
     /* What this thread allocates (the image writer's, protobuf-c's in the
      * profiler) is the profiler's, never sampled as the program's. */
     mp_prof_thread_exclude();
+    if (g.host != NULL) {
+        mpc_loop_run_host(g.host, &mpc_ctl_proto, &g.stop);
+        return NULL;
+    }
     mpc_loop_listener ls[2];
     int n = 0;
     if (g.listen.fd >= 0)
@@ -179,7 +186,7 @@ static void close_all(void)
 /* The sockets asked for and the thread (signals blocked from birth). */
 static mp_prof_status serve(bool ctl, const char *http, bool wildcard, char *why, size_t whylen)
 {
-    if (ctl && bind_socket() != 0) {
+    if (ctl && g.host == NULL && bind_socket() != 0) {
         snprintf(why, whylen, "ctl: no control socket @%s: %s", g.name + 1, strerror(errno));
         close_all();
         return MP_PROF_E_IO;
@@ -195,9 +202,10 @@ static mp_prof_status serve(bool ctl, const char *http, bool wildcard, char *why
         http_name();
     }
     /* A pipe, not an eventfd: every eventfd shares one inode, so a
-     * program's own could not be told from ours (mp_prof_fd_take, profiling.h). */
+     * program's own could not be told from ours (mp_prof_fd_take,
+     * profiling.h). With a host, none: the host wakes the thread. */
     int p[2];
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+    if (g.host == NULL && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
         mp_prof_fd_take(&g.wake_rd, mp_prof_fd_high(p[0]));
         mp_prof_fd_take(&g.wake_wr, mp_prof_fd_high(p[1]));
     }
@@ -209,8 +217,8 @@ static mp_prof_status serve(bool ctl, const char *http, bool wildcard, char *why
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int e = g.wake_rd.fd >= 0 && g.wake_wr.fd >= 0 ? pthread_create(&g.thread, NULL, ctl_main, NULL)
-                                                   : errno;
+    bool woken = g.host != NULL || (g.wake_rd.fd >= 0 && g.wake_wr.fd >= 0);
+    int e = woken ? pthread_create(&g.thread, NULL, ctl_main, NULL) : errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     g.have_thread = e == 0;
     if (!g.have_thread) {
@@ -221,13 +229,16 @@ static mp_prof_status serve(bool ctl, const char *http, bool wildcard, char *why
     return MP_PROF_OK;
 }
 
-/* Ends the thread (woken through the pipe, else within a second). */
+/* Ends the thread (woken by the host, or through the pipe, else within
+ * a second). */
 static void stop_thread(void)
 {
     if (!g.have_thread)
         return;
     atomic_store(&g.stop, true);
-    if (mp_prof_fd_check(&g.wake_wr)) {
+    if (g.host != NULL) {
+        g.host->wake(g.host->ctx);
+    } else if (mp_prof_fd_check(&g.wake_wr)) {
         ssize_t w = write(g.wake_wr.fd, "x", 1);
         (void)w;
     }
@@ -288,6 +299,13 @@ mp_prof_status mp_prof_control_open(const mp_prof_control_options *o,
                  o == NULL || out == NULL ? "NULL argument" : "neither the ctl socket nor http");
         return MP_PROF_E_INVALID_CONFIG;
     }
+    if (o->host != NULL && (o->host->take == NULL || o->host->wake == NULL || o->http != NULL)) {
+        snprintf(why, whylen, "%s",
+                 o->http != NULL ? "host: the control's connections come from a host, http "
+                                   "cannot be served with one"
+                                 : "host: take and wake are both needed");
+        return MP_PROF_E_INVALID_CONFIG;
+    }
     if (hooks != NULL && !hooks_complete(hooks)) {
         snprintf(why, whylen,
                  "hooks: state, start, stop, report, image and set_interval are "
@@ -309,6 +327,7 @@ mp_prof_status mp_prof_control_open(const mp_prof_control_options *o,
         return MP_PROF_E_BUSY;
     }
     g.opts = *o;
+    g.host = o->ctl ? o->host : NULL; /* the pointer only: the host outlives the control */
     if (o->http != NULL) {
         snprintf(g.http_spec, sizeof g.http_spec, "%s", o->http);
         g.opts.http = g.http_spec;
@@ -345,6 +364,7 @@ void mp_prof_control_close(mp_prof_control *c)
         if (!g.have_hooks)
             mpc_session_end();
         g.open = false;
+        g.host = NULL;
         g.have_hooks = false;
         memset(&g.hooks, 0, sizeof g.hooks);
     }
