@@ -34,6 +34,7 @@
 
 #include "image_runtime.h"
 #include "rt_collector.h"
+#include "rt_ctlhost.h"
 #include "rt_common.h"
 #include "rt_env.h"
 #include "rt_output.h"
@@ -123,10 +124,7 @@ static void after_fork_child(void)
      * (fork_parent said so). */
     bool follow = mpt_rt.follow_fork && (!mpt_rt.files || mpt_rt.out.per_process);
     bool was_started = mpt_rt.started;
-    /* The collector's socket: kept by a child that reports, and passed
-     * on to the programs it executes only when those profile themselves. */
-    mpt_coll_after_fork(follow && (was_started || mpt_rt.dormant),
-                        mpt_env_flag(MPT_ENV_FOLLOW_EXEC, true));
+    mpt_coll_after_fork();
     if (mpt_rt_pyro_on() && (was_started || mpt_rt.dormant))
         mpt_rt_pyro_after_fork();
     if (was_started) {
@@ -148,6 +146,10 @@ static void after_fork_child(void)
     /* The control's own fork handler runs after this one (registered
      * later) and asks fork_child: its thread then finds the child's state. */
     mpt_rt.ctl_child_serves = follow && (was_started || mpt_rt.dormant);
+    /* The collector waits for a child that profiles itself, and hosts
+     * its control socket as it did the parent's. */
+    if (mpt_coll_on())
+        mpt_ctlhost_after_fork(mpt_rt.ctl_child_serves, mpt_rt.ctl_child_serves);
 }
 
 /* In the parent, after its first fork: when its children's reports would
@@ -227,6 +229,16 @@ static int configure(mpt_env_var bad, const char *why)
     return 0;
 }
 
+/* Whether the process will keep descriptors of its own open: without a
+ * collector (messages, reports, uploads), or when it names its frames
+ * itself (the symbolizer keeps the objects open) or serves HTTP. */
+static bool keeps_descriptors(bool coll)
+{
+    const mpt_env_value *sym = mpt_env(MPT_ENV_SYMBOLIZE);
+    return !coll || !sym->set || sym->num != MP_PROF_SYMBOLIZE_NONE ||
+           mpt_env(MPT_ENV_HTTP)->text != NULL || mpt_env(MPT_ENV_REPORT_ABOVE)->set;
+}
+
 /* Whether this process profiles itself. MIMPROF_ROOT_PID (set by
  * `mimprof run`) names the process it started: that process, also after
  * an exec that replaced it (same pid), is profiled; a program executed by
@@ -260,23 +272,28 @@ int mpt_rt_start(void)
     mpt_rt.quiet = mpt_env_flag(MPT_ENV_QUIET, false);
     if (mpt_env(MPT_ENV_STATUS_DIR)->set && mpt_env(MPT_ENV_STATUS_DIR)->text[0] == '/')
         mpt_rt_pyro_set_status_dir(mpt_env(MPT_ENV_STATUS_DIR)->text);
-    const char *coll = mpt_env(MPT_ENV_COLLECTOR)->text;
+    bool coll = mpt_coll_init(mpt_env(MPT_ENV_COLLECTOR)->text);
     if (!this_process_is_profiled()) {
-        if (!mpt_env_flag(MPT_ENV_DISABLE, false)) /* an exec not followed: counted */
+        if (!mpt_env_flag(MPT_ENV_DISABLE, false)) { /* an exec not followed: counted */
             mpt_rt_note_unprofiled(mpt_env(MPT_ENV_STATUS_DIR)->text);
-        mpt_coll_close_unprofiled(coll);
+            if (coll)
+                mpt_coll_bye(); /* the collector need not wait for it */
+        }
         rc = 0;
         goto out; /* and no descriptor of ours in this process */
     }
-    if (!mpt_rt_fds_room(mpt_rt.quiet)) {
-        mpt_coll_close_unprofiled(coll);
+    /* Under the collector a process keeps no descriptor of its own
+     * (rt_collector.h, rt_ctlhost.h) unless it names its own frames or
+     * serves HTTP; else, with no room out of the program's numbers, it
+     * steps aside. */
+    if (keeps_descriptors(coll) && !mpt_rt_fds_room(mpt_rt.quiet)) {
         rc = 0;
         goto out;
     }
     /* Under a collector, messages go to it, and no duplicate of stderr
      * is held (a daemon would keep the caller's terminal or pipe open
      * with it): rt_collector.h. */
-    mpt_rt_msg_init(!mpt_coll_init(coll)); /* before any message */
+    mpt_rt_msg_init(!coll); /* before any message */
     if (configure(bad, why) != 0)
         goto out;
     sem_init(&mpt_rt.wake, 0, 0);
@@ -289,7 +306,13 @@ int mpt_rt_start(void)
      * first. */
     bool ctl = mpt_env_flag(MPT_ENV_CTL, true);
     const char *http = mpt_env(MPT_ENV_HTTP)->text;
-    if (!mpt_rt.bare && (ctl || http != NULL) && mpt_rt_open_control(ctl, http) == 0) {
+    /* Hello to the collector: it waits for this process, and hosts its
+     * control socket when that is all the control serves. */
+    const mp_prof_control_host *host =
+        coll ? mpt_ctlhost_hello(!mpt_rt.bare && ctl && http == NULL) : NULL;
+    if (coll && host == NULL && http == NULL && !mp_prof_fd_room())
+        ctl = false; /* a socket of its own would take a number of the program's */
+    if (!mpt_rt.bare && (ctl || http != NULL) && mpt_rt_open_control(ctl, http, host) == 0) {
         atexit(mpt_rt_close_control);
         if (mp_prof_control_http_address(mpt_rt.control) != NULL) {
             pthread_mutex_lock(&mpt_rt.report_lock);

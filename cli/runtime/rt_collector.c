@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* The sending side of the collector's channel (rt_collector.h). No
- * allocation: a report travels in a memfd written with write(2), a
- * message in one packet from the stack. */
+ * allocation and no descriptor kept: each packet goes on a connection of
+ * its own, a report in a memfd written with write(2), a message in the
+ * packet from the stack. */
 #define _GNU_SOURCE
 #include "rt_collector.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,65 +18,83 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <mimprof/profiling.h>
 
-/* The inherited socket; fd -1 when there is none or it is not ours any
- * more (mp_prof_fd_check forgets it). Set at start and in a forked child,
- * both single-threaded moments; read by the threads that take reports
- * (under report_lock) and by messages (any thread: a send on a socket
- * that was closed under it fails, and the next check forgets it). */
-static mp_prof_owned_fd g_sock = {.fd = -1};
+/* Set at start (single-threaded), read by any thread after. */
+static struct {
+    bool on;
+    struct sockaddr_un addr;
+    socklen_t alen;
+    uint8_t token[MPT_COLL_TOKEN];
+} g;
 static atomic_uint g_fallbacks;
 
-static bool parse_spec(const char *spec, mp_prof_owned_fd *o)
+static int hexval(char c)
 {
-    if (spec == NULL)
-        return false;
-    char *end;
-    errno = 0;
-    long fd = strtol(spec, &end, 10);
-    if (errno != 0 || *end != ':' || fd < 0 || fd > 1 << 30)
-        return false;
-    unsigned long long dev = strtoull(end + 1, &end, 10);
-    if (*end != ':')
-        return false;
-    unsigned long long ino = strtoull(end + 1, &end, 10);
-    if (*end != '\0')
-        return false;
-    *o = (mp_prof_owned_fd){.fd = (int)fd, .dev = (dev_t)dev, .ino = (ino_t)ino};
-    return mp_prof_fd_check(o);
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
 bool mpt_coll_init(const char *spec)
 {
-    if (!parse_spec(spec, &g_sock))
-        g_sock = MP_PROF_OWNED_FD_NONE;
-    return g_sock.fd >= 0;
+    g.on = false;
+    const char *colon = spec != NULL ? strrchr(spec, ':') : NULL;
+    size_t nlen = colon != NULL ? (size_t)(colon - spec) : 0;
+    if (colon == NULL || nlen == 0 || nlen + 1 > sizeof g.addr.sun_path ||
+        strlen(colon + 1) != 2 * MPT_COLL_TOKEN)
+        return false;
+    for (size_t i = 0; i < MPT_COLL_TOKEN; i++) {
+        int hi = hexval(colon[1 + 2 * i]), lo = hexval(colon[2 + 2 * i]);
+        if (hi < 0 || lo < 0)
+            return false;
+        g.token[i] = (uint8_t)(hi << 4 | lo);
+    }
+    memset(&g.addr, 0, sizeof g.addr);
+    g.addr.sun_family = AF_UNIX;
+    memcpy(g.addr.sun_path + 1, spec, nlen); /* abstract: a NUL first */
+    g.alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nlen);
+    g.on = true;
+    return true;
 }
 
-bool mpt_coll_on(void) { return g_sock.fd >= 0; }
+bool mpt_coll_on(void) { return g.on; }
 
-void mpt_coll_close_unprofiled(const char *spec)
-{
-    mp_prof_owned_fd o;
-    if (parse_spec(spec, &o))
-        close(o.fd);
-}
-
-void mpt_coll_after_fork(bool profiled, bool exec_inherits)
-{
-    atomic_store(&g_fallbacks, 0);
-    if (!mp_prof_fd_check(&g_sock))
-        return;
-    if (!profiled)
-        mp_prof_fd_close(&g_sock);
-    else if (!exec_inherits)
-        (void)fcntl(g_sock.fd, F_SETFD, FD_CLOEXEC);
-}
+void mpt_coll_after_fork(void) { atomic_store(&g_fallbacks, 0); }
 
 unsigned mpt_coll_fallbacks(void) { return atomic_load(&g_fallbacks); }
+
+static int make_socket(void *ctx)
+{
+    (void)ctx;
+    return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+}
+
+static int make_memfd(void *ctx)
+{
+    (void)ctx;
+    return memfd_create("mimprof-report", MFD_CLOEXEC);
+}
+
+/* A connection to the collector for one packet (non-blocking: a full
+ * backlog is EAGAIN), or -1 with errno. */
+static int dial(void)
+{
+    int fd = mp_prof_fd_make(make_socket, NULL);
+    if (fd < 0)
+        return -1;
+    int r;
+    while ((r = connect(fd, (struct sockaddr *)&g.addr, g.alen)) != 0 && errno == EINTR)
+        ;
+    if (r != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -89,9 +110,12 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* One packet, with `fd` attached when it is not -1. Never blocks. */
-static int send_packet(const mpt_coll_hdr *h, const void *text, size_t tlen, int fd)
+/* One packet on connection `c`, with `fd` attached when it is not -1.
+ * Never blocks. */
+static int send_on(int c, mpt_coll_hdr *h, const void *text, size_t tlen, int fd)
 {
+    h->magic = MPT_COLL_MAGIC;
+    memcpy(h->token, g.token, sizeof h->token);
     struct iovec iov[2] = {{(void *)h, sizeof *h}, {(void *)text, tlen}};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -102,29 +126,47 @@ static int send_packet(const mpt_coll_hdr *h, const void *text, size_t tlen, int
         memset(&u, 0, sizeof u);
         m.msg_control = u.buf;
         m.msg_controllen = sizeof u.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof fd);
     }
     ssize_t r;
-    while ((r = sendmsg(g_sock.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    while ((r = sendmsg(c, &m, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 && errno == EINTR)
         ;
     return r == (ssize_t)(sizeof *h + tlen) ? 0 : -1;
+}
+
+/* One packet on a connection of its own. 0, or -1 (errno). */
+static int send_packet(mpt_coll_hdr *h, const void *text, size_t tlen, int fd)
+{
+    if (!g.on) {
+        errno = ENOTCONN;
+        return -1;
+    }
+    int c = dial();
+    if (c < 0)
+        return -1;
+    int r = send_on(c, h, text, tlen, fd);
+    int e = errno;
+    close(c);
+    errno = e;
+    return r;
+}
+
+static const char *send_failure(int e)
+{
+    return e == EAGAIN || e == ENOBUFS ? "its queue is full"
+           : e == EMFILE || e == ENFILE ? "no descriptor to reach it"
+                                        : "it is gone";
 }
 
 int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len, const uint8_t *pk,
                          size_t pklen, int64_t from_ns, int64_t to_ns, unsigned flags,
                          const char **why)
 {
-    *why = "no collector";
-    if (!mp_prof_fd_check(&g_sock)) {
-        *why = "its descriptor was closed by the program";
-        atomic_fetch_add(&g_fallbacks, 1);
-        return -1;
-    }
-    int mfd = memfd_create("mimprof-report", MFD_CLOEXEC);
+    int mfd = mp_prof_fd_make(make_memfd, NULL);
     if (mfd < 0) {
         *why = "no memfd";
         atomic_fetch_add(&g_fallbacks, 1);
@@ -136,8 +178,7 @@ int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len
     if (write_all(mfd, buf, len) != 0 || (pklen > 0 && write_all(mfd, pk, pklen) != 0)) {
         *why = "the report could not be copied";
     } else {
-        mpt_coll_hdr h = {.magic = MPT_COLL_MAGIC,
-                          .kind = MPT_COLL_REPORT,
+        mpt_coll_hdr h = {.kind = MPT_COLL_REPORT,
                           .flags = flags,
                           .pid = pid,
                           .seq = seq,
@@ -147,7 +188,7 @@ int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len
                           .to_ns = to_ns};
         rc = send_packet(&h, NULL, 0, mfd);
         if (rc != 0)
-            *why = errno == EAGAIN || errno == ENOBUFS ? "its queue is full" : "it is gone";
+            *why = send_failure(errno);
     }
     close(mfd);
     if (rc != 0)
@@ -157,11 +198,75 @@ int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len
 
 bool mpt_coll_say(const char *text, size_t len)
 {
-    if (g_sock.fd < 0)
+    if (!g.on)
         return false;
     if (len > MPT_COLL_TEXT_MAX)
         len = MPT_COLL_TEXT_MAX;
-    mpt_coll_hdr h = {
-        .magic = MPT_COLL_MAGIC, .kind = MPT_COLL_MESSAGE, .pid = getpid(), .len = len};
-    return mp_prof_fd_check(&g_sock) && send_packet(&h, text, len, -1) == 0;
+    mpt_coll_hdr h = {.kind = MPT_COLL_MESSAGE, .pid = getpid(), .len = len};
+    return send_packet(&h, text, len, -1) == 0;
+}
+
+int mpt_coll_hello(int page_fd)
+{
+    mpt_coll_hdr h = {.kind = MPT_COLL_HELLO, .pid = getpid()};
+    return send_packet(&h, NULL, 0, page_fd);
+}
+
+void mpt_coll_bye(void)
+{
+    mpt_coll_hdr h = {.kind = MPT_COLL_BYE, .pid = getpid()};
+    (void)send_packet(&h, NULL, 0, -1);
+}
+
+/* The descriptors of the FETCH answer on `c` into fds (at most max; the
+ * rest closed). How many, or -1. */
+static int receive_fds(int c, int *fds, int max)
+{
+    struct pollfd p = {.fd = c, .events = POLLIN};
+    int r;
+    while ((r = poll(&p, 1, 1000)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        return -1;
+    mpt_coll_hdr h;
+    struct iovec iov = {&h, sizeof h};
+    union {
+        char buf[CMSG_SPACE(MPT_COLL_FETCH_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    ssize_t got;
+    while ((got = recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
+        ;
+    int n = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm != NULL; cm = CMSG_NXTHDR(&m, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+            if (n < max && got == (ssize_t)sizeof h && h.magic == MPT_COLL_MAGIC)
+                fds[n++] = f;
+            else
+                close(f);
+        }
+    }
+    return got == (ssize_t)sizeof h && h.magic == MPT_COLL_MAGIC ? n : -1;
+}
+
+int mpt_coll_fetch(int *fds, int max)
+{
+    if (!g.on) {
+        errno = ENOTCONN;
+        return -1;
+    }
+    int c = dial();
+    if (c < 0)
+        return -1;
+    mpt_coll_hdr h = {.kind = MPT_COLL_FETCH, .pid = getpid()};
+    int n = send_on(c, &h, NULL, 0, -1) == 0 ? receive_fds(c, fds, max) : -1;
+    close(c);
+    return n;
 }

@@ -4,33 +4,49 @@
  * side, compiled into the preload runtime. The receiving side is
  * cli/src/collector*.c. Not installed.
  *
- * The channel. `mimprof run` makes an AF_UNIX SOCK_SEQPACKET socketpair
- * and forks the collector with one end; the other end is inherited by
- * the command (a descriptor at the top of the range, named with its
- * device and inode in MIMPROF_COLLECTOR=FD:DEV:INO), and so by every
- * process of its tree: one shared socket, whatever the processes' user
- * ids (a worker that setuid()s to nobody keeps it). The collector sees
- * end of file when the last process holding it has closed it (exited),
- * and ends then: it outlives `mimprof run` when the service daemonizes.
+ * The channel. `mimprof run` binds an AF_UNIX SOCK_SEQPACKET socket to
+ * a fresh abstract name and forks the collector with it; the command and
+ * every process of its tree find it by that name, with a secret token,
+ * in MIMPROF_COLLECTOR=NAME:TOKEN (32 hex digits). A process holds no
+ * descriptor of the channel: each packet goes on a connection of its own
+ * (socket, connect, one send, close), whatever the process's user id (an
+ * abstract name has no file permissions: a worker that setuid()s to
+ * nobody still reaches it) and whatever its descriptor limit (the
+ * connection lives for the one call: mp_prof_fd_make puts it above the
+ * soft limit when the program holds every number below). The program's
+ * descriptor numbers are therefore its own at every limit (cli/README.md,
+ * "Descriptors").
  *
- * A packet is one mpt_coll_hdr, and:
+ * A packet is one mpt_coll_hdr carrying the token, and:
+ *  - HELLO: the process is alive (sent at its start and by a forked
+ *    child): the collector watches its pid (a pidfd) and ends when the
+ *    command has ended and no process it knows is alive (after a grace
+ *    for children that have not said hello yet). With a page (an memfd
+ *    of MPT_COLL_PAGE bytes, mpt_coll_page) the collector also hosts the
+ *    process's control socket (rt_ctlhost.c);
  *  - REPORT: the report's pprof bytes, then its window's peak's, in a
  *    memfd passed with SCM_RIGHTS (no size limit, nothing copied into the
  *    socket); the collector writes heap.<pid>.<seq>.pb.gz (and
  *    .peak.pb.gz) as the invoking user, under its retention rule;
  *  - MESSAGE: the text of one runtime message after the header;
+ *  - BYE: a program executed in a process of the tree that is not
+ *    profiled (no --follow-exec): the collector stops waiting for it;
+ *  - FETCH: the control connections the collector accepted for this
+ *    process come back on the same connection, in one packet whose
+ *    header's len says how many (SCM_RIGHTS).
+ * The collector believes the pid the kernel gives (SO_PEERCRED) for
+ * everything it tracks; the header's pid is the process's own view (its
+ * files' names, its control socket's name).
  *
  * `mimprof run` tells the collector on a pipe of its own when the
  * command's process has ended (collector.h): its reports are queued by
  * then.
  *
- * Never blocking the program. A process sends with MSG_DONTWAIT: the
- * queue is bounded by the socket's send buffer (set small by `mimprof
- * run`: MPT_COLL_SNDBUF); a full queue, a collector gone, a descriptor
- * the program closed or reused (checked by device and inode before every
- * send) make the process write that report itself, as without a
- * collector, and count it; the first such report of a process says so
- * on stderr. */
+ * Never blocking the program. Connections are non-blocking: a full
+ * backlog (MPT_COLL_BACKLOG connections waiting), a collector gone, no
+ * descriptor to be had make the process write that report itself, as
+ * without a collector, and count it; the first such report of a process
+ * says so on stderr. */
 #ifndef MIMPROF_TOOL_RT_COLLECTOR_H
 #define MIMPROF_TOOL_RT_COLLECTOR_H
 
@@ -39,11 +55,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MPT_COLL_MAGIC    0x4d50433175ULL /* "uC1PM" */
-#define MPT_COLL_SNDBUF   (64 * 1024)
+#define MPT_COLL_MAGIC    0x4d50433275ULL /* "uC2PM" */
+#define MPT_COLL_BACKLOG  256
 #define MPT_COLL_TEXT_MAX 1024
+#define MPT_COLL_TOKEN    16 /* bytes; 32 hex digits in MIMPROF_COLLECTOR */
+#define MPT_COLL_FETCH_MAX 8 /* control connections handed over at once */
 
-enum { MPT_COLL_REPORT = 1, MPT_COLL_MESSAGE = 2 };
+enum {
+    MPT_COLL_REPORT = 1,
+    MPT_COLL_MESSAGE = 2,
+    MPT_COLL_HELLO = 3,
+    MPT_COLL_FETCH = 4,
+    MPT_COLL_BYE = 5,
+};
 
 /* Flags of a REPORT. */
 enum {
@@ -54,34 +78,52 @@ enum {
 
 typedef struct {
     uint64_t magic;
+    uint8_t token[MPT_COLL_TOKEN];
     uint32_t kind;
     uint32_t flags;
-    int64_t pid;
+    int64_t pid;     /* the process's pid as it sees itself */
     uint64_t seq;    /* REPORT: the file number */
-    uint64_t len;    /* REPORT: report bytes at offset 0 of the memfd; MESSAGE: text bytes */
+    uint64_t len;    /* REPORT: report bytes at offset 0 of the memfd; MESSAGE: text bytes;
+                        FETCH answer: descriptors passed */
     uint64_t pklen;  /* REPORT: the peak's bytes after them (0: none) */
     int64_t from_ns; /* REPORT: the window [from, to) of its alloc_* values (wall clock) */
     int64_t to_ns;
 } mpt_coll_hdr;
 
+/* The page a process shares with the collector when the collector hosts
+ * its control socket (rt_ctlhost.c): the collector adds one to `seq` and
+ * wakes the futex on it when connections wait for the process. */
+#define MPT_COLL_PAGE 4096
+typedef struct {
+    _Atomic uint32_t seq;
+} mpt_coll_page;
+
 /* ---- the sending side (the preload runtime) ---------------------------- */
 
-/* Takes the collector's descriptor from MIMPROF_COLLECTOR's value
- * ("FD:DEV:INO"): usable when FD still names that socket. false when
- * `spec` is NULL, malformed, or names nothing of ours. */
+/* Takes the collector's name and token from MIMPROF_COLLECTOR's value.
+ * false when `spec` is NULL or malformed (no collector). */
 bool mpt_coll_init(const char *spec);
 
 /* Whether reports and messages go to the collector. */
 bool mpt_coll_on(void);
 
-/* In a process that does not profile itself: closes the inherited
- * descriptor when it is still ours (no descriptor of ours in it). */
-void mpt_coll_close_unprofiled(const char *spec);
+/* In a forked child: its own count of fallbacks. No descriptor to
+ * inherit or close. */
+void mpt_coll_after_fork(void);
 
-/* In a forked child: `exec_inherits` false marks the descriptor
- * close-on-exec in this process (the programs it executes are not
- * profiled: they get no descriptor of ours); `profiled` false closes it. */
-void mpt_coll_after_fork(bool profiled, bool exec_inherits);
+/* Says HELLO (the process is alive: the collector waits for it), with
+ * `page_fd` (an memfd of MPT_COLL_PAGE bytes, or -1) when the collector
+ * is to host the process's control socket. 0, or -1 (errno). */
+int mpt_coll_hello(int page_fd);
+
+/* Says BYE: this process, although of the tree, does not profile itself
+ * (an executed program, without --follow-exec). */
+void mpt_coll_bye(void);
+
+/* Takes at most `max` control connections the collector accepted for
+ * this process (FETCH) into fds. How many, or -1 (errno). Waits at most
+ * a second for the answer. */
+int mpt_coll_fetch(int *fds, int max);
 
 /* Hands a report (and its peak, when pk is not NULL) to the collector,
  * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD).

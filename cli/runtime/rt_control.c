@@ -181,14 +181,17 @@ static const mp_prof_control_hooks CTL_HOOKS = {
     .log = ctl_log,
 };
 
-/* Opens the control (MIMPROF_CTL, MIMPROF_HTTP); mpt_rt.lock held. One that
+/* Opens the control (MIMPROF_CTL, MIMPROF_HTTP); its control socket
+ * hosted by the collector when `host` is not NULL (rt_ctlhost.h) and no
+ * HTTP endpoint is asked for; mpt_rt.lock held. One that
  * cannot be served is said on stderr and the other one is served alone.
  * 0, or -1 (neither). */
-int mpt_rt_open_control(bool ctl, const char *http)
+int mpt_rt_open_control(bool ctl, const char *http, const mp_prof_control_host *host)
 {
     mp_prof_control_options o;
     mp_prof_control_options_init(&o);
     o.ctl = ctl;
+    o.host = http == NULL ? host : NULL;
     o.http = http;
     o.http_wildcard = mpt_env_flag(MPT_ENV_HTTP_WILDCARD, false);
     o.quiet = mpt_rt.quiet;

@@ -131,7 +131,7 @@ void mpt_rt_say_if_unsampled(uint64_t samples_taken);
 
 /* Opens the control (MIMPROF_CTL, MIMPROF_HTTP) into mpt_rt.control; lock
  * held. 0, or -1 (neither served; stderr said why). */
-int mpt_rt_open_control(bool ctl, const char *http);
+int mpt_rt_open_control(bool ctl, const char *http, const mp_prof_control_host *host);
 
 /* Closes it (atexit). */
 void mpt_rt_close_control(void);

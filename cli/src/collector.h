@@ -21,7 +21,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <sys/types.h>
+
+#include "rt_collector.h"
 
 /* Defaults of the retention rule (--keep, --keep-size; cli/README.md). */
 #define MPT_KEEP_DEFAULT       10u
@@ -36,6 +39,7 @@ typedef struct {
     int symbolize;      /* an mp_prof_symbolize: how reports that came unsymbolized are
                             named (MP_PROF_SYMBOLIZE_NONE: they stay so) */
     uint64_t period_ms; /* the report period: the uploads' windows */
+    uint8_t token[16];  /* what every packet must carry (rt_collector.h) */
 } mpt_coll_opts;
 
 /* ---- collector_store.c -------------------------------------------------- */
@@ -135,15 +139,66 @@ void mpt_cpyro_summary(mpt_cpyro *p, bool stop, bool always, char *line, size_t 
 
 void mpt_cpyro_free(mpt_cpyro *p);
 
+/* ---- collector_procs.c -------------------------------------------------- */
+
+/* A process that said hello (rt_collector.h, HELLO). */
+typedef struct {
+    pid_t pid;      /* as the collector sees it (SO_PEERCRED) */
+    long self_pid;  /* as it sees itself: its control socket's name */
+    int pidfd;      /* readable once it has ended (-1: kill(pid, 0) tells) */
+    int ctl;        /* the control socket hosted for it, or -1 */
+    mpt_coll_page *page; /* the page shared with it, or NULL */
+    int pending[8]; /* accepted control connections it has not taken */
+    int npending;
+    int64_t pending_since_ms;
+} mpt_cproc;
+
+typedef struct {
+    mpt_cproc *v;
+    size_t n, cap;
+    int64_t last_hello_ms;
+} mpt_cprocs;
+
+/* A HELLO from `pid` (SO_PEERCRED), `self_pid` by its own count, with
+ * the page of its hosted control (page_fd, or -1). Watched from now on. */
+void mpt_cprocs_hello(mpt_cprocs *t, pid_t pid, long self_pid, int page_fd);
+
+/* A BYE from `pid`: no longer waited for. */
+void mpt_cprocs_bye(mpt_cprocs *t, pid_t pid);
+
+/* A FETCH from `pid` on `conn`: the answer, with the connections waiting
+ * for it (`req` is the request, echoed with kind FETCH and len = how
+ * many). */
+void mpt_cprocs_fetch(mpt_cprocs *t, pid_t pid, int conn, const mpt_coll_hdr *req);
+
+/* Into pf (room for cap): two entries per process (its pidfd, its hosted
+ * control socket; -1 when it has none). How many. */
+size_t mpt_cprocs_pollfds(const mpt_cprocs *t, struct pollfd *pf, size_t cap);
+
+/* After poll() over what mpt_cprocs_pollfds gave: connections accepted
+ * and handed over, ended processes forgotten. */
+void mpt_cprocs_events(mpt_cprocs *t, const struct pollfd *pf, size_t npf);
+
+/* Forgets ended processes; drops connections waiting too long. */
+void mpt_cprocs_sweep(mpt_cprocs *t);
+
+/* How many known processes are alive. */
+size_t mpt_cprocs_alive(mpt_cprocs *t);
+
+void mpt_cprocs_free(mpt_cprocs *t);
+
 /* ---- collector.c -------------------------------------------------------- */
 
-/* Serves the socket `sock` until every process holding its peer has
- * closed it. `notify` is the pipe to `mimprof run` (its messages), `ctl`
- * the pipe from it: a byte (or its end) once the command's process has
- * ended and `mimprof run` closed its own copy of the peer. Then the
- * socket is drained; at its end of file every process is gone and the
- * collector finishes; else (a daemon holds it) it says what it has done
- * so far, closes `notify` and goes on. Returns the exit status. */
-int mpt_collector_main(int sock, int notify, int ctl, const mpt_coll_opts *o);
+/* Serves the listening socket `listen_fd` (rt_collector.h) until the
+ * command has ended and no process of the tree is alive. `notify` is
+ * the pipe to `mimprof run` (its messages), `ctl` the pipe from it: a
+ * byte (or its end) once the command's process has ended. Then what is
+ * queued is read; when no process it knows is alive the collector says
+ * what it has done and ends after a grace (MPT_COLL_GRACE_MS, for
+ * children that have not said hello yet); else (a daemon) it says what
+ * it has done so far, closes `notify` and goes on. Returns the exit
+ * status. */
+#define MPT_COLL_GRACE_MS 2000
+int mpt_collector_main(int listen_fd, int notify, int ctl, const mpt_coll_opts *o);
 
 #endif

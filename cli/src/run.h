@@ -66,17 +66,18 @@ int mpt_run_command(run_opts *o, char **cmd);
 
 /* The collector as `mimprof run` sees it (run_collector.c). */
 typedef struct {
-    int peer;   /* the processes' end of the socket (close-on-exec here), or -1 */
     int notify; /* the collector's messages, or -1 */
     int ctl;    /* to the collector: the command's process ended, or -1 */
     pid_t pid;
-    /* the collector's ends until it is forked (mpt_run_collector_spawn) */
+    /* the collector's listening socket and pipe ends until it is forked
+     * (mpt_run_collector_spawn) */
     int sock, pipe_out, pipe_in;
     mpt_coll_opts opts;
 } mpt_run_coll;
 
-/* Makes the collector's socket and pipes (reports into abs_dir, NULL:
- * none) and exports MIMPROF_COLLECTOR. 0, or -1 (errno; nothing made). */
+/* Makes the collector's listening socket (a fresh abstract name) and
+ * pipes (reports into abs_dir, NULL: none) and exports
+ * MIMPROF_COLLECTOR=NAME:TOKEN. 0, or -1 (errno; nothing made). */
 int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc);
 /* Forks the collector, after the command (which is so the first process
  * `mimprof run` starts: pid 2 in a new pid namespace, as without it). */

@@ -10,9 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,12 +41,19 @@ static void collector_child(int sock, int notify, int ctl, const mpt_coll_opts *
     int null = open("/dev/null", O_RDWR);
     if (null < 0)
         _exit(1);
-    /* 0-2 on /dev/null, the socket on 3, the pipes on 4 and 5, nothing else */
+    /* 0-2 on /dev/null, the listening socket on 3, the pipes on 4 and 5,
+     * nothing else; as many descriptors as it may have (one per process
+     * it watches, two for a hosted control). */
     int s = fcntl(sock, F_DUPFD, 10), n = fcntl(notify, F_DUPFD, 10), c = fcntl(ctl, F_DUPFD, 10);
     if (s < 0 || n < 0 || c < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
         dup2(s, 3) < 0 || dup2(n, 4) < 0 || dup2(c, 5) < 0)
         _exit(1);
     close_range(6, ~0U, 0);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
     static const int reset[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2};
     for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
         signal(reset[i], SIG_DFL);
@@ -53,32 +64,62 @@ static void collector_child(int sock, int notify, int ctl, const mpt_coll_opts *
     _exit(mpt_collector_main(3, 4, 5, o));
 }
 
+/* The listening socket on a fresh abstract name ("mimprof-collect.<pid>."
+ * and 16 random hex digits, into name) and the token, from getrandom. */
+static int bind_listener(char *name, size_t cap, uint8_t token[16])
+{
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd ||
+        getrandom(token, 16, 0) != 16)
+        return -1;
+    int n = snprintf(name, cap, "mimprof-collect.%ld.", (long)getpid());
+    for (size_t i = 0; i < sizeof rnd && n > 0 && (size_t)n + 2 < cap; i++)
+        n += snprintf(name + n, cap - (size_t)n, "%02x", rnd[i]);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    size_t len = strlen(name);
+    if (len + 1 > sizeof a.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(a.sun_path + 1, name, len);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) != 0 ||
+        listen(fd, MPT_COLL_BACKLOG) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll *rc)
 {
-    rc->peer = rc->notify = rc->ctl = rc->sock = rc->pipe_out = rc->pipe_in = -1;
-    int sv[2], np[2], cp[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    rc->notify = rc->ctl = rc->sock = rc->pipe_out = rc->pipe_in = -1;
+    char name[96];
+    uint8_t token[16];
+    int np[2], cp[2];
+    int lfd = bind_listener(name, sizeof name, token);
+    if (lfd < 0)
         return -1;
     if (pipe2(np, O_CLOEXEC) != 0) {
-        close(sv[0]);
-        close(sv[1]);
+        close(lfd);
         return -1;
     }
     if (pipe2(cp, O_CLOEXEC) != 0) {
-        close(sv[0]);
-        close(sv[1]);
+        close(lfd);
         close(np[0]);
         close(np[1]);
         return -1;
     }
-    /* The processes' queue: a small send buffer on their end. */
-    int sndbuf = MPT_COLL_SNDBUF;
-    (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     /* Frames are named by the collector, once per binary for the tree
-     * (collector_symbols.c), unless a process serves /debug/pprof
-     * (--http: its profiles are read from it directly). */
-    /* Not for a process read from directly, whose own profiles must be
-     * named: --http, --dormant (`mimprof ctl`), heap images. */
+     * (collector_symbols.c), but not for a process read from directly,
+     * whose own profiles must be named: --http, --dormant (`mimprof
+     * ctl`), heap images. */
     bool names = strcmp(o->symbolize, "none") != 0 && o->http == NULL && !o->dormant &&
                  !o->image_on_exit && o->image_every == NULL && o->image_dir == NULL &&
                  getenv("MIMPROF_IMAGE") == NULL;
@@ -92,34 +133,18 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
                                      : strcmp(o->symbolize, "lines") == 0
                                          ? MP_PROF_SYMBOLIZE_LINES
                                          : MP_PROF_SYMBOLIZE_FUNCTIONS};
-    rc->sock = sv[0];
+    memcpy(co.token, token, sizeof co.token);
+    rc->sock = lfd;
     rc->pipe_out = np[1];
     rc->pipe_in = cp[0];
     rc->opts = co;
     rc->notify = np[0];
     rc->ctl = cp[1];
-    /* The command's end: at the top of the range, out of the program's
-     * way; close-on-exec here, inherited by the command (run_exec.c). */
-    rc->peer = mp_prof_fd_high(sv[1]);
-    if (rc->peer == sv[1]) {
-        /* No room at the top (a low RLIMIT_NOFILE): the socket would take
-         * a number the program gets. No collector then. */
-        close(rc->peer);
-        close(rc->sock);
-        close(rc->pipe_out);
-        close(rc->pipe_in);
-        close(rc->notify);
-        close(rc->ctl);
-        rc->peer = rc->sock = rc->pipe_out = rc->pipe_in = rc->notify = rc->ctl = -1;
-        errno = EMFILE;
-        return -1;
-    }
-    struct stat st;
-    char spec[96];
-    if (fstat(rc->peer, &st) != 0 ||
-        snprintf(spec, sizeof spec, "%d:%llu:%llu", rc->peer, (unsigned long long)st.st_dev,
-                 (unsigned long long)st.st_ino) >= (int)sizeof spec ||
-        setenv("MIMPROF_COLLECTOR", spec, 1) != 0 ||
+    char spec[160];
+    int n = snprintf(spec, sizeof spec, "%s:", name);
+    for (size_t i = 0; i < sizeof token; i++)
+        n += snprintf(spec + n, sizeof spec - (size_t)n, "%02x", token[i]);
+    if (setenv("MIMPROF_COLLECTOR", spec, 1) != 0 ||
         (names && setenv("MIMPROF_SYMBOLIZE", "none", 1) != 0)) {
         mpt_run_collector_end(rc);
         return -1;
@@ -134,7 +159,6 @@ int mpt_run_collector_spawn(mpt_run_coll *rc)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        close(rc->peer);
         close(rc->notify);
         close(rc->ctl);
         collector_child(rc->sock, rc->pipe_out, rc->pipe_in, &rc->opts);
@@ -192,12 +216,15 @@ int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status)
 
 void mpt_run_collector_end(mpt_run_coll *rc)
 {
-    /* Our copy of the socket first, then the word: when the collector
-     * reads it, the socket's end of file says whether any process of the
-     * tree still holds it (collector.h). */
-    if (rc->peer >= 0)
-        close(rc->peer);
-    rc->peer = -1;
+    /* The word: the collector reads what is queued and says whether any
+     * process of the tree is still alive (collector.h). */
+    if (rc->sock >= 0) /* never forked */
+        close(rc->sock);
+    if (rc->pipe_out >= 0)
+        close(rc->pipe_out);
+    if (rc->pipe_in >= 0)
+        close(rc->pipe_in);
+    rc->sock = rc->pipe_out = rc->pipe_in = -1;
     if (rc->ctl >= 0) {
         /* The collector may have ended already (every process gone): no
          * SIGPIPE for that. */

@@ -88,13 +88,10 @@ int mpt_run_command(run_opts *op, char **cmd)
     /* The collector (collector.h): the reports and messages of the whole
      * process tree; without it (--no-collector, or it cannot start) each
      * process writes its own, as the bare preload does. */
-    mpt_run_coll coll = {
-        .peer = -1, .notify = -1, .ctl = -1, .pid = 0, .sock = -1, .pipe_out = -1, .pipe_in = -1};
+    mpt_run_coll coll = {.notify = -1, .ctl = -1, .pid = 0, .sock = -1, .pipe_out = -1, .pipe_in = -1};
     if (!o.no_collector && mpt_run_collector_start(&o, files ? abs_dir : NULL, &coll) != 0)
         fprintf(stderr, "mimprof run: no collector (%s): each process writes its own reports\n",
-                errno == EMFILE ? "no descriptor free at the top of the range: the descriptor "
-                                  "limit is too low"
-                                : strerror(errno));
+                strerror(errno));
     char status_dir[4096];
     mpt_run_status_dir_make(status_dir, sizeof status_dir);
     /* exec failures travel back through a close-on-exec pipe. */
@@ -134,9 +131,6 @@ int mpt_run_command(run_opts *op, char **cmd)
             sigaction(fwd[i], &saved[i], NULL);
         sigprocmask(SIG_SETMASK, &oldmask, NULL);
         close(pfd[0]);
-        /* The collector's socket is the command's (close-on-exec until now). */
-        if (coll.peer >= 0 && fcntl(coll.peer, F_SETFD, 0) != 0)
-            _exit(EXIT_OWN_ERROR);
         /* The process the runtime profiles: this one, also once an exec
          * replaced it; programs other processes execute are governed by
          * MIMPROF_FOLLOW_EXEC (runtime/rt_env.h). */

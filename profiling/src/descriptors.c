@@ -126,6 +126,19 @@ static int open_it(void *ctx)
     return open(o->path, o->flags | O_CLOEXEC, o->mode);
 }
 
+int mp_prof_fd_make(int (*make)(void *ctx), void *ctx)
+{
+    int fd = make(ctx);
+    struct rlimit rl;
+    if (fd >= 0 || errno != EMFILE || getrlimit(RLIMIT_NOFILE, &rl) != 0 ||
+        rl.rlim_max <= rl.rlim_cur)
+        return fd;
+    /* Every number below the soft limit is the program's: one above it,
+     * for the length of the caller's use. */
+    rlim_t raise = rl.rlim_max - rl.rlim_cur > FD_MARGIN ? rl.rlim_cur + FD_MARGIN : rl.rlim_max;
+    return with_limit(raise, rl.rlim_max, make, ctx);
+}
+
 int mp_prof_fd_open(const char *path, int flags, mode_t mode)
 {
     struct open_op o = {path, flags, mode};

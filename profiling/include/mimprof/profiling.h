@@ -421,6 +421,19 @@ MP_PROF_API bool mp_prof_fd_room(void);
 MP_PROF_API int mp_prof_fd_open(const char *path, int flags, mode_t mode);
 
 /**
+ * A descriptor for the length of one use (a report handed to a
+ * collector, a message): `make(ctx)` (which opens it, `O_CLOEXEC`, and
+ * returns it or -1 with errno) is called; when it fails with `EMFILE`
+ * (the program holds every number below its soft `RLIMIT_NOFILE`) and
+ * the hard limit leaves room, it is called again with the soft limit
+ * raised for that call and put back (as mp_prof_fd_high() does), so the
+ * descriptor lands above the program's numbers instead of failing. Not
+ * moved otherwise: close it before returning to the program.
+ * @return make's result.
+ */
+MP_PROF_API int mp_prof_fd_make(int (*make)(void *ctx), void *ctx);
+
+/**
  * A descriptor that a host of the profiler keeps open in the program's
  * process, with the identity of the file it was opened on. The program
  * may close any descriptor (a daemon's `close_range(3, ~0U)`,
