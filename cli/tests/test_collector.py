@@ -140,6 +140,45 @@ class Daemon(TempDirTest):
         self.assertGreater(alloc, 0)
 
 
+class Lifetime(TempDirTest):
+    """The collector waits for the processes of the tree that profile
+    themselves (HELLO), not for programs they execute unprofiled (BYE), and
+    ends a grace after the last one: it holds no socket the processes
+    share any more whose end of file would say so (rt_collector.h)."""
+
+    def test_unprofiled_exec_is_not_waited_for(self):
+        out = self.path("out")
+        p = subprocess.Popen([MIMPROF, "run", "-e", "0", "-o", out, "--", "sh", "-c",
+                              "sleep 60 >/dev/null 2>&1 & echo $!; read x"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        sleeper = int(p.stdout.readline())
+        coll = wait_for(lambda: collectors_of(p.pid), "the collector")
+        _, err = p.communicate("\n", timeout=DEADLINE)
+        self.assertEqual(p.returncode, 0, err)
+        try:
+            self.assertTrue(alive(sleeper))
+            wait_for(lambda: not alive(coll[0]), "the collector's end while sleep runs")
+        finally:
+            os.kill(sleeper, signal.SIGKILL)
+        self.assertEqual(len(reports(out)), 1, err)  # sh (its child became sleep)
+
+    def test_a_forked_child_keeps_it_after_the_parent(self):
+        # The parent exits at once; its child reports for a while: the
+        # collector outlives `mimprof run` for it and writes its reports.
+        out = self.path("out")
+        pidfile = self.path("pid")
+        r = subprocess.run([MIMPROF, "run", "-e", "100ms", "-o", out, "--", DAEMONIZE, pidfile,
+                            "2"], capture_output=True, text=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = int(wait_for(lambda: os.path.exists(pidfile) and open(pidfile).read().strip(),
+                           "the daemon's pid"))
+        wait_for(lambda: not alive(pid), "the daemon's end")
+        # its last report, written after `mimprof run` returned
+        wait_for(lambda: any(len(v) >= 3 for k, v in reports(out).items() if k == pid),
+                 "the daemon's reports")
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root (workers setuid to nobody)")
 class PrivilegeDrop(TempDirTest):
     """A service started as root whose workers setuid() to nobody: every
