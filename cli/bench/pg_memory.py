@@ -18,20 +18,12 @@ import sys
 import tempfile
 import time
 
+import smaps
+
 PG_BIN = "/usr/lib/postgresql/15/bin"
 QUERY = ("SELECT count(*) FROM (SELECT g, repeat('x', 100) AS s "
          "FROM generate_series(1, 20000) g) t;\n"
          "SELECT 'pid', pg_backend_pid();\n")
-
-
-def rollup(pid):
-    out = {}
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == "kB":
-                out[parts[0].rstrip(":")] = int(parts[1])
-    return out
 
 
 def as_pg(argv):
@@ -66,15 +58,14 @@ def measure(mimprof, base, data, extra, env, conns, wait=2.5):
         pids.append(int(line.strip().split("|")[1]))
         sessions.append(s)
     time.sleep(wait)
-    rows = [rollup(pid) for pid in pids]
+    rows = [smaps.rollup(pid) for pid in pids]
     for s in sessions:
         s.stdin.close()
         s.wait(timeout=60)
     subprocess.run(as_pg([PG_BIN + "/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"]),
                    capture_output=True)
     server.wait(timeout=60)
-    n = len(rows)
-    return {k: sum(r.get(k, 0) for r in rows) / n for k in ("Private_Dirty", "Anonymous", "Rss")}
+    return smaps.mean(rows)
 
 
 def main():
@@ -95,12 +86,7 @@ def main():
                 ("mimprof run (collector)", measure(mimprof, base, data, [], os.environ, conns))]
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    base_pd = rows[0][1]["Private_Dirty"]
-    print("%-30s %14s %14s %10s" % ("per backend (kB)", "Private_Dirty", "beyond alloc.",
-                                    "Anonymous"))
-    for name, r in rows:
-        print("%-30s %14.0f %14.0f %10.0f" % (name, r["Private_Dirty"], r["Private_Dirty"] - base_pd,
-                                              r["Anonymous"]))
+    smaps.print_table("per backend (kB)", rows)
 
 
 if __name__ == "__main__":

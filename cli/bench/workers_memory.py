@@ -15,15 +15,7 @@ import sys
 import tempfile
 import time
 
-
-def rollup(pid):
-    out = {}
-    with open("/proc/%d/smaps_rollup" % pid) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == "kB":
-                out[parts[0].rstrip(":")] = int(parts[1])
-    return out
+import smaps
 
 
 def measure(cmd, env=None, wait=2.5):
@@ -36,10 +28,9 @@ def measure(cmd, env=None, wait=2.5):
         if line.strip() == "ready":
             break
     time.sleep(wait)
-    rows = [rollup(pid) for pid in pids]
+    rows = [smaps.rollup(pid) for pid in pids]
     p.communicate("\n", timeout=120)
-    n = len(rows)
-    return {k: sum(r.get(k, 0) for r in rows) / n for k in ("Private_Dirty", "Anonymous", "Rss")}
+    return smaps.mean(rows)
 
 
 def main():
@@ -54,11 +45,7 @@ def main():
                     [mimprof, "run", "-q", "-e", "1s", "-o", d + "/a", "--no-collector", "--"] + prog)),
                 ("mimprof run (collector)", measure(
                     [mimprof, "run", "-q", "-e", "1s", "-o", d + "/b", "--"] + prog))]
-    base = rows[0][1]["Private_Dirty"]
-    print("%-30s %14s %14s %10s" % ("per worker (kB)", "Private_Dirty", "beyond alloc.", "Anonymous"))
-    for name, r in rows:
-        print("%-30s %14.0f %14.0f %10.0f" % (name, r["Private_Dirty"], r["Private_Dirty"] - base,
-                                              r["Anonymous"]))
+    smaps.print_table("per worker (kB)", rows)
 
 
 if __name__ == "__main__":

@@ -203,28 +203,10 @@ void mpt_rt_pyro_finish(void)
         api->agent_free(pyro.agent);
         pyro.agent = NULL;
     }
-    typedef unsigned long long ull;
-    ull lost = st.dropped_queue_full + st.dropped_rejected + st.dropped_retry_exhausted +
-               st.dropped_stop_deadline + st.dropped_spool_io + st.reports_failed + pyro.unsent;
-    ull total = st.reports_queued + st.reports_failed + pyro.unsent;
-    ull failed = st.fail_connect + st.fail_timeout + st.fail_tls + st.fail_rate_limited +
-                 st.fail_server + st.fail_rejected + st.fail_other;
-    if (lost > 0 || st.spooled > 0 || failed > 0)
-        status_say(
-            "mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue full "
-            "%llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o %llu, "
-            "not queued %llu), %llu spooled; failed requests: connect %llu, timeout %llu, "
-            "tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
-            (long)getpid(), (ull)st.uploaded, total, lost, (ull)st.dropped_queue_full,
-            (ull)st.dropped_rejected, (ull)st.dropped_retry_exhausted,
-            (ull)st.dropped_stop_deadline, (ull)st.dropped_spool_io,
-            (ull)(st.reports_failed + pyro.unsent), (ull)st.spooled, (ull)st.fail_connect,
-            (ull)st.fail_timeout, (ull)st.fail_tls, (ull)st.fail_rate_limited, (ull)st.fail_server,
-            (ull)st.fail_rejected, (ull)st.fail_other, last[0] != '\0' ? "; last error: " : "",
-            last);
-    else if (pyro.summary && !pyro.forked)
-        status_say("mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
-                   (long)getpid(), (ull)st.uploaded, st.uploaded == 1 ? "" : "s", pyro.app);
+    char line[1024]; /* what status_say() holds: the line cut where it was */
+    if (mpt_pyro_summary(&st, pyro.unsent, last, pyro.app, pyro.summary && !pyro.forked, line,
+                         sizeof line))
+        status_say("%s", line);
 #endif
 }
 

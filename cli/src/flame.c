@@ -402,12 +402,8 @@ int mpt_cmd_flame(int argc, char **argv)
         case 'h':
             mpt_usage(stdout, "flame");
             return MPT_EXIT_OK;
-        case ':':
-            fprintf(stderr, "mimprof flame: option '%s' needs a value\n", argv[optind - 1]);
-            return MPT_EXIT_USAGE;
-        default:
-            fprintf(stderr, "mimprof flame: unknown option '%s' (see mimprof flame --help)\n",
-                    argv[optind - 1]);
+        default: /* ':' (an option without its value) or an unknown one */
+            mpt_usage_bad_option("flame", c, argv[optind - 1]);
             return MPT_EXIT_USAGE;
         }
     }

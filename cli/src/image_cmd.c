@@ -418,12 +418,8 @@ int mpt_cmd_image(int argc, char **argv)
         case 'h':
             fputs(USAGE_IMAGE, stdout);
             return MPT_EXIT_OK;
-        case ':':
-            fprintf(stderr, "mimprof image: option '%s' needs a value\n", argv[optind - 1]);
-            return MPT_EXIT_USAGE;
-        default:
-            fprintf(stderr, "mimprof image: unknown option '%s' (see mimprof image --help)\n",
-                    argv[optind - 1]);
+        default: /* ':' (an option without its value) or an unknown one */
+            mpt_usage_bad_option("image", c, argv[optind - 1]);
             return MPT_EXIT_USAGE;
         }
     }

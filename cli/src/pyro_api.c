@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* dlopen() of libmimprof-pyroscope (see pyro_api.h). */
+/* dlopen() of libmimprof-pyroscope and the upload summary (see pyro_api.h). */
 #define _GNU_SOURCE
 #include "pyro_api.h"
 
@@ -96,6 +96,37 @@ void mpt_pyro_close(mpt_pyro_api *api)
     if (api->dep != NULL)
         dlclose(api->dep);
     memset(api, 0, sizeof *api);
+}
+
+bool mpt_pyro_summary(const mp_pyro_stats *st, uint64_t unsent, const char *last_error,
+                      const char *app, bool always, char *line, size_t cap)
+{
+    typedef unsigned long long ull;
+    ull lost = st->dropped_queue_full + st->dropped_rejected + st->dropped_retry_exhausted +
+               st->dropped_stop_deadline + st->dropped_spool_io + st->reports_failed + unsent;
+    ull total = st->reports_queued + st->reports_failed + unsent;
+    ull failed = st->fail_connect + st->fail_timeout + st->fail_tls + st->fail_rate_limited +
+                 st->fail_server + st->fail_rejected + st->fail_other;
+    if (cap > 0)
+        line[0] = '\0';
+    if (lost > 0 || st->spooled > 0 || failed > 0)
+        snprintf(line, cap,
+                 "mimprof: pyroscope: pid %ld: %llu of %llu profiles uploaded, %llu lost (queue "
+                 "full %llu, rejected %llu, retries exhausted %llu, stop deadline %llu, spool i/o "
+                 "%llu, not queued %llu), %llu spooled; failed requests: connect %llu, timeout "
+                 "%llu, tls %llu, 429 %llu, 5xx %llu, rejected %llu, other %llu%s%s\n",
+                 (long)getpid(), (ull)st->uploaded, total, lost, (ull)st->dropped_queue_full,
+                 (ull)st->dropped_rejected, (ull)st->dropped_retry_exhausted,
+                 (ull)st->dropped_stop_deadline, (ull)st->dropped_spool_io,
+                 (ull)(st->reports_failed + unsent), (ull)st->spooled, (ull)st->fail_connect,
+                 (ull)st->fail_timeout, (ull)st->fail_tls, (ull)st->fail_rate_limited,
+                 (ull)st->fail_server, (ull)st->fail_rejected, (ull)st->fail_other,
+                 last_error[0] != '\0' ? "; last error: " : "", last_error);
+    else if (always)
+        snprintf(line, cap,
+                 "mimprof: pyroscope: pid %ld: %llu profile%s uploaded (service_name=%s)\n",
+                 (long)getpid(), (ull)st->uploaded, st->uploaded == 1 ? "" : "s", app);
+    return cap > 0 && line[0] != '\0';
 }
 #else
 typedef int mpt_pyro_api_unused; /* ISO C: a translation unit declares something */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Internal to the mimprof command and its preload runtime: the entry
- * points of libmimprof-pyroscope, resolved with dlopen()/dlsym().
+ * points of libmimprof-pyroscope, resolved with dlopen()/dlsym(), and
+ * the line that sums up a process's uploads.
  *
  * The package graph is pyroscope -> profiling, never the reverse, so
  * neither `mimprof run` nor the preload objects link the adapter: both
@@ -17,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef MPT_HAVE_PYROSCOPE
 #define MPT_HAVE_PYROSCOPE 0
@@ -77,6 +79,17 @@ void mpt_pyro_path(const mpt_pyro_api *api, char *out, size_t outlen);
 
 /* dlclose()s the library. */
 void mpt_pyro_close(mpt_pyro_api *api);
+
+/* The upload summary of this process (the collector's, for all the
+ * processes it uploads for; or a process's that uploads itself) from its
+ * agent's counters `st`, plus `unsent` reports that never reached the
+ * agent: into line[cap], one line ending in '\n'. When anything was
+ * lost, spooled or failed, every counter, and `last_error` unless it is
+ * ""; else, with `always`, how many profiles went to service `app`;
+ * else "". One formatter, so that both say it in the same words. Returns
+ * whether there is a line. */
+bool mpt_pyro_summary(const mp_pyro_stats *st, uint64_t unsent, const char *last_error,
+                      const char *app, bool always, char *line, size_t cap);
 #endif
 
 #endif

@@ -386,12 +386,8 @@ int mpt_cmd_report(int argc, char **argv)
         case 'h':
             mpt_usage(stdout, "report");
             return MPT_EXIT_OK;
-        case ':':
-            fprintf(stderr, "mimprof report: option '%s' needs a value\n", argv[optind - 1]);
-            return MPT_EXIT_USAGE;
-        default:
-            fprintf(stderr, "mimprof report: unknown option '%s' (see mimprof report --help)\n",
-                    argv[optind - 1]);
+        default: /* ':' (an option without its value) or an unknown one */
+            mpt_usage_bad_option("report", c, argv[optind - 1]);
             return MPT_EXIT_USAGE;
         }
     }

@@ -316,12 +316,8 @@ int mpt_cmd_run(int argc, char **argv)
         case 'h':
             mpt_usage(stdout, "run");
             return MPT_EXIT_OK;
-        case ':':
-            fprintf(stderr, "mimprof run: option '%s' needs a value\n", argv[optind - 1]);
-            return EXIT_OWN_ERROR;
-        default:
-            fprintf(stderr, "mimprof run: unknown option '%s' (see mimprof run --help)\n",
-                    argv[optind - 1]);
+        default: /* ':' (an option without its value) or an unknown one */
+            mpt_usage_bad_option("run", c, argv[optind - 1]);
             return EXIT_OWN_ERROR;
         }
     }

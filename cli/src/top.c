@@ -182,12 +182,8 @@ int mpt_parse_table_opts(const char *cmd, int argc, char **argv, const char **ty
         case 'h':
             mpt_usage(stdout, cmd);
             return MPT_EXIT_OK;
-        case ':':
-            fprintf(stderr, "mimprof %s: option '%s' needs a value\n", cmd, argv[optind - 1]);
-            return MPT_EXIT_USAGE;
-        default:
-            fprintf(stderr, "mimprof %s: unknown option '%s' (see mimprof %s --help)\n", cmd,
-                    argv[optind - 1], cmd);
+        default: /* ':' (an option without its value) or an unknown one */
+            mpt_usage_bad_option(cmd, c, argv[optind - 1]);
             return MPT_EXIT_USAGE;
         }
     }

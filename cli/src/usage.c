@@ -190,3 +190,11 @@ void mpt_usage(FILE *out, const char *cmd)
         text = USAGE_CTL;
     fputs(text, out);
 }
+
+void mpt_usage_bad_option(const char *cmd, int c, const char *arg)
+{
+    if (c == ':')
+        fprintf(stderr, "mimprof %s: option '%s' needs a value\n", cmd, arg);
+    else
+        fprintf(stderr, "mimprof %s: unknown option '%s' (see mimprof %s --help)\n", cmd, arg, cmd);
+}

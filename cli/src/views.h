@@ -24,6 +24,12 @@ int mpt_cmd_image(int argc, char **argv);
  * the command (NULL). */
 void mpt_usage(FILE *out, const char *cmd);
 
+/* Says in one line on stderr why the getopt_long() loop of subcommand
+ * `cmd` (its optstring beginning with ':') stopped at `arg`, the word
+ * argv[optind - 1]: for c ':' an option without its value, for any other
+ * c an unknown option. The caller returns its usage status. */
+void mpt_usage_bad_option(const char *cmd, int c, const char *arg);
+
 /* Exit statuses of the reader subcommands. */
 enum { MPT_EXIT_OK = 0, MPT_EXIT_FAIL = 1, MPT_EXIT_USAGE = 2 };
 
