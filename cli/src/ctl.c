@@ -10,11 +10,15 @@
  *
  * PID may be the process itself or a `mimprof run` (then its child that
  * has a socket). The answer of the target is checked to come from that
- * process (SO_PEERCRED), so a process that took another's name is never
- * believed. `report` and `image` are streamed back over the socket and
- * written here, by this command, with its own identity, in its own mount
- * namespace, atomically (temporary name, rename): the target never opens a
- * path a caller chose, needs no access to the caller's directory, and a
+ * process, so a process that took another's name is never believed:
+ * either the socket's server is PID (SO_PEERCRED), or -- a socket that
+ * `mimprof run`'s collector holds on PID's behalf, handing the
+ * connections to PID -- every chunk of the answer carries the kernel's
+ * credentials of its writer (SO_PASSCRED, SCM_CREDENTIALS) naming PID.
+ * `report` and `image` are streamed back over the socket and written
+ * here, by this command, with its own identity, in its own mount
+ * namespace, atomically (temporary name, rename): the target never opens
+ * a path a caller chose, needs no access to the caller's directory, and a
  * caller cannot make it write where it could not write itself. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -65,9 +69,12 @@ static long ns_pid(long pid)
     return inner;
 }
 
-/* Connects to the socket of `pid` and checks that its server is `pid`.
- * The descriptor, or -1 with errno (EPERM: another process holds the
- * name; *holder says which). */
+/* A connection to the socket of `pid`, with SO_PASSCRED set before
+ * anything is sent: the kernel then attaches its writer's credentials to
+ * each chunk of the answer (ask() checks them). *holder: the pid of the
+ * socket's server (SO_PEERCRED), which is `pid` itself when it listens
+ * on its own (then the answer needs no further check), or a host that
+ * listens on its behalf. The descriptor, or -1 with errno. */
 static int connect_pid(long pid, long *holder)
 {
     long inner = ns_pid(pid);
@@ -89,15 +96,67 @@ static int connect_pid(long pid, long *holder)
         errno = e;
         return -1;
     }
+    /* Set now, before the request: every chunk written after it carries
+     * credentials (a writer can name no other pid than its own without
+     * CAP_SYS_ADMIN). */
+    int on = 1;
     struct ucred cr;
     socklen_t len = sizeof cr;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.pid != (pid_t)pid) {
-        *holder = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? (long)cr.pid : 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+        int e = errno;
         close(fd);
-        errno = EPERM;
+        errno = e;
         return -1;
     }
+    *holder = (long)cr.pid;
     return fd;
+}
+
+/* The pid that SCM_CREDENTIALS names in `m` (translated by the kernel into
+ * this process's pid namespace: 0 when the writer is not visible here),
+ * or -1 when it has none. Descriptors passed with it are closed. */
+static long chunk_writer(struct msghdr *m)
+{
+    long writer = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET)
+            continue;
+        if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cr;
+            memcpy(&cr, CMSG_DATA(c), sizeof cr);
+            writer = (long)cr.pid;
+        } else if (c->cmsg_type == SCM_RIGHTS) {
+            size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < n; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+                close(fd);
+            }
+        }
+    }
+    return writer;
+}
+
+/* One recv() of the answer into p[0..cap): its length (0: the end, -1:
+ * an error, errno set). When `need` is not 0, *writer receives the pid
+ * that wrote the chunk (-1: no credentials), see chunk_writer(). The
+ * kernel never merges chunks of different writers in one read when
+ * SO_PASSCRED is set. */
+static ssize_t recv_chunk(int fd, char *p, size_t cap, long need, long *writer)
+{
+    if (need == 0)
+        return recv(fd, p, cap, 0);
+    union {
+        struct cmsghdr align;
+        char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(16 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {.iov_base = p, .iov_len = cap};
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+    ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+    *writer = r > 0 ? chunk_writer(&m) : need;
+    return r;
 }
 
 static long parent_of(long pid)
@@ -131,24 +190,17 @@ static int same_netns(long pid)
 }
 
 /* A connection to PID, or to the child of PID (a `mimprof run`) that
- * has a socket. -1: a message said why. */
-static int open_target(long pid, long *target)
+ * has a socket; *holder: its server's pid (connect_pid()). -1: a message
+ * said why. */
+static int open_target(long pid, long *target, long *holder)
 {
-    long holder = 0;
-    int fd = connect_pid(pid, &holder);
+    int fd = connect_pid(pid, holder);
     if (fd >= 0) {
         *target = pid;
         return fd;
     }
     if (errno == ESRCH) {
         fprintf(stderr, "mimprof ctl: no process %ld\n", pid);
-        return -1;
-    }
-    if (errno == EPERM) {
-        fprintf(stderr,
-                "mimprof ctl: the control socket of pid %ld is held by pid %ld: not "
-                "trusted\n",
-                pid, holder);
         return -1;
     }
     /* A `mimprof run`: its children. */
@@ -159,7 +211,7 @@ static int open_target(long pid, long *target)
         long c = strtol(e->d_name, &end, 10);
         if (*end != '\0' || c <= 0 || parent_of(c) != pid)
             continue;
-        fd = connect_pid(c, &holder);
+        fd = connect_pid(c, holder);
         if (fd >= 0) {
             closedir(d);
             *target = c;
@@ -182,9 +234,13 @@ static int open_target(long pid, long *target)
     return -1;
 }
 
-/* The whole answer to `req` (malloc'd, NUL-terminated), or NULL. */
-static char *ask(int fd, const char *req, size_t *len)
+/* The whole answer to `req` (malloc'd, NUL-terminated), or NULL. With
+ * `need` not 0, every chunk of it must have been written by process
+ * `need` (as this process sees its pid): otherwise NULL, and *impostor
+ * is set (no message: the caller says who holds the socket). */
+static char *ask(int fd, const char *req, size_t *len, long need, bool *impostor)
 {
+    *impostor = false;
     size_t rl = strlen(req);
     if (send(fd, req, rl, MSG_NOSIGNAL) != (ssize_t)rl) {
         fprintf(stderr, "mimprof ctl: cannot send the request: %s\n", strerror(errno));
@@ -205,9 +261,15 @@ static char *ask(int fd, const char *req, size_t *len)
             cap *= 2;
             continue;
         }
-        ssize_t r = recv(fd, buf + n, cap - 1 - n, 0);
+        long writer = need;
+        ssize_t r = recv_chunk(fd, buf + n, cap - 1 - n, need, &writer);
         if (r < 0 && errno == EINTR)
             continue;
+        if (r > 0 && writer != need) {
+            *impostor = true;
+            free(buf);
+            return NULL;
+        }
         if (r < 0) {
             fprintf(stderr, "mimprof ctl: reading the answer: %s\n", strerror(errno));
             free(buf);
@@ -335,8 +397,11 @@ static int list(void)
         if (fd < 0)
             continue;
         size_t len = 0;
-        char *ans = ask(fd, "status\n", &len);
+        bool impostor;
+        char *ans = ask(fd, "status\n", &len, holder == pid ? 0 : pid, &impostor);
         close(fd);
+        if (impostor)
+            continue; /* not the process it names */
         const char *st = ans != NULL ? strstr(ans, "\nstate: ") : NULL;
         char state[16] = "?";
         if (st != NULL)
@@ -422,13 +487,19 @@ int mpt_cmd_ctl(int argc, char **argv)
     } else {
         return usage_error("unknown command '%s' (status, start, stop, report, image, set)", cmd);
     }
-    long target = pid;
-    int fd = open_target(pid, &target);
+    long target = pid, holder = 0;
+    int fd = open_target(pid, &target, &holder);
     if (fd < 0)
         return EXIT_ERR;
     size_t len = 0;
-    char *ans = ask(fd, req, &len);
+    bool impostor;
+    char *ans = ask(fd, req, &len, holder == target ? 0 : target, &impostor);
     close(fd);
+    if (impostor)
+        fprintf(stderr,
+                "mimprof ctl: the control socket of pid %ld is held by pid %ld: not "
+                "trusted\n",
+                target, holder);
     if (ans == NULL)
         return EXIT_ERR;
     int rc = finish(target, ans, len, out, strcmp(cmd, "report") == 0);

@@ -24,9 +24,19 @@
  * forks the same way, and the child serves none. A line "close"
  * on its stdin closes the control and "open" opens it again (each
  * answered with "count N" as any line).
+ *
+ * `hosted` opens the control with a host (mp_prof_control_host), as
+ * `mimprof run`'s collector is one: a forked relay process binds
+ * `@mimprof-ctl.<pid>` for it, accepts, and passes each connection over
+ * a socketpair (SCM_RIGHTS), which take() receives; `mimprof ctl PID`
+ * then talks to a socket whose server is the relay. `impostor` starts the
+ * same relay, which answers every request itself instead (the client
+ * must refuse it).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,14 +53,155 @@ MP_PROF_SAMPLING_ALLOCATOR(leak_alloc, mp_sys_mimalloc);
 #define ALLOC(n)   leak_alloc_alloc((n), 16)
 #define FREE(p, n) leak_alloc_dealloc((p), (n), 16)
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 static mp_prof_control *g_ctl;
 static bool g_serve_children;
+
+/* ---- hosted / impostor: a relay process and the host over it --------- */
+
+static int g_relay = -1;         /* our end of the socketpair to the relay */
+static int g_wake[2] = {-1, -1}; /* wake() writes, take() polls */
+
+/* The relay: binds the control socket of `owner`, then hands each
+ * connection over `to` (or, as an impostor, answers it itself). Ends
+ * when `to` closes (the owner exited). */
+static void relay(long owner, int to, bool impostor)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    size_t n = mp_prof_control_socket_name(owner, a.sun_path, sizeof a.sun_path);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (ls < 0 ||
+        bind(ls, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) !=
+            0 ||
+        listen(ls, 16) != 0)
+        _exit(1);
+    if (write(to, "r", 1) != 1) /* bound: the owner may say it is ready */
+        _exit(1);
+    struct pollfd pf[2] = {{.fd = ls, .events = POLLIN}, {.fd = to, .events = POLLIN}};
+    for (;;) {
+        if (poll(pf, 2, -1) < 0 && errno != EINTR)
+            _exit(1);
+        if (pf[1].revents != 0)
+            _exit(0); /* the owner is gone */
+        if (!(pf[0].revents & POLLIN))
+            continue;
+        int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            continue;
+        if (impostor) {
+            char req[600];
+            ssize_t r = read(c, req, sizeof req);
+            (void)r;
+            char ans[128];
+            int len = snprintf(ans, sizeof ans, "ok\npid: %ld\nstate: dormant\n", owner);
+            ssize_t w = send(c, ans, (size_t)len, MSG_NOSIGNAL); /* it may be gone */
+            (void)w;
+        } else {
+            union {
+                struct cmsghdr align;
+                char b[CMSG_SPACE(sizeof(int))];
+            } ctl;
+            memset(&ctl, 0, sizeof ctl);
+            struct iovec iov = {.iov_base = "f", .iov_len = 1};
+            struct msghdr m = {.msg_iov = &iov,
+                               .msg_iovlen = 1,
+                               .msg_control = ctl.b,
+                               .msg_controllen = sizeof ctl.b};
+            struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+            h->cmsg_level = SOL_SOCKET;
+            h->cmsg_type = SCM_RIGHTS;
+            h->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(h), &c, sizeof c);
+            if (sendmsg(to, &m, MSG_NOSIGNAL) != 1)
+                _exit(1);
+        }
+        close(c);
+    }
+}
+
+/* take(): the connections the relay passed, waiting up to timeout_ms. */
+static int relay_take(void *ctx, int *fds, int max, int timeout_ms)
+{
+    (void)ctx;
+    struct pollfd pf[2] = {{.fd = g_relay, .events = POLLIN}, {.fd = g_wake[0], .events = POLLIN}};
+    int r = poll(pf, 2, timeout_ms);
+    if (r < 0)
+        return errno == EINTR ? 0 : -1;
+    if (pf[1].revents & POLLIN) {
+        char sink[64];
+        ssize_t rd = read(g_wake[0], sink, sizeof sink);
+        (void)rd;
+    }
+    int n = 0;
+    while (n < max && (pf[0].revents & (POLLIN | POLLHUP))) {
+        union {
+            struct cmsghdr align;
+            char b[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        char byte;
+        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+        ssize_t got = recvmsg(g_relay, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (got == 0)
+            return n > 0 ? n : -1; /* the relay is gone for good */
+        if (got < 0)
+            break;
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        if (h != NULL && h->cmsg_type == SCM_RIGHTS)
+            memcpy(&fds[n++], CMSG_DATA(h), sizeof(int));
+    }
+    return n;
+}
+
+static void relay_wake(void *ctx)
+{
+    (void)ctx;
+    ssize_t w = write(g_wake[1], "w", 1);
+    (void)w;
+}
+
+static const mp_prof_control_host g_relay_host = {.take = relay_take, .wake = relay_wake};
+
+/* Starts the relay of this process and waits until it listens. */
+static void relay_start(bool impostor)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 ||
+        pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0)
+        exit(1);
+    long owner = (long)getpid();
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        exit(1);
+    if (pid == 0) {
+        close(sv[0]);
+        relay(owner, sv[1], impostor);
+    }
+    close(sv[1]);
+    g_relay = sv[0];
+    char r;
+    if (read(g_relay, &r, 1) != 1)
+        exit(1);
+}
 
 static void control_open(void)
 {
     mp_prof_control_options o;
     mp_prof_control_options_init(&o);
     o.http = getenv("SLOW_LEAK_HTTP");
+    if (g_relay >= 0) {
+        o.http = NULL;
+        o.host = &g_relay_host;
+    }
     o.serve_forked_children = g_serve_children;
     o.config.seed = 1;
     char why[512];
@@ -142,6 +293,8 @@ int main(int argc, char **argv)
 #if SLOW_LEAK_LIBRARY
     leak_slowly(); /* the sampling allocator has served: a session may start */
     g_serve_children = strcmp(mode, "fork") == 0;
+    if (strcmp(mode, "hosted") == 0 || strcmp(mode, "impostor") == 0)
+        relay_start(strcmp(mode, "impostor") == 0);
     control_open();
 #endif
     pid_t child = -1;

@@ -81,6 +81,26 @@ def ctl(*args, **kw):
     return mimprof("ctl", *args, **kw)
 
 
+def listed():
+    """The pids `mimprof ctl list` shows (a command line of another
+    process may hold newlines: only lines that start with a pid count)."""
+    return [int(m.group(1)) for m in
+            re.finditer(r"^(\d+) ", ctl("list", check=True).stdout, re.M)]
+
+
+def children(pid):
+    """The pids of the processes whose parent is pid."""
+    out = []
+    for e in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % e) as f:
+                if e.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(e))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
 def field(status, key):
     m = re.search(r"^%s: (.*)$" % re.escape(key), status, re.M)
     assert m, "no %s in: %s" % (key, status)
@@ -186,8 +206,7 @@ class Ctl(TempDirTest):
         svc = self.start_service("-e", "0")
         r = ctl(svc.pid, "status", check=True)
         self.assertEqual(field(r.stdout, "state"), "dormant")
-        self.assertIn(svc.pid, [int(line.split()[0]) for line in
-                                ctl("list", check=True).stdout.splitlines()[1:]])
+        self.assertIn(svc.pid, listed())
         start_leak_report(self, svc, self.path("now.pb.gz"))
         r = ctl(svc.pid, "stop", check=True)
         self.assertEqual(field(r.stdout, "state"), "dormant")
@@ -555,8 +574,7 @@ class LibraryApi(TempDirTest):
         self.assertEqual(field(r.stdout, "output"), "none")
         addr = field(r.stdout, "http")
         self.assertTrue(addr.startswith("127.0.0.1:"), addr)
-        self.assertIn(svc.pid, [int(line.split()[0]) for line in
-                                ctl("list", check=True).stdout.splitlines()[1:]])
+        self.assertIn(svc.pid, listed())
         code, _, body = http_get(addr, "/debug/pprof/heap")
         self.assertEqual(code, 503)
         self.assertIn(b"is dormant", body)
@@ -647,6 +665,38 @@ class LibraryApi(TempDirTest):
         ctl(svc.pid, "status", check=True)
         self.assertEqual(svc.stop()[0], 3)
 
+    def test_hosted_control_is_trusted_by_its_credentials(self):
+        # The socket's server is a relay (as mimprof run's collector):
+        # SO_PEERCRED names it, the answer's SCM_CREDENTIALS name the
+        # process, and ctl believes the answer.
+        svc = self.start_service("hosted", http=False)
+        self.assertEqual(len(children(svc.pid)), 1, "the relay")
+        r = ctl(svc.pid, "status", check=True)
+        self.assertEqual((int(field(r.stdout, "pid")), field(r.stdout, "state")),
+                         (svc.pid, "dormant"))
+        self.assertIn(svc.pid, listed())
+        ctl(svc.pid, "start", "--interval", "16k", check=True)
+        while svc.count() < 200:
+            time.sleep(0.05)
+        path = self.path("hosted.pb")
+        ctl(svc.pid, "report", "-o", path, check=True)  # head and body: several chunks
+        self.assertIn("leak_slowly", pprof_wire.per_function(decode(path), "inuse_space"))
+        rc, err, _ = svc.stop()
+        self.assertEqual((rc, err), (3, ""))
+
+    def test_a_host_that_answers_itself_is_refused(self):
+        svc = self.start_service("impostor", http=False)
+        [relay] = children(svc.pid)
+        r = ctl(svc.pid, "status")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the control socket of pid %d is held by pid %d: not trusted"
+                      % (svc.pid, relay), r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertNotIn(svc.pid, listed())
+        # a raw client that sets no SO_PASSCRED reads the impostor's answer
+        self.assertTrue(raw(svc.pid, b"status\n").startswith(b"ok\npid: %d\n" % svc.pid))
+        rc, err, _ = svc.stop()
+        self.assertEqual((rc, err), (3, ""))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ static struct {
     unsigned wakes;
     unsigned blocked; /* take(-1) calls that found nothing */
     unsigned takes;
+    unsigned refused; /* take() calls that returned -1 */
 } h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static int host_take(void *ctx, int *fds, int max, int timeout_ms)
@@ -50,6 +51,7 @@ static int host_take(void *ctx, int *fds, int max, int timeout_ms)
     while (timeout_ms < 0 && h.nq == 0 && !h.woken && !h.gone)
         pthread_cond_wait(&h.cv, &h.mu);
     int n = -1;
+    h.refused += h.gone;
     if (!h.gone) {
         h.woken = false;
         n = h.nq < max ? h.nq : max;
@@ -82,7 +84,7 @@ static void host_after_fork(void)
     pthread_cond_init(&h.cv, NULL);
     h.nq = 0; /* the parent's: its copies stay open in the child */
     h.woken = h.gone = false;
-    h.wakes = h.blocked = h.takes = 0;
+    h.wakes = h.blocked = h.takes = h.refused = 0;
 }
 
 static void host_reset(void)
@@ -95,7 +97,7 @@ static void host_reset(void)
         close(h.queue[i]);
     h.nq = 0;
     h.woken = h.gone = false;
-    h.wakes = h.blocked = h.takes = 0;
+    h.wakes = h.blocked = h.takes = h.refused = 0;
     pthread_mutex_unlock(&h.mu);
 }
 
@@ -219,8 +221,12 @@ static void fds_now(bool *out, size_t n)
     closedir(d);
 }
 
+/* Threads of this process: TSan's runtime adds one of its own when it
+ * likes, so there the count is not the library's (-1: not counted). */
 static int threads_now(void)
 {
+    if (TEST_TSAN)
+        return -1;
     int n = 0;
     DIR *d = opendir("/proc/self/task");
     cr_assert(d != NULL);
@@ -344,7 +350,8 @@ Test(control_host, close_wakes_the_host, .timeout = 60)
     int threads = threads_now();
     mp_prof_control *c = open_hosted(false);
     wait_blocked(1); /* in take(-1): only wake() gets it out */
-    cr_assert_eq(threads_now(), threads + 1);
+    if (threads >= 0)
+        cr_assert_eq(threads_now(), threads + 1);
     mp_prof_control_close(c);
     cr_assert_eq(h.wakes, 1u, "close calls wake() once");
     cr_assert_eq(threads_now(), threads, "the thread was joined");
@@ -381,6 +388,20 @@ Test(control_host, refusals, .timeout = 60)
     mp_prof_control_close(c);
 }
 
+/* Waits until take() returned -1 and (where threads are counted) the
+ * control's thread is gone. */
+static void wait_ended(int threads)
+{
+    pthread_mutex_lock(&h.mu);
+    while (h.refused == 0)
+        pthread_cond_wait(&h.cv, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    while (threads_now() != threads) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 Test(control_host, a_host_gone_ends_the_thread, .timeout = 60)
 {
     int threads = threads_now();
@@ -390,10 +411,7 @@ Test(control_host, a_host_gone_ends_the_thread, .timeout = 60)
     h.gone = true;
     pthread_cond_broadcast(&h.cv);
     pthread_mutex_unlock(&h.mu);
-    while (threads_now() != threads) {
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    wait_ended(threads);
     mp_prof_control_close(c); /* joins the ended thread */
     /* gone while serving: the open connection is closed, unanswered */
     c = open_hosted(false);
@@ -406,10 +424,7 @@ Test(control_host, a_host_gone_ends_the_thread, .timeout = 60)
     char *a = read_all(fd);
     cr_assert_str_eq(a, "");
     free(a);
-    while (threads_now() != threads) {
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    wait_ended(threads);
     mp_prof_control_close(c);
     c = open_hosted(false); /* and it opens again */
     int b = hand();
@@ -423,6 +438,9 @@ Test(control_host, a_host_gone_ends_the_thread, .timeout = 60)
  * never calls the host. */
 Test(control_host, forked_child_serves_through_the_host, .timeout = 60)
 {
+    if (TEST_TSAN)
+        cr_skip_test("TSan cannot start a thread in the child of a multi-threaded fork; "
+                     "run in the gcc and ASan trees");
     for (int serve = 0; serve < 2; serve++) {
         mp_prof_control *c = open_hosted(serve == 1);
         wait_blocked(1);
