@@ -684,6 +684,23 @@ class LibraryApi(TempDirTest):
         rc, err, _ = svc.stop()
         self.assertEqual((rc, err), (3, ""))
 
+    def test_hosted_control_in_a_pid_namespace(self):
+        # The credentials are translated into ctl's namespace: the pid
+        # they name is the host's pid of the process, as ctl is given.
+        unshare = shutil.which("unshare")
+        if os.getuid() != 0 or unshare is None:
+            self.skipTest("needs root and unshare")
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        svc = Service([unshare, "--pid", "--fork", "--mount-proc", SLOW_LEAK_LIB, "hosted"],
+                      env=env)
+        self.addCleanup(lambda: svc.proc.poll() is None and svc.stop())
+        self.assertEqual(svc.pid, 1, "the pid as the service sees it")
+        (outer,) = children(svc.proc.pid)
+        r = ctl(outer, "status", check=True)
+        self.assertEqual((field(r.stdout, "pid"), field(r.stdout, "state")), ("1", "dormant"))
+        svc.stop()
+
     def test_a_host_that_answers_itself_is_refused(self):
         svc = self.start_service("impostor", http=False)
         [relay] = children(svc.pid)

@@ -11,7 +11,8 @@
  *              semantics over windowed reports)
  *   session.c  the session operations without hooks (a session of the
  *              control's own over mp_profiler_*)
- *   conn.c     the poll() loop and its bounded connection table
+ *   conn.c     the poll() loops (listeners, or a host) and the bounded
+ *              connection table
  *   proto.c    the request parser (fuzzed: ../../fuzz/fuzz_ctl_request.c),
  *              the socket name, the HTTP address rules
  *   arena.c    mmap()ed memory for the control's own work

@@ -7,11 +7,11 @@
  * control socket, ctl.c; the HTTP endpoint, http.c), a wake-up pipe and
  * at most MPC_MAX_CONN connections -- or, with a host
  * (mp_prof_control_options::host), over the connections the host hands
- * over, with no listener and no pipe of its own -- every descriptor identity-checked
- * before use (mp_prof_fd_take, profiling.h). Every socket is non-blocking: a connection reads
- * its request, is answered (built at once, on this thread), then
- * written as the peer reads, and closed when the answer is sent, on any
- * error, or at its deadline.
+ * over, with no listener and no pipe of its own -- every descriptor
+ * identity-checked before use (mp_prof_fd_take, profiling.h). Every
+ * socket is non-blocking: a connection reads its request, is answered
+ * (built at once, on this thread), then written as the peer reads, and
+ * closed when the answer is sent, on any error, or at its deadline.
  *
  * Memory: connection buffers are static or mmap()ed, the reports'
  * buffers come from the profiler (allocated under its recursion guard),
