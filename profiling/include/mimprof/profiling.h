@@ -404,8 +404,9 @@ MP_PROF_API int mp_prof_fd_high(int fd);
  * get their numbers at its current `RLIMIT_NOFILE`: false when the soft
  * limit equals the hard one and is below 4096 (`ulimit -n 64` sets
  * both), where any descriptor kept open takes a number the program would
- * get. The preload runtime steps aside in such a process (one line says
- * so).
+ * get. The preload runtime, when it would keep descriptors (without
+ * `mimprof run`'s collector, or serving HTTP, or naming its own frames),
+ * steps aside in such a process (one line says so).
  */
 MP_PROF_API bool mp_prof_fd_room(void);
 
