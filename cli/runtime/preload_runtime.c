@@ -34,8 +34,8 @@
 
 #include "image_runtime.h"
 #include "rt_collector.h"
-#include "rt_ctlhost.h"
 #include "rt_common.h"
+#include "rt_ctlhost.h"
 #include "rt_env.h"
 #include "rt_output.h"
 #include "rt_peak.h"

@@ -157,7 +157,7 @@ static int send_packet(mpt_coll_hdr *h, const void *text, size_t tlen, int fd)
 
 static const char *send_failure(int e)
 {
-    return e == EAGAIN || e == ENOBUFS ? "its queue is full"
+    return e == EAGAIN || e == ENOBUFS  ? "its queue is full"
            : e == EMFILE || e == ENFILE ? "no descriptor to reach it"
                                         : "it is gone";
 }

@@ -55,11 +55,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MPT_COLL_MAGIC    0x4d50433275ULL /* "uC2PM" */
-#define MPT_COLL_BACKLOG  256
-#define MPT_COLL_TEXT_MAX 1024
-#define MPT_COLL_TOKEN    16 /* bytes; 32 hex digits in MIMPROF_COLLECTOR */
-#define MPT_COLL_FETCH_MAX 8 /* control connections handed over at once */
+#define MPT_COLL_MAGIC     0x4d50433275ULL /* "uC2PM" */
+#define MPT_COLL_BACKLOG   256
+#define MPT_COLL_TEXT_MAX  1024
+#define MPT_COLL_TOKEN     16 /* bytes; 32 hex digits in MIMPROF_COLLECTOR */
+#define MPT_COLL_FETCH_MAX 8  /* control connections handed over at once */
 
 enum {
     MPT_COLL_REPORT = 1,

@@ -20,7 +20,7 @@
 /* The page shared with the collector; written at start and in a fork
  * child (single-threaded), read by the control thread. */
 static mpt_coll_page *g_page;
-static uint32_t g_seen;      /* the control thread's: the last seq it took at */
+static uint32_t g_seen;     /* the control thread's: the last seq it took at */
 static atomic_bool g_woken; /* wake() was called: take() returns */
 
 static int make_memfd(void *ctx)

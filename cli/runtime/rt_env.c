@@ -84,8 +84,9 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                               "`memory.max`/`memory.high` (`90%`), and at each further tenth of "
                               "it (needs `MIMPROF_EVERY`)"},
     [MPT_ENV_COLLECTOR] = {"MIMPROF_COLLECTOR", MPT_ENVK_STRING, NULL,
-                           "`FD:DEV:INO`, set by `mimprof run`: the inherited socket of its "
-                           "collector, which writes the reports of the whole process tree"},
+                           "`NAME:TOKEN`, set by `mimprof run`: the abstract socket name of its "
+                           "collector (which writes the reports of the whole process tree) and "
+                           "the token its packets carry"},
 };
 
 /* Room for every value the runtime keeps (paths are the long ones). */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,9 +42,9 @@ typedef struct {
     mpt_cprocs procs;
     conn conns[MAX_CONNS]; /* accepted, their packet not read yet */
     size_t nconns;
-    bool root_done;          /* the command's process has ended */
-    bool said_final;         /* the final summary was said at the command's end */
-    int64_t empty_since_ms;  /* since when nothing is alive (0: something is) */
+    bool root_done;         /* the command's process has ended */
+    bool said_final;        /* the final summary was said at the command's end */
+    int64_t empty_since_ms; /* since when nothing is alive (0: something is) */
 } collector;
 
 /* A message: to `mimprof run` while it waits for the command (it prints
@@ -86,6 +87,11 @@ static void report(collector *c, const mpt_coll_hdr *h, int fd)
         return;
     }
     size_t total = (size_t)(h->len + h->pklen);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < total) {
+        c->bad++; /* a mapping past its end would fault at the first read */
+        return;
+    }
     uint8_t *map = mmap(NULL, total, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
         say(c, "mimprof: collector: report %llu of pid %lld unreadable: %s\n",

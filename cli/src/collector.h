@@ -18,10 +18,10 @@
 #ifndef MIMPROF_CLI_COLLECTOR_H
 #define MIMPROF_CLI_COLLECTOR_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <poll.h>
 #include <sys/types.h>
 
 #include "rt_collector.h"
@@ -143,12 +143,12 @@ void mpt_cpyro_free(mpt_cpyro *p);
 
 /* A process that said hello (rt_collector.h, HELLO). */
 typedef struct {
-    pid_t pid;      /* as the collector sees it (SO_PEERCRED) */
-    long self_pid;  /* as it sees itself: its control socket's name */
-    int pidfd;      /* readable once it has ended (-1: kill(pid, 0) tells) */
-    int ctl;        /* the control socket hosted for it, or -1 */
+    pid_t pid;           /* as the collector sees it (SO_PEERCRED) */
+    long self_pid;       /* as it sees itself: its control socket's name */
+    int pidfd;           /* readable once it has ended (-1: kill(pid, 0) tells) */
+    int ctl;             /* the control socket hosted for it, or -1 */
     mpt_coll_page *page; /* the page shared with it, or NULL */
-    int pending[8]; /* accepted control connections it has not taken */
+    int pending[8];      /* accepted control connections it has not taken */
     int npending;
     int64_t pending_since_ms;
 } mpt_cproc;

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -69,6 +70,33 @@ static long ns_pid(long pid)
     return inner;
 }
 
+/* Whether `pid` runs under a collector of `mimprof run` (its
+ * environment names one; false when it cannot be read). */
+static bool under_collector(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    static const char key[] = "MIMPROF_COLLECTOR=";
+    char entry[sizeof key];
+    size_t n = 0;
+    bool found = false;
+    int c;
+    /* Each NUL-ended entry's first bytes, compared with the key. */
+    while (!found && (c = getc(f)) != EOF) {
+        if (c == '\0') {
+            n = 0;
+        } else if (n < sizeof key - 1) {
+            entry[n++] = (char)c;
+            found = n == sizeof key - 1 && memcmp(entry, key, n) == 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 /* A connection to the socket of `pid`, with SO_PASSCRED set before
  * anything is sent: the kernel then attaches its writer's credentials to
  * each chunk of the answer (ask() checks them). *holder: the pid of the
@@ -89,21 +117,34 @@ static int connect_pid(long pid, long *holder)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&a,
-                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
+    /* Set before connect(): every chunk written to this socket carries
+     * credentials (a writer can name no other pid than its own without
+     * CAP_SYS_ADMIN), also a refusal a host's process writes as soon as
+     * it takes the connection, before any request. */
+    int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+        close(fd);
+        return -1;
+    }
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    int r;
+    /* A process under `mimprof run`'s collector has its socket bound by
+     * the collector when it has read the process's hello: a moment after
+     * the process started, which a client that starts it and controls it
+     * at once may not wait for by itself. */
+    for (int i = 0; (r = connect(fd, (struct sockaddr *)&a, alen)) != 0 && errno == ECONNREFUSED &&
+                    i < 100 && under_collector(pid);
+         i++)
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    if (r != 0) {
         int e = errno;
         close(fd);
         errno = e;
         return -1;
     }
-    /* Set now, before the request: every chunk written after it carries
-     * credentials (a writer can name no other pid than its own without
-     * CAP_SYS_ADMIN). */
-    int on = 1;
     struct ucred cr;
     socklen_t len = sizeof cr;
-    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
         int e = errno;
         close(fd);
         errno = e;

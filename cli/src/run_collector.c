@@ -7,17 +7,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,8 +69,7 @@ static void collector_child(int sock, int notify, int ctl, const mpt_coll_opts *
 static int bind_listener(char *name, size_t cap, uint8_t token[16])
 {
     uint8_t rnd[8];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd ||
-        getrandom(token, 16, 0) != 16)
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd || getrandom(token, 16, 0) != 16)
         return -1;
     int n = snprintf(name, cap, "mimprof-collect.%ld.", (long)getpid());
     for (size_t i = 0; i < sizeof rnd && n > 0 && (size_t)n + 2 < cap; i++)
@@ -87,7 +86,8 @@ static int bind_listener(char *name, size_t cap, uint8_t token[16])
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) != 0 ||
+    if (bind(fd, (struct sockaddr *)&a,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) != 0 ||
         listen(fd, MPT_COLL_BACKLOG) != 0) {
         int e = errno;
         close(fd);

@@ -88,7 +88,8 @@ int mpt_run_command(run_opts *op, char **cmd)
     /* The collector (collector.h): the reports and messages of the whole
      * process tree; without it (--no-collector, or it cannot start) each
      * process writes its own, as the bare preload does. */
-    mpt_run_coll coll = {.notify = -1, .ctl = -1, .pid = 0, .sock = -1, .pipe_out = -1, .pipe_in = -1};
+    mpt_run_coll coll = {
+        .notify = -1, .ctl = -1, .pid = 0, .sock = -1, .pipe_out = -1, .pipe_in = -1};
     if (!o.no_collector && mpt_run_collector_start(&o, files ? abs_dir : NULL, &coll) != 0)
         fprintf(stderr, "mimprof run: no collector (%s): each process writes its own reports\n",
                 strerror(errno));

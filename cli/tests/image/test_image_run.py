@@ -81,7 +81,9 @@ class RunImages(unittest.TestCase):
         r = image("diff", images[0], images[-1])
         self.assertEqual(r.returncode, 0, r.stderr)
         grew = r.stdout.split("Grew")[1].split("Shrank")[0].strip().splitlines()
-        self.assertTrue(grew[2].rstrip().endswith("remember_session"), r.stdout)
+        # both of the example's growing sites grow alike: which one comes
+        # first is the sampling's draw (a CI run saw them equal to 10 kB)
+        self.assertIn("remember_session", [l.split()[-1] for l in grew[2:4]], r.stdout)
 
     def test_sigusr2_writes_an_image_when_mimprof_image_is_set(self):
         out, imgs = self.path("out"), self.path("sig")
