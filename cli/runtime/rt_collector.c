@@ -81,6 +81,10 @@ static int make_memfd(void *ctx)
  * backlog is EAGAIN), or -1 with errno. */
 static int dial(void)
 {
+    if (!g.on) {
+        errno = ENOTCONN;
+        return -1;
+    }
     int fd = mp_prof_fd_make(make_socket, NULL);
     if (fd < 0)
         return -1;
@@ -141,10 +145,6 @@ static int send_on(int c, mpt_coll_hdr *h, const void *text, size_t tlen, int fd
 /* One packet on a connection of its own. 0, or -1 (errno). */
 static int send_packet(mpt_coll_hdr *h, const void *text, size_t tlen, int fd)
 {
-    if (!g.on) {
-        errno = ENOTCONN;
-        return -1;
-    }
     int c = dial();
     if (c < 0)
         return -1;
@@ -258,10 +258,6 @@ static int receive_fds(int c, int *fds, int max)
 
 int mpt_coll_fetch(int *fds, int max)
 {
-    if (!g.on) {
-        errno = ENOTCONN;
-        return -1;
-    }
     int c = dial();
     if (c < 0)
         return -1;
