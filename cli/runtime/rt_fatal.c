@@ -4,6 +4,7 @@
  * action, and _exit()/_Exit(), wait at most 2 s for a last one. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -31,7 +32,10 @@ static void on_usr2(int sig)
 }
 
 /* Asks the reporter for a last report and waits for it at most 2 s.
- * Async-signal-safe: a flag, a semaphore post and nanosleep. The reporter
+ * Async-signal-safe: a flag, a semaphore post and a futex wait on the
+ * count of reports (woken by the reporter as soon as it is done: a
+ * forked worker that ends with _exit() waits for its report, not for a
+ * polling period). The reporter
  * may be blocked by a lock the calling thread holds (a crash inside
  * malloc): then the wait times out and the process goes on dying. Not in
  * the reporter itself, not in another process (a vfork child shares this
@@ -46,9 +50,20 @@ static void last_report(int why)
     if (!atomic_compare_exchange_strong(&mpt_rt.fatal_sig, &expected, why))
         return;
     sem_post(&mpt_rt.wake);
-    for (int i = 0; i < 200 && atomic_load(&mpt_rt.reports_done) == before; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    struct timespec end, now;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += 2;
+    unsigned seen;
+    while ((seen = atomic_load(&mpt_rt.reports_done)) == before) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
+        if (left.tv_nsec < 0) {
+            left.tv_sec--;
+            left.tv_nsec += 1000000000L;
+        }
+        if (left.tv_sec < 0)
+            return; /* the reporter is stuck (a lock this thread holds) */
+        syscall(SYS_futex, &mpt_rt.reports_done, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
     }
 }
 

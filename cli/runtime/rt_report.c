@@ -6,13 +6,17 @@
  * signal. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "image_runtime.h"
 #include "preload_runtime.h"
@@ -150,6 +154,14 @@ void mpt_rt_report_once(const char *note)
 
 /* ---- the reporter thread --------------------------------------------- */
 
+/* A report attempt is over: counted, and a thread waiting for it in a
+ * signal handler or _exit() (rt_fatal.c) woken at once. */
+static void report_done(void)
+{
+    atomic_fetch_add(&mpt_rt.reports_done, 1);
+    syscall(SYS_futex, &mpt_rt.reports_done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 void *mpt_rt_reporter_main(void *arg)
 {
     (void)arg;
@@ -191,7 +203,7 @@ void *mpt_rt_reporter_main(void *arg)
              * now: the exit that follows a request never drops it. */
             if (atomic_exchange(&mpt_rt.report_req, false)) {
                 mpt_rt_report_once(NULL);
-                atomic_fetch_add(&mpt_rt.reports_done, 1);
+                report_done();
             }
             break;
         }
@@ -229,7 +241,7 @@ void *mpt_rt_reporter_main(void *arg)
             mpt_rt_pyro_finish(); /* the waiting handler gives up after 2 s */
         else
             mp_preload_trim_thread();
-        atomic_fetch_add(&mpt_rt.reports_done, 1);
+        report_done();
         if (fatal != 0)
             break; /* the process is about to die: no more reports */
     }
