@@ -54,6 +54,8 @@
  *    reports in directory mode and uploads are handed to it, messages
  *    too, and no duplicate of stderr is held; a report it does not take
  *    is written by the process itself (and not uploaded), and says so;
+ *    the process keeps no descriptor of ours (the collector hosts its
+ *    control socket: rt_ctlhost.h);
  *  - exec(): see MIMPROF_ROOT_PID above. The environment is never edited:
  *    programs executed by unprofiled children keep the preload loaded, as
  *    an allocator with no session.

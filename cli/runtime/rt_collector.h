@@ -21,7 +21,7 @@
  *  - HELLO: the process is alive (sent at its start and by a forked
  *    child): the collector watches its pid (a pidfd) and ends when the
  *    command has ended and no process it knows is alive (after a grace
- *    for children that have not said hello yet). With a page (an memfd
+ *    for children that have not said hello yet). With a page (a memfd
  *    of MPT_COLL_PAGE bytes, mpt_coll_page) the collector also hosts the
  *    process's control socket (rt_ctlhost.c);
  *  - REPORT: the report's pprof bytes, then its window's peak's, in a
@@ -112,7 +112,7 @@ bool mpt_coll_on(void);
 void mpt_coll_after_fork(void);
 
 /* Says HELLO (the process is alive: the collector waits for it), with
- * `page_fd` (an memfd of MPT_COLL_PAGE bytes, or -1) when the collector
+ * `page_fd` (a memfd of MPT_COLL_PAGE bytes, or -1) when the collector
  * is to host the process's control socket. 0, or -1 (errno). */
 int mpt_coll_hello(int page_fd);
 

@@ -4,8 +4,10 @@
  * running as the user who ran `mimprof run`, forked by it before the
  * command (run_collector.c); one thread, one job at a time:
  *
- *   collector.c        the loop: packets in, until the last process of
- *                      the tree has closed the socket
+ *   collector.c        the loop: connections in, a packet each, until
+ *                      the command has ended and nothing it knows is alive
+ *   collector_procs.c  the processes that said hello: their pids watched,
+ *                      their control sockets hosted
  *   collector_store.c  the report files and their retention rule
  *   collector_symbols.c  names the frames of unsymbolized reports, once
  *                      per binary for the whole tree
