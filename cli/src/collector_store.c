@@ -37,8 +37,8 @@ static uint64_t file_size(const char *path)
     return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-/* Deletes entry i's files and the entry. */
-static void drop(mpt_store *s, size_t i)
+/* Deletes entry i's files and counts them gone; the entry stays. */
+static void unlink_entry(mpt_store *s, size_t i)
 {
     char path[4200], peak[4300];
     if (name(s, s->v[i].pid, s->v[i].seq, path, sizeof path) == 0) {
@@ -48,17 +48,65 @@ static void drop(mpt_store *s, size_t i)
     }
     s->total -= s->v[i].bytes;
     s->removed++;
+}
+
+/* Deletes entry i's files and the entry. */
+static void drop(mpt_store *s, size_t i)
+{
+    unlink_entry(s, i);
     memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof *s->v);
     s->n--;
 }
 
-/* Whether entry i is its process's newest (no later entry of its pid). */
-static bool newest(const mpt_store *s, size_t i)
+/* Which entries are their process's newest (no later entry of its pid),
+ * as flags (malloc()ed; NULL: no memory): one pass from the newest back
+ * over an open-addressing set of the pids seen. */
+static bool *newest_flags(const mpt_store *s)
 {
-    for (size_t j = i + 1; j < s->n; j++)
-        if (s->v[j].pid == s->v[i].pid)
-            return false;
-    return true;
+    size_t cap = 16;
+    while (cap < 2 * s->n)
+        cap *= 2;
+    bool *last = malloc(s->n);
+    pid_t *set = calloc(cap, sizeof *set); /* 0: empty (no process has pid 0) */
+    if (last == NULL || set == NULL) {
+        free(last);
+        free(set);
+        return NULL;
+    }
+    for (size_t i = s->n; i-- > 0;) {
+        pid_t pid = s->v[i].pid;
+        size_t h = ((size_t)pid * 0x9E3779B97F4A7C15ull) & (cap - 1);
+        while (set[h] != 0 && set[h] != pid)
+            h = (h + 1) & (cap - 1);
+        last[i] = set[h] == 0;
+        set[h] = pid;
+    }
+    free(set);
+    return last;
+}
+
+/* The cap: oldest first, never a process's newest. Which entries are
+ * newest is known before any goes (an older entry of a process going
+ * leaves its newest the newest), so one pass drops and compacts: linear
+ * in the entries, also with thousands of processes of one report each
+ * (a process per connection). Without memory for the flags, the cap
+ * waits for the next report. */
+static void apply_cap(mpt_store *s)
+{
+    if (s->o->keep_bytes == 0 || s->total <= s->o->keep_bytes)
+        return;
+    bool *last = newest_flags(s);
+    if (last == NULL)
+        return;
+    size_t w = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->total > s->o->keep_bytes && !last[i])
+            unlink_entry(s, i);
+        else
+            s->v[w++] = s->v[i];
+    }
+    s->n = w;
+    free(last);
 }
 
 void mpt_store_retain(mpt_store *s)
@@ -80,14 +128,7 @@ void mpt_store_retain(mpt_store *s)
             }
         }
     }
-    /* The cap: oldest first, never a process's newest. */
-    if (s->o->keep_bytes > 0)
-        for (size_t i = 0; i < s->n && s->total > s->o->keep_bytes;) {
-            if (!newest(s, i))
-                drop(s, i);
-            else
-                i++;
-        }
+    apply_cap(s);
 }
 
 int mpt_store_write(mpt_store *s, pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
