@@ -309,7 +309,7 @@ int mpt_rt_start(void)
     /* Hello to the collector: it waits for this process, and hosts its
      * control socket when that is all the control serves. */
     const mp_prof_control_host *host =
-        coll ? mpt_ctlhost_hello(!mpt_rt.bare && ctl && http == NULL) : NULL;
+        coll ? mpt_ctlhost_hello(!mpt_rt.bare && ctl && http == NULL, true) : NULL;
     if (coll && host == NULL && http == NULL && !mp_prof_fd_room())
         ctl = false; /* a socket of its own would take a number of the program's */
     if (!mpt_rt.bare && (ctl || http != NULL) && mpt_rt_open_control(ctl, http, host) == 0) {

@@ -206,10 +206,31 @@ bool mpt_coll_say(const char *text, size_t len)
     return send_packet(&h, text, len, -1) == 0;
 }
 
-int mpt_coll_hello(int page_fd)
+/* Waits at most a second for a packet on `c` (an answer), and reads it. */
+static void await_answer(int c)
 {
-    mpt_coll_hdr h = {.kind = MPT_COLL_HELLO, .pid = getpid()};
-    return send_packet(&h, NULL, 0, page_fd);
+    struct pollfd p = {.fd = c, .events = POLLIN};
+    int r;
+    while ((r = poll(&p, 1, 1000)) < 0 && errno == EINTR)
+        ;
+    mpt_coll_hdr h;
+    if (r > 0)
+        (void)recv(c, &h, sizeof h, MSG_DONTWAIT);
+}
+
+int mpt_coll_hello(int page_fd, bool wait)
+{
+    mpt_coll_hdr h = {.kind = MPT_COLL_HELLO, .flags = wait ? MPT_COLL_ACK : 0, .pid = getpid()};
+    if (!wait)
+        return send_packet(&h, NULL, 0, page_fd);
+    int c = dial();
+    if (c < 0)
+        return -1;
+    int r = send_on(c, &h, NULL, 0, page_fd);
+    if (r == 0)
+        await_answer(c);
+    close(c);
+    return r;
 }
 
 void mpt_coll_bye(void)

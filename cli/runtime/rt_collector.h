@@ -69,11 +69,12 @@ enum {
     MPT_COLL_BYE = 5,
 };
 
-/* Flags of a REPORT. */
+/* Flags of a packet. */
 enum {
-    MPT_COLL_FINAL = 1,  /* the process's last report (its exit) */
-    MPT_COLL_WRITE = 2,  /* written as a file */
-    MPT_COLL_UPLOAD = 4, /* uploaded to Pyroscope (collector_pyro.c) */
+    MPT_COLL_FINAL = 1,  /* REPORT: the process's last report (its exit) */
+    MPT_COLL_WRITE = 2,  /* REPORT: written as a file */
+    MPT_COLL_UPLOAD = 4, /* REPORT: uploaded to Pyroscope (collector_pyro.c) */
+    MPT_COLL_ACK = 8,    /* HELLO: answered once taken (the control socket bound) */
 };
 
 typedef struct {
@@ -113,8 +114,11 @@ void mpt_coll_after_fork(void);
 
 /* Says HELLO (the process is alive: the collector waits for it), with
  * `page_fd` (a memfd of MPT_COLL_PAGE bytes, or -1) when the collector
- * is to host the process's control socket. 0, or -1 (errno). */
-int mpt_coll_hello(int page_fd);
+ * is to host the process's control socket. With `wait`, waits (at most a
+ * second) for the collector to have taken it: at a process's start, so
+ * that its control socket exists before the program runs, as one the
+ * process binds itself does. 0, or -1 (errno). */
+int mpt_coll_hello(int page_fd, bool wait);
 
 /* Says BYE: this process, although of the tree, does not profile itself
  * (an executed program, without --follow-exec). */

@@ -97,10 +97,10 @@ static void wake(void *ctx)
 
 static const mp_prof_control_host HOST = {.ctx = NULL, .take = take, .wake = wake};
 
-const mp_prof_control_host *mpt_ctlhost_hello(bool host_control)
+const mp_prof_control_host *mpt_ctlhost_hello(bool host_control, bool at_start)
 {
     int pfd = host_control ? new_page() : -1;
-    int r = mpt_coll_hello(pfd);
+    int r = mpt_coll_hello(pfd, at_start && pfd >= 0);
     if (pfd >= 0)
         close(pfd);
     if (r != 0)
@@ -113,5 +113,5 @@ void mpt_ctlhost_after_fork(bool profiled, bool serves)
     bool hosted = g_page != NULL;
     drop_page();
     if (profiled)
-        (void)mpt_ctlhost_hello(serves && hosted);
+        (void)mpt_ctlhost_hello(serves && hosted, false);
 }

@@ -15,8 +15,10 @@
 
 /* Says HELLO to the collector (the process is alive), with a page when
  * `host_control`: then returns the host for mp_prof_control_options::host,
- * else (or when no page could be made) NULL. */
-const mp_prof_control_host *mpt_ctlhost_hello(bool host_control);
+ * else (or when no page could be made) NULL. At a process's start
+ * (`at_start`) it waits, at most a second, for the collector to have
+ * bound the control socket (mpt_coll_hello); a forked child never waits. */
+const mp_prof_control_host *mpt_ctlhost_hello(bool host_control, bool at_start);
 
 /* In a forked child, before the control's own fork handler: the parent's
  * page is let go (never touched: it is the parent's); a child that is

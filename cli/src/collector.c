@@ -188,6 +188,8 @@ static bool one(collector *c, size_t k)
         out(c, text, n < h.len ? n : (size_t)h.len);
     } else if (h.kind == MPT_COLL_HELLO) {
         mpt_cprocs_hello(&c->procs, cn->pid, (long)h.pid, fd);
+        if (h.flags & MPT_COLL_ACK) /* its control socket is bound now */
+            (void)send(cn->fd, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
     } else if (h.kind == MPT_COLL_BYE) {
         mpt_cprocs_bye(&c->procs, cn->pid);
     } else if (h.kind == MPT_COLL_FETCH) {

@@ -179,6 +179,34 @@ class Lifetime(TempDirTest):
                  "the daemon's reports")
 
 
+class HostedControl(TempDirTest):
+    """The collector holds each process's control socket: the process has
+    no descriptor of it, and the socket exists when the program's main()
+    runs, as when the process bound it itself (its start waits for the
+    collector to have taken its hello; a raw client that connects at once
+    found it missing under load in CI)."""
+
+    PROG = ("import os, socket\n"
+            "print(sorted(os.listdir('/proc/self/fd')))\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "s.connect('\\0mimprof-ctl.%d' % os.getpid())\n"
+            "s.sendall(b'status\\n')\n"
+            "answer = b''\n"
+            "while not answer.endswith(b'\\n\\n') and (b := s.recv(4096)):\n"
+            "    answer += b\n"
+            "print(answer.split(b'\\n')[0].decode())\n")
+
+    def test_the_socket_exists_when_main_runs(self):
+        for i in range(5):
+            r = subprocess.run([MIMPROF, "run", "-q", "-e", "0", "-o", self.path("out%d" % i), "--",
+                                sys.executable, "-c", self.PROG],
+                               capture_output=True, text=True, timeout=DEADLINE)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            fds, first = r.stdout.splitlines()
+            self.assertEqual(fds, "['0', '1', '2', '3']", "no listener of ours")
+            self.assertEqual(first, "ok", r.stdout)
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root (workers setuid to nobody)")
 class PrivilegeDrop(TempDirTest):
     """A service started as root whose workers setuid() to nobody: every
