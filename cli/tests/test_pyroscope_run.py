@@ -262,13 +262,17 @@ class RunUploads(PyroscopeTest):
         self.assertGreaterEqual(self.assert_uploaded_line(r.stderr, "clean"), 3)
         files = sorted(glob.glob(os.path.join(out, "heap.*[0-9].pb.gz")))  # not the peaks
         self.assertGreaterEqual(len(files), 3, r.stderr)
+        with_program = 0
         for f in files:
             with open(f, "rb") as fh:
                 funcs = pprof_wire.per_function(pprof_wire.decode_profile(fh.read()), "alloc_space")
-            self.assertIn("remember_session", funcs)
+            # a window may hold no allocation at all (the exit's, a few ms
+            # after the last period's: a CI run saw one); none holds ours
+            with_program += "remember_session" in funcs
             ours = [n for n in funcs if n.startswith(("mp_pyro_", "mpt_rt_pyro", "report_once"))
                     or "libcurl" in n or n.startswith("curl_")]
             self.assertEqual(ours, [], "the profiler's upload work in %s" % f)
+        self.assertGreaterEqual(with_program, 3, files)
 
     def test_files_too_with_output_and_push_protocol_with_tenant(self):
         self.server.control_post("/config", {"multitenancy": True})
