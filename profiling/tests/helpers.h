@@ -7,8 +7,10 @@
 #define _GNU_SOURCE
 #endif
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,5 +134,23 @@ static inline int64_t test_sum(const tp_profile *p, const char *type, int interv
 static inline double test_sigma_objects(double n, double p) { return sqrt(n * (1.0 - p) / p); }
 
 static inline double test_p(double size, double interval) { return -expm1(-size / interval); }
+
+/* The descriptors open now, numbers below n, as flags in out (the
+ * directory's own descriptor left out): what a test compares before and
+ * after to see that the profiler holds none of the program's numbers. */
+static inline void test_fds_now(bool *out, size_t n)
+{
+    memset(out, 0, n);
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert(d != NULL);
+    int self = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd != self && (size_t)fd < n)
+            out[fd] = true;
+    }
+    closedir(d);
+}
 
 #endif

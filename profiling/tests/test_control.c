@@ -470,22 +470,6 @@ Test(control, forked_children_serve_their_own_socket_or_none, .timeout = 60)
     mp_prof_control_close(c);
 }
 
-/* The descriptors of this process (below 4096). */
-static void fds_now(bool out[4096])
-{
-    memset(out, 0, 4096);
-    DIR *d = opendir("/proc/self/fd");
-    cr_assert(d != NULL);
-    int self = dirfd(d);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] != '.' && fd != self && fd < 4096)
-            out[fd] = true;
-    }
-    closedir(d);
-}
-
 Test(control, descriptors_high_and_cloexec_signals_blocked, .timeout = 60)
 {
     if (TEST_TSAN)
@@ -495,14 +479,14 @@ Test(control, descriptors_high_and_cloexec_signals_blocked, .timeout = 60)
             "gcc and ASan trees");
     observe_allocator();
     static bool before[4096], after[4096];
-    fds_now(before);
+    test_fds_now(before, 4096);
     DIR *d = opendir("/proc/self/task");
     int tasks_before = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;)
         tasks_before += e->d_name[0] != '.';
     closedir(d);
     mp_prof_control *c = open_control("0", false);
-    fds_now(after);
+    test_fds_now(after, 4096);
     struct rlimit rl;
     cr_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
     long floor = (long)(rl.rlim_cur < 4096 ? rl.rlim_cur : 4096) - 64;
@@ -543,7 +527,7 @@ Test(control, descriptors_high_and_cloexec_signals_blocked, .timeout = 60)
     cr_expect_eq(tasks, tasks_before + 1, "one server thread");
     cr_expect_geq(checked, 1);
     mp_prof_control_close(c);
-    fds_now(after);
+    test_fds_now(after, 4096);
     cr_expect_eq(memcmp(before, after, sizeof before), 0,
                  "close leaves the descriptors as they were");
 }

@@ -205,22 +205,6 @@ static mp_prof_control *open_hosted(bool children)
     return c;
 }
 
-/* The descriptors open now (numbers below 1 << 16). */
-static void fds_now(bool *out, size_t n)
-{
-    memset(out, 0, n);
-    DIR *d = opendir("/proc/self/fd");
-    cr_assert(d != NULL);
-    int self = dirfd(d);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] != '.' && fd != self && (size_t)fd < n)
-            out[fd] = true;
-    }
-    closedir(d);
-}
-
 /* Threads of this process: TSan's runtime adds one of its own when it
  * likes, so there the count is not the library's (-1: not counted). */
 static int threads_now(void)
@@ -258,10 +242,10 @@ Test(control_host, status_answered_and_no_descriptor_of_its_own, .timeout = 60)
 {
     enum { NFD = 1 << 16 };
     static bool before[NFD], idle[NFD];
-    fds_now(before, NFD);
+    test_fds_now(before, NFD);
     mp_prof_control *c = open_hosted(false);
     wait_blocked(1);
-    fds_now(idle, NFD);
+    test_fds_now(idle, NFD);
     cr_assert(memcmp(before, idle, NFD) == 0, "the idle control holds a descriptor");
     cr_assert(!name_bound(), "a hosted control binds no socket");
     int fd = hand();
@@ -269,7 +253,7 @@ Test(control_host, status_answered_and_no_descriptor_of_its_own, .timeout = 60)
     expect_status(fd);
     /* served, closed: idle again in take(-1), without a descriptor */
     wait_blocked(2);
-    fds_now(idle, NFD);
+    test_fds_now(idle, NFD);
     cr_assert(memcmp(before, idle, NFD) == 0, "a served connection was left open");
     fd = hand();
     send_str(fd, "bogus\n");
