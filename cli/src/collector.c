@@ -285,7 +285,7 @@ static bool finished(collector *c)
 {
     if (!c->root_done)
         return false;
-    if (c->nconns > 0 || mpt_cprocs_alive(&c->procs) > 0) {
+    if (c->nconns > 0 || c->procs.n > 0) {
         c->empty_since_ms = 0;
         return false;
     }
@@ -366,6 +366,8 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
             mpt_cprocs_events(&c.procs, pf + FIXED + nconns, nprocs);
             if (pf[0].revents & POLLIN)
                 accept_all(&c, lfd);
+        } else if (r == 0) {
+            mpt_cprocs_sweep(&c.procs); /* idle: a process without a pidfd may have ended */
         }
         expire(&c);
         if (finished(&c))

@@ -178,10 +178,12 @@ void mpt_cprocs_fetch(mpt_cprocs *t, pid_t pid, int conn, const mpt_coll_hdr *re
 size_t mpt_cprocs_pollfds(const mpt_cprocs *t, struct pollfd *pf, size_t cap);
 
 /* After poll() over what mpt_cprocs_pollfds gave: connections accepted
- * and handed over, ended processes forgotten. */
+ * and handed over, processes whose pidfd said they ended forgotten. */
 void mpt_cprocs_events(mpt_cprocs *t, const struct pollfd *pf, size_t npf);
 
-/* Forgets ended processes; drops connections waiting too long. */
+/* Asks each process whether it is alive (a call each: at the command's
+ * end and once a second while idle, for processes without a pidfd);
+ * forgets ended ones; drops connections waiting too long. */
 void mpt_cprocs_sweep(mpt_cprocs *t);
 
 /* How many known processes are alive. */

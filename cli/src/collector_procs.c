@@ -217,28 +217,37 @@ static bool alive(const mpt_cproc *p)
     return kill(p->pid, 0) == 0 || errno == EPERM;
 }
 
+/* Connections that waited too long for their process are dropped (the
+ * clients see the end). No system call. */
+static void expire_pending(mpt_cprocs *t)
+{
+    int64_t now = mono_ms();
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].npending > 0 && now - t->v[i].pending_since_ms > PENDING_MS)
+            drop_pending(&t->v[i]);
+}
+
 void mpt_cprocs_events(mpt_cprocs *t, const struct pollfd *pf, size_t npf)
 {
-    /* pf is as mpt_cprocs_pollfds made it, before any change to t */
+    /* pf is as mpt_cprocs_pollfds made it, before any change to t: what
+     * poll() said is all that is looked at (no call per process: a
+     * service of thousands of processes reports all the time). */
     size_t n = npf / 2 < t->n ? npf / 2 : t->n;
     for (size_t i = 0; i < n; i++)
         if (t->v[i].ctl >= 0 && (pf[2 * i + 1].revents & POLLIN))
             accept_ctl(&t->v[i]);
-    mpt_cprocs_sweep(t);
+    for (size_t i = n; i-- > 0;)
+        if (t->v[i].pidfd >= 0 && (pf[2 * i].revents & (POLLIN | POLLHUP | POLLERR)))
+            forget(t, i); /* ended */
+    expire_pending(t);
 }
 
 void mpt_cprocs_sweep(mpt_cprocs *t)
 {
-    int64_t now = mono_ms();
-    for (size_t i = t->n; i-- > 0;) {
-        mpt_cproc *p = &t->v[i];
-        if (!alive(p)) {
+    for (size_t i = t->n; i-- > 0;)
+        if (!alive(&t->v[i]))
             forget(t, i);
-            continue;
-        }
-        if (p->npending > 0 && now - p->pending_since_ms > PENDING_MS)
-            drop_pending(p); /* not taken: the clients see the end */
-    }
+    expire_pending(t);
 }
 
 size_t mpt_cprocs_alive(mpt_cprocs *t)
