@@ -157,6 +157,10 @@ void mp_rec_init(void);
 /* In a fork child: frees the registered records of the threads that do
  * not exist there (all but `keep`, the forking thread's). */
 void mp_rec_fork_child_release(mp_thread_rec *keep);
+/* fork() handlers' part: the registry lock held across fork(). */
+void mp_rec_fork_prepare(void);
+void mp_rec_fork_parent(void);
+void mp_rec_fork_child(void);
 
 /* Allocates a thread record for the current session (under rw shared). */
 mp_thread_rec *mp_rec_thread_new(uint64_t gen, unsigned ordinal, size_t ring_capacity,
@@ -228,6 +232,18 @@ void mp_sampler_warm_up(void);
  * (unwind_nofd.c); idempotent; before the first capture. */
 void mp_unwind_nofd_install(void);
 bool mp_sampler_observed(void);
+/* fork() against stack capture (sampler.c, "fork vs. capture"): the
+ * prepare handler's first step waits until no other thread is inside a
+ * capture (and makes captures that start meanwhile skip their walk); the
+ * parent's and the child's handlers end that. */
+void mp_sampler_fork_prepare(void);
+void mp_sampler_fork_parent(void);
+void mp_sampler_fork_child(void);
+/* Fault injection for tests: when set, called inside every capture's
+ * walk, where libunwind and dl_iterate_phdr run (test_fork.c puts a
+ * thread there at fork()). NULL in production: one load on the sampled
+ * path. */
+extern void (*mp_sampler_capture_probe)(void);
 
 /* ---------------------------------------------------------------- session */
 

@@ -321,6 +321,16 @@ bool mp_rec_session_begin(size_t nshards, size_t shard_stacks)
     return true;
 }
 
+/* fork(): the registry is taken by a thread that is releasing a stale
+ * record (mp_rec_thread_release) without holding g_rec.rw, so the
+ * prepare handler takes it too (after g_rec.rw, the order of thread
+ * exit's walk); the forking thread owns it in the child as well. */
+void mp_rec_fork_prepare(void) { pthread_mutex_lock(&g_registry); }
+
+void mp_rec_fork_parent(void) { pthread_mutex_unlock(&g_registry); }
+
+void mp_rec_fork_child(void) { pthread_mutex_unlock(&g_registry); }
+
 /* In a fork child: the threads that owned the registered records do not
  * exist there, so their records are freed (the caller's own, `keep`, is
  * left to its thread, which frees it at its next hit). */

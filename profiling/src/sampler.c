@@ -22,6 +22,7 @@
  * `mimprof_hooks` section, so that captured stacks lose these frames by
  * address even if the library is linked statically. */
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,66 @@ static HOOK size_t skip_profiler(const uintptr_t *pcs, size_t n)
     return skip;
 }
 
+/* -------------------------------------------------------- fork vs. capture */
+
+/* A capture runs libunwind and, through it, glibc's dl_iterate_phdr.
+ * Their locks are not the profiler's: libunwind's caches (taken with
+ * every signal blocked) and the loader's dl_load_write_lock, which
+ * glibc's fork() does not reset in the child. A fork() while another
+ * thread is inside them gives a child that holds them forever: its first
+ * capture that needs them waits, deaf to every signal (alarm() cannot end
+ * it), and so does whoever waits for the child (issue 39: a test whose
+ * parent waited in waitpid until the harness's timeout).
+ *
+ * So no capture is in progress at fork(): the prepare handler announces
+ * the fork (g_forks, a count: several threads may fork at once), then
+ * waits until g_captures, the captures in progress, is zero, before it
+ * takes any profiler lock. A capture counts itself in before it reads
+ * the announcement (both sequentially consistent: either the forking
+ * thread sees the capture, or the capture sees the fork), and one that
+ * starts while a fork is announced skips its walk: the sample is
+ * recorded with an empty stack (its bytes counted, its site unknown).
+ * It must not wait for the fork instead: a thread that allocates inside
+ * its own dl_iterate_phdr callback holds the loader lock that a capture
+ * in progress may be waiting for, and the forking thread waits for that
+ * capture. Nothing a capture waits for is held by the forking thread. */
+static _Atomic unsigned g_captures, g_forks;
+
+void (*mp_sampler_capture_probe)(void);
+
+static HOOK bool capture_begin(void)
+{
+    atomic_fetch_add(&g_captures, 1);
+    if (__builtin_expect(atomic_load(&g_forks) == 0, 1))
+        return true;
+    atomic_fetch_sub(&g_captures, 1);
+    return false;
+}
+
+static HOOK void capture_end(void) { atomic_fetch_sub(&g_captures, 1); }
+
+void mp_sampler_fork_prepare(void)
+{
+    atomic_fetch_add(&g_forks, 1);
+    for (unsigned spins = 0; atomic_load(&g_captures) != 0; spins++) {
+        if (spins < 64) {
+            sched_yield();
+        } else { /* a capture waiting on the loader lock: let it have the CPU */
+            struct timespec ts = {0, 100 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+void mp_sampler_fork_parent(void) { atomic_fetch_sub(&g_forks, 1); }
+
+/* The forking thread is the only one: no capture, no other fork. */
+void mp_sampler_fork_child(void)
+{
+    atomic_store(&g_captures, 0);
+    atomic_store(&g_forks, 0);
+}
+
 /* ----------------------------------------------------------- thread state */
 
 static void thread_exit(void *arg);
@@ -379,11 +440,17 @@ static HOOK __attribute__((always_inline)) inline void record(void *p, size_t si
 
     mp_thread_rec *t = ts.rec;
     int cap = (int)(ts.max_depth + MP_CAPTURE_SLACK);
-    bool changed;
-    int n = mp_unwind_fast(from, t->pcs, cap, &changed);
-    if (n < 0) {
-        n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
-        changed = true;
+    bool changed = true;
+    int n = 0; /* a fork is announced: no walk, an empty stack (see "fork vs. capture") */
+    if (capture_begin()) {
+        if (__builtin_expect(mp_sampler_capture_probe != NULL, 0))
+            mp_sampler_capture_probe();
+        n = mp_unwind_fast(from, t->pcs, cap, &changed);
+        if (n < 0) {
+            n = capture(t->pcs, cap); /* a frame the fast walk does not handle */
+            changed = true;
+        }
+        capture_end();
     }
     if (n < 0)
         n = 0;

@@ -8,9 +8,11 @@
  * (or forked-away) handle can never stop, drain or clear a later session,
  * even one whose handle happens to reuse its address.
  *
- * fork(). The prepare handler takes g_rec.session and g_rec.rw exclusively,
- * which excludes every other profiler lock holder (all take one of them
- * first), so the child inherits no locked profiler lock. In the child the
+ * fork(). The prepare handler waits until no other thread is inside a
+ * stack capture (the unwinder's and the loader's locks), then takes
+ * g_rec.session, g_rec.rw exclusively and the thread registry, which
+ * excludes every other profiler lock holder (all take one of them first),
+ * so the child inherits no locked profiler lock and no unwinder lock. In the child the
  * parent's session is ended: its pending records are released, the
  * inherited handle answers MP_PROF_E_INACTIVE (stop and free on it are
  * safe), the recorder is free for a new mp_profiler_start(), and the
@@ -406,17 +408,25 @@ void mp_prof_buffer_free(uint8_t *pprof)
 
 /* ------------------------------------------------------------------- fork */
 
+/* No capture first (it takes no profiler lock, and holds locks of
+ * libunwind and of the loader: sampler.c, "fork vs. capture"), then the
+ * session, the recorder's lock and the thread registry, in the order
+ * every other holder takes them. */
 static void fork_prepare(void)
 {
     mp_guard_enter();
+    mp_sampler_fork_prepare();
     pthread_mutex_lock(&g_rec.session);
     mp_rw_fork_prepare(&g_rec.rw);
+    mp_rec_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+    mp_rec_fork_parent();
     mp_rw_fork_parent(&g_rec.rw);
     pthread_mutex_unlock(&g_rec.session);
+    mp_sampler_fork_parent();
     mp_guard_exit();
 }
 
@@ -424,6 +434,8 @@ static void fork_parent(void)
  * the top). */
 static void fork_child(void)
 {
+    mp_sampler_fork_child();
+    mp_rec_fork_child();
     mp_rw_fork_child(&g_rec.rw);
     mp_unwind_fast_fork_child();
     if (g_rec.owner != NULL || atomic_load_explicit(&g_rec.active_gen, memory_order_relaxed) != 0) {

@@ -5,7 +5,9 @@
  * (but none of the parent's allocations), and nothing deadlocks, also
  * while other threads sample. */
 #include "helpers.h"
+#include "internal.h"
 
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -269,5 +271,112 @@ Test(fork, no_deadlock_while_other_threads_sample_and_report, .timeout = 120)
     for (int i = 0; i < 5; i++)
         pthread_join(t[i], NULL);
     cr_assert(stats().active);
+    mp_profiler_free(p);
+}
+
+/* ---- fork while another thread is inside a capture (issue 39) ----------
+ * A capture runs libunwind and dl_iterate_phdr, whose locks a fork child
+ * would inherit held: glibc's fork() does not reset the loader's
+ * dl_load_write_lock, and libunwind takes its own with every signal
+ * blocked, so such a child waits forever, deaf to alarm(), and so did its
+ * parent in waitpid (the hang of no_deadlock_while_other_threads_sample_
+ * and_report). The probe puts a thread inside a capture's walk, inside
+ * dl_iterate_phdr, for 300 ms; the main thread forks meanwhile; the child
+ * must be able to call dl_iterate_phdr. Before the fix the child blocked
+ * there and alarm() ended it (signal 14). */
+static _Atomic int probe_armed, probe_inside;
+
+static int hold_loader_lock(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    (void)arg;
+    atomic_store(&probe_inside, 1);
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    return 1; /* one module is enough */
+}
+
+static void probe_in_capture(void)
+{
+    int one = 1;
+    if (atomic_compare_exchange_strong(&probe_armed, &one, 0))
+        dl_iterate_phdr(hold_loader_lock, NULL);
+}
+
+static void *sample_once(void *arg)
+{
+    (void)arg;
+    tmi_dealloc(tmi_alloc(100, 8), 100, 8); /* interval 1: sampled, captured */
+    return NULL;
+}
+
+static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    ++*(int *)arg;
+    return 0;
+}
+
+Test(fork, no_capture_in_progress_at_fork, .timeout = 60)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(1, 80);
+    mp_profiler *p = test_start(&c);
+    atomic_store(&probe_inside, 0);
+    atomic_store(&probe_armed, 1);
+    mp_sampler_capture_probe = probe_in_capture;
+    pthread_t t;
+    pthread_create(&t, NULL, sample_once, NULL);
+    while (!atomic_load(&probe_inside))
+        sched_yield();
+    pid_t pid = fork(); /* the other thread is inside the loader's lock */
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(10);
+        int modules = 0;
+        dl_iterate_phdr(count_module, &modules);
+        _exit(modules > 0 ? 0 : 3);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    pthread_join(t, NULL);
+    mp_sampler_capture_probe = NULL;
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the child could not take the loader's lock (status %#x): the fork copied a "
+              "capture in progress",
+              (unsigned)status);
+    mp_profiler_free(p);
+}
+
+/* While a fork is announced (between the prepare handler's first step
+ * and fork()'s return), a capture that starts does not walk: its sample
+ * is recorded, bytes and all, with an empty stack. */
+Test(fork, a_capture_during_a_fork_records_an_empty_stack, .timeout = 60)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(1, 81);
+    mp_profiler *p = test_start(&c);
+    mp_sampler_fork_prepare(); /* as fork()'s prepare handler begins */
+    void *b = tmi_alloc(5000, 8);
+    mp_sampler_fork_parent();
+    void *d = tmi_alloc(7000, 8);
+    tp_profile prof;
+    test_report(p, &prof);
+    int k = tp_type_index(&prof, "inuse_space");
+    int64_t empty = 0, walked = 0;
+    for (size_t i = 0; i < prof.nsamples; i++) {
+        if (prof.samples[i].nlocations == 0)
+            empty += prof.samples[i].values[k];
+        else
+            walked += prof.samples[i].values[k];
+    }
+    cr_assert_eq(empty, 5000, "the sample taken during the fork: %lld B with no stack",
+                 (long long)empty);
+    cr_assert_eq(walked, 7000);
+    tp_free(&prof);
+    tmi_dealloc(b, 5000, 8);
+    tmi_dealloc(d, 7000, 8);
     mp_profiler_free(p);
 }
