@@ -26,8 +26,8 @@ import sys
 import time
 import unittest
 
-from tool_testlib import (EXAMPLE, MIMPROF, TempDirTest, decode, mimprof, parse_diff, parse_top,
-                          pprof_wire, reports, rounding)
+from tool_testlib import (EXAMPLE, MIMPROF, TempDirTest, decode, dump_stacks, mimprof, parse_diff,
+                          parse_top, pprof_wire, reports, rounding)
 
 MiB = 1 << 20
 PYTHON = "/usr/bin/python3"
@@ -305,9 +305,10 @@ class Signals(TempDirTest):
             try:
                 _, err = p.communicate(timeout=120)
             except subprocess.TimeoutExpired:
+                stacks = dump_stacks(p.pid)
                 os.killpg(p.pid, signal.SIGKILL)  # mimprof and the program
                 p.communicate()
-                self.fail("run %d hung" % i)
+                self.fail("run %d hung; the stacks of its processes:\n%s" % (i, stacks))
             self.assertTrue(p.returncode == 0 or p.returncode > 128, (p.returncode, err))
 
     def test_program_that_handles_sigusr2_keeps_it(self):

@@ -25,11 +25,38 @@ SVG_NS = "{http://www.w3.org/2000/svg}"
 os.environ.setdefault("MIMPROF_SEED", "12345")
 
 
-def mimprof(*args, check=False, **kw):
-    """Runs mimprof; returns CompletedProcess with text stdout/stderr."""
-    kw.setdefault("timeout", 120)
-    r = subprocess.run([MIMPROF, *map(str, args)], capture_output=True, text=True,
-                       errors="replace", **kw)
+HANG_DUMP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                         "support", "hang_dump.sh")
+
+
+def dump_stacks(pid):
+    """The stacks of every thread of pid and of its descendants (gdb), as
+    text: what a test prints before it ends a process that hung, so that
+    the log names the hang's cause."""
+    if not os.path.exists(HANG_DUMP):
+        return "(no %s)" % HANG_DUMP
+    r = subprocess.run(["sh", HANG_DUMP, str(pid)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, errors="replace", timeout=600)
+    return r.stdout
+
+
+def mimprof(*args, check=False, timeout=120, **kw):
+    """Runs mimprof; returns CompletedProcess with text stdout/stderr. A run
+    that outlives `timeout` has its stacks dumped, is killed, and raises
+    subprocess.TimeoutExpired with the stacks as its output."""
+    data = kw.pop("input", None)
+    if data is not None:
+        kw["stdin"] = subprocess.PIPE
+    with subprocess.Popen([MIMPROF, *map(str, args)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, errors="replace", **kw) as p:
+        try:
+            out, err = p.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stacks = dump_stacks(p.pid)
+            p.kill()
+            p.communicate()
+            raise subprocess.TimeoutExpired(p.args, timeout, output=stacks)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if check and r.returncode != 0:
         raise AssertionError("mimprof %s failed (%d): %s" % (args, r.returncode, r.stderr))
     return r
