@@ -298,18 +298,51 @@ class Signals(TempDirTest):
         # hang is a failure. Bounded rounds; 120 s each on a loaded machine.
         prog = os.environ["MIMPROF_ALARM_MALLOC"]
         for i in range(4):
-            p = subprocess.Popen([MIMPROF, "run", "-q", "-i", "1k", "-e", "100ms", "-o",
-                                  self.path("o%d" % i), "--", prog, "100000"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
-            try:
-                _, err = p.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                stacks = dump_stacks(p.pid)
-                os.killpg(p.pid, signal.SIGKILL)  # mimprof and the program
-                p.communicate()
-                self.fail("run %d hung; the stacks of its processes:\n%s" % (i, stacks))
-            self.assertTrue(p.returncode == 0 or p.returncode > 128, (p.returncode, err))
+            rc, _, err = self.run_bounded([MIMPROF, "run", "-q", "-i", "1k", "-e", "100ms", "-o",
+                                           self.path("o%d" % i), "--", prog, "100000"],
+                                          "run %d" % i)
+            self.assertTrue(rc == 0 or rc > 128, (rc, err))
+
+    def run_bounded(self, argv, what, timeout=120):
+        """Runs argv in its own session; a run that outlives timeout has
+        the stacks of its processes in the failure (issue 39)."""
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stacks = dump_stacks(p.pid)
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            self.fail("%s hung; the stacks of its processes:\n%s" % (what, stacks))
+        return p.returncode, out, err
+
+    def test_threads_that_sample_while_the_main_thread_forks_never_hang(self):
+        # Issue 39: a fork while another thread was inside a stack capture
+        # (libunwind's locks, the loader's) gave a child that waited
+        # forever. Four allocating threads, 150 forks whose children end
+        # by _exit, exit (an exit report each) and exec, sampled at 4 KiB.
+        prog = os.environ["MIMPROF_FORK_THREADS"]
+        out = self.path("fork")
+        rc, _, err = self.run_bounded([MIMPROF, "run", "-q", "-i", "4k", "-e", "0", "-o", out,
+                                       "--", prog, "150"], "fork_threads")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(reports(out), "no report written")
+
+    def test_python_threads_running_subprocesses_never_hang(self):
+        # The same pattern as Python services have it: a thread pool whose
+        # workers allocate and run subprocesses (fork + exec) at once.
+        code = ("import concurrent.futures, subprocess\n"
+                "def job(i):\n"
+                "    junk = [bytes(1000 + i % 5000) for _ in range(200)]\n"
+                "    return subprocess.run(['/bin/true']).returncode + len(junk) - 200\n"
+                "with concurrent.futures.ThreadPoolExecutor(4) as ex:\n"
+                "    assert sum(ex.map(job, range(120))) == 0\n"
+                "print('ok')\n")
+        out = self.path("py")
+        rc, stdout, err = self.run_bounded([MIMPROF, "run", "-q", "-i", "4k", "-e", "0", "-o",
+                                            out, "--", PYTHON, "-c", code], "python pool")
+        self.assertEqual((rc, stdout), (0, "ok\n"), err)
 
     def test_program_that_handles_sigusr2_keeps_it(self):
         code = ("import os, signal, time\ngot = []\n"

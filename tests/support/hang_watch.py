@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """The test harness's watchdog: `meson test --wrapper` for every tree.
 
