@@ -9,6 +9,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "preload_runtime.h"
 #include "rt_signals.h"
 #include "rt_state.h"
+#include "rt_threads.h"
 
 /* Fatal signals whose default action ends the process: a last report is
  * attempted when the program did not set a handler of its own. */
@@ -29,6 +31,23 @@ static void on_usr2(int sig)
     int saved = errno;
     mpt_rt_request();
     errno = saved;
+}
+
+/* The last report did not come in time: the reporter is stuck (on a lock
+ * the calling thread holds, after a crash inside malloc; or a hang of its
+ * own). One message says so with the state of every thread, the
+ * reporter's marked, so that the log names what it waited in. */
+static void say_stuck(int why)
+{
+    char line[2048];
+    int n = snprintf(line, sizeof line,
+                     "mimprof: pid %ld: no last report (before %s) within 2 s; threads:",
+                     (long)getpid(), why < 0 ? "_exit" : "a fatal signal");
+    if (n <= 0 || (size_t)n >= sizeof line)
+        return;
+    mpt_rt_threads_describe(line + n, sizeof line - (size_t)n, atomic_load(&mpt_rt.reporter_tid),
+                            "reporter");
+    say("%s\n", line);
 }
 
 /* Asks the reporter for a last report and waits for it at most 2 s.
@@ -61,8 +80,10 @@ static void last_report(int why)
             left.tv_sec--;
             left.tv_nsec += 1000000000L;
         }
-        if (left.tv_sec < 0)
-            return; /* the reporter is stuck (a lock this thread holds) */
+        if (left.tv_sec < 0) {
+            say_stuck(why);
+            return;
+        }
         syscall(SYS_futex, &mpt_rt.reports_done, FUTEX_WAIT_PRIVATE, seen, &left, NULL, 0);
     }
 }

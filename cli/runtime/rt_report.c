@@ -172,6 +172,7 @@ void *mpt_rt_reporter_main(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     mp_prof_thread_exclude();
+    atomic_store(&mpt_rt.reporter_tid, (pid_t)syscall(SYS_gettid));
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     if ((mpt_rt_pyro_on() || mpt_rt.coll_upload) && mpt_rt.every_ms > 0) {

@@ -60,6 +60,7 @@ struct mpt_rt {
     size_t session_interval; /* of the running session (cfg's is the next one's) */
     unsigned seq;            /* next file number */
     pthread_t reporter;
+    _Atomic pid_t reporter_tid; /* its kernel thread id (rt_fatal.c names it) */
     bool have_reporter;
     sem_t wake;
     atomic_bool stop_req;
