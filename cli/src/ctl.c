@@ -278,12 +278,21 @@ static int open_target(long pid, long *target, long *holder)
 /* The whole answer to `req` (malloc'd, NUL-terminated), or NULL. With
  * `need` not 0, every chunk of it must have been written by process
  * `need` (as this process sees its pid): otherwise NULL, and *impostor
- * is set (no message: the caller says who holds the socket). */
-static char *ask(int fd, const char *req, size_t *len, long need, bool *impostor)
+ * is set (no message: the caller says who holds the socket). A hosted
+ * socket whose host closes the connection before any answer (the
+ * process ended, or exec'd a program that is not profiled, while the
+ * request was on its way) gives NULL with *dropped set and no message:
+ * the caller looks again (its socket is gone by then, or a new one
+ * answers). */
+static char *ask(int fd, const char *req, size_t *len, long need, bool *impostor, bool *dropped)
 {
-    *impostor = false;
+    *impostor = *dropped = false;
     size_t rl = strlen(req);
     if (send(fd, req, rl, MSG_NOSIGNAL) != (ssize_t)rl) {
+        if (need != 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            *dropped = true;
+            return NULL;
+        }
         fprintf(stderr, "mimprof ctl: cannot send the request: %s\n", strerror(errno));
         return NULL;
     }
@@ -308,6 +317,11 @@ static char *ask(int fd, const char *req, size_t *len, long need, bool *impostor
             continue;
         if (r > 0 && writer != need) {
             *impostor = true;
+            free(buf);
+            return NULL;
+        }
+        if (need != 0 && n == 0 && (r == 0 || (r < 0 && errno == ECONNRESET))) {
+            *dropped = true;
             free(buf);
             return NULL;
         }
@@ -438,8 +452,8 @@ static int list(void)
         if (fd < 0)
             continue;
         size_t len = 0;
-        bool impostor;
-        char *ans = ask(fd, "status\n", &len, holder == pid ? 0 : pid, &impostor);
+        bool impostor, dropped;
+        char *ans = ask(fd, "status\n", &len, holder == pid ? 0 : pid, &impostor, &dropped);
         close(fd);
         if (impostor)
             continue; /* not the process it names */
@@ -529,13 +543,24 @@ int mpt_cmd_ctl(int argc, char **argv)
         return usage_error("unknown command '%s' (status, start, stop, report, image, set)", cmd);
     }
     long target = pid, holder = 0;
-    int fd = open_target(pid, &target, &holder);
-    if (fd < 0)
-        return EXIT_ERR;
     size_t len = 0;
-    bool impostor;
-    char *ans = ask(fd, req, &len, holder == target ? 0 : target, &impostor);
-    close(fd);
+    bool impostor, dropped;
+    char *ans;
+    for (int tries = 1;; tries++) {
+        int fd = open_target(pid, &target, &holder);
+        if (fd < 0)
+            return EXIT_ERR;
+        ans = ask(fd, req, &len, holder == target ? 0 : target, &impostor, &dropped);
+        close(fd);
+        if (!dropped)
+            break;
+        if (tries == 10) {
+            fprintf(stderr, "mimprof ctl: pid %ld's control socket closed without an answer\n",
+                    target);
+            return EXIT_ERR;
+        }
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
     if (impostor)
         fprintf(stderr,
                 "mimprof ctl: the control socket of pid %ld is held by pid %ld: not "

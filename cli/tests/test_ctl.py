@@ -16,7 +16,9 @@ import random
 import re
 import shutil
 import socket
+import struct
 import subprocess
+import threading
 import time
 import unittest
 
@@ -362,6 +364,32 @@ class Ctl(TempDirTest):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no process", r.stderr)
         r = ctl(os.getpid(), "status")
+        self.assertIn("has no control socket", r.stderr)
+
+    def test_a_hosted_socket_that_goes_away_unanswered(self):
+        # A host (the collector) closes a process's socket when the process
+        # ends or execs a program that is not profiled; a request already
+        # on its way was reset ("reading the answer: Connection reset by
+        # peer", a flaky failure of test_unfollowed_children_have_no_socket
+        # under load). ctl looks again and says what it finds then.
+        target = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(target.kill)
+        host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        host.bind("\0mimprof-ctl.%d" % target.pid)
+        host.listen(4)
+
+        def reset_one_then_close():
+            c, _ = host.accept()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()  # an RST, before any answer
+            host.close()
+
+        t = threading.Thread(target=reset_one_then_close)
+        t.start()
+        r = ctl(target.pid, "status")
+        t.join()
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertNotIn("reset", r.stderr)
         self.assertIn("has no control socket", r.stderr)
 
 
