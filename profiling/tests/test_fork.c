@@ -304,10 +304,16 @@ static void probe_in_capture(void)
         dl_iterate_phdr(hold_loader_lock, NULL);
 }
 
+static _Atomic int probe_release;
+
+/* Runs until the test has forked: a thread that ended unjoined before the
+ * fork would be a leak to ThreadSanitizer in the child. */
 static void *sample_once(void *arg)
 {
     (void)arg;
     tmi_dealloc(tmi_alloc(100, 8), 100, 8); /* interval 1: sampled, captured */
+    while (!atomic_load(&probe_release))
+        sched_yield();
     return NULL;
 }
 
@@ -325,6 +331,7 @@ Test(fork, no_capture_in_progress_at_fork, .timeout = 60)
     mp_prof_config c = test_config(1, 80);
     mp_profiler *p = test_start(&c);
     atomic_store(&probe_inside, 0);
+    atomic_store(&probe_release, 0);
     atomic_store(&probe_armed, 1);
     mp_sampler_capture_probe = probe_in_capture;
     pthread_t t;
@@ -339,6 +346,7 @@ Test(fork, no_capture_in_progress_at_fork, .timeout = 60)
         dl_iterate_phdr(count_module, &modules);
         _exit(modules > 0 ? 0 : 3);
     }
+    atomic_store(&probe_release, 1);
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     pthread_join(t, NULL);
