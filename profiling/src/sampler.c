@@ -282,15 +282,26 @@ static HOOK bool capture_begin(void)
 
 static HOOK void capture_end(void) { atomic_fetch_sub(&g_captures, 1); }
 
+/* The wait is bounded (about a second): a capture may wait for the
+ * loader lock held by a thread inside its own dl_iterate_phdr callback,
+ * and that thread for a lock of the program's that the forking thread
+ * holds. Past the bound the fork goes on, as it did before this wait
+ * existed: never a deadlock of the parent, at worst the rare child that
+ * inherits a held lock. */
+enum { FORK_WAIT_YIELDS = 64, FORK_WAIT_NAPS = 10000, FORK_WAIT_NAP_NS = 100 * 1000 };
+
 void mp_sampler_fork_prepare(void)
 {
     atomic_fetch_add(&g_forks, 1);
     for (unsigned spins = 0; atomic_load(&g_captures) != 0; spins++) {
-        if (spins < 64) {
+        if (spins < FORK_WAIT_YIELDS) {
             sched_yield();
-        } else { /* a capture waiting on the loader lock: let it have the CPU */
-            struct timespec ts = {0, 100 * 1000};
+        } else if (spins < FORK_WAIT_YIELDS + FORK_WAIT_NAPS) {
+            /* a capture waiting on the loader lock: let it have the CPU */
+            struct timespec ts = {0, FORK_WAIT_NAP_NS};
             nanosleep(&ts, NULL);
+        } else {
+            break;
         }
     }
 }

@@ -304,7 +304,19 @@ static void probe_in_capture(void)
         dl_iterate_phdr(hold_loader_lock, NULL);
 }
 
+/* A capture that cannot end until the test has forked (a capture waiting
+ * for the loader lock of a thread that waits for the forking thread). */
 static _Atomic int probe_release;
+
+static void probe_stuck_in_capture(void)
+{
+    int one = 1;
+    if (!atomic_compare_exchange_strong(&probe_armed, &one, 0))
+        return;
+    atomic_store(&probe_inside, 1);
+    while (!atomic_load(&probe_release))
+        sched_yield();
+}
 
 /* Runs until the test has forked: a thread that ended unjoined before the
  * fork would be a leak to ThreadSanitizer in the child. */
@@ -386,5 +398,34 @@ Test(fork, a_capture_during_a_fork_records_an_empty_stack, .timeout = 60)
     tp_free(&prof);
     tmi_dealloc(b, 5000, 8);
     tmi_dealloc(d, 7000, 8);
+    mp_profiler_free(p);
+}
+
+/* The wait for captures is bounded: a capture that cannot end before the
+ * fork (in a program, one waiting for the loader lock of a thread that
+ * waits for a lock the forking thread holds) delays fork() by about a
+ * second, never forever. Here the capture ends only after fork()
+ * returns: without the bound, fork() never would. */
+Test(fork, a_capture_that_cannot_end_delays_fork_but_never_blocks_it, .timeout = 60)
+{
+    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
+    mp_prof_config c = test_config(1, 82);
+    mp_profiler *p = test_start(&c);
+    atomic_store(&probe_inside, 0);
+    atomic_store(&probe_release, 0);
+    atomic_store(&probe_armed, 1);
+    mp_sampler_capture_probe = probe_stuck_in_capture;
+    pthread_t t;
+    pthread_create(&t, NULL, sample_once, NULL);
+    while (!atomic_load(&probe_inside))
+        sched_yield();
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    atomic_store(&probe_release, 1);
+    cr_assert_eq(wait_child(pid), 0);
+    pthread_join(t, NULL);
+    mp_sampler_capture_probe = NULL;
     mp_profiler_free(p);
 }
