@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,10 +26,21 @@ DUMP = os.path.join(HERE, "..", "tests", "support", "hang_dump.sh")
 
 
 def start(cmd, cpus):
+    """A run in its own session; its stderr in an unlinked file (a pipe
+    nobody reads while it runs would fill and stall it: a false hang)."""
     if cpus:
         cmd = ["taskset", "-c", cpus] + cmd
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    err = tempfile.TemporaryFile()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    p.err = err
+    return p
+
+
+def stderr_of(p):
+    p.err.seek(0)
+    text = p.err.read().decode(errors="replace")
+    p.err.close()
+    return text
 
 
 def hang(p, log):
@@ -39,6 +51,7 @@ def hang(p, log):
     log.flush()
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
+    stderr_of(p)
 
 
 def main():
@@ -69,7 +82,7 @@ def main():
                         del running[p]
                         done += 1
                     continue
-                err = p.stderr.read().decode(errors="replace")
+                err = stderr_of(p)
                 if p.returncode != 0:
                     failed += 1
                     log.write(f"=== run failed ({p.returncode}):\n{err[-4000:]}\n")
