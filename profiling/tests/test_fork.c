@@ -337,19 +337,27 @@ static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-Test(fork, no_capture_in_progress_at_fork, .timeout = 60)
+/* A session at a 1-byte interval and a thread `t` whose sampled
+ * allocation's capture is inside `probe` when this returns. */
+static mp_profiler *start_inside_capture(uint64_t seed, void (*probe)(void), pthread_t *t)
 {
     tmi_dealloc(tmi_alloc(16, 8), 16, 8);
-    mp_prof_config c = test_config(1, 80);
+    mp_prof_config c = test_config(1, seed);
     mp_profiler *p = test_start(&c);
     atomic_store(&probe_inside, 0);
     atomic_store(&probe_release, 0);
     atomic_store(&probe_armed, 1);
-    mp_sampler_capture_probe = probe_in_capture;
-    pthread_t t;
-    pthread_create(&t, NULL, sample_once, NULL);
+    mp_sampler_capture_probe = probe;
+    pthread_create(t, NULL, sample_once, NULL);
     while (!atomic_load(&probe_inside))
         sched_yield();
+    return p;
+}
+
+Test(fork, no_capture_in_progress_at_fork, .timeout = 60)
+{
+    pthread_t t;
+    mp_profiler *p = start_inside_capture(80, probe_in_capture, &t);
     pid_t pid = fork(); /* the other thread is inside the loader's lock */
     cr_assert_geq(pid, 0);
     if (pid == 0) {
@@ -408,17 +416,8 @@ Test(fork, a_capture_during_a_fork_records_an_empty_stack, .timeout = 60)
  * returns: without the bound, fork() never would. */
 Test(fork, a_capture_that_cannot_end_delays_fork_but_never_blocks_it, .timeout = 60)
 {
-    tmi_dealloc(tmi_alloc(16, 8), 16, 8);
-    mp_prof_config c = test_config(1, 82);
-    mp_profiler *p = test_start(&c);
-    atomic_store(&probe_inside, 0);
-    atomic_store(&probe_release, 0);
-    atomic_store(&probe_armed, 1);
-    mp_sampler_capture_probe = probe_stuck_in_capture;
     pthread_t t;
-    pthread_create(&t, NULL, sample_once, NULL);
-    while (!atomic_load(&probe_inside))
-        sched_yield();
+    mp_profiler *p = start_inside_capture(82, probe_stuck_in_capture, &t);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0)
