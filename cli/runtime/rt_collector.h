@@ -35,8 +35,12 @@
  *    process come back on the same connection, in one packet whose
  *    header's len says how many (SCM_RIGHTS).
  * The collector believes the pid the kernel gives (SO_PEERCRED) for
- * everything it tracks; the header's pid is the process's own view (its
- * files' names, its control socket's name).
+ * everything: the processes it tracks, its files' names, its uploads, so
+ * that a process of the tree (or anyone with the token) cannot write a
+ * file in another process's name. The header's pid, the process's own
+ * view, only names a hosted control socket of a process in another pid
+ * namespace. A MESSAGE's text is passed on with its control characters
+ * escaped.
  *
  * `mimprof run` tells the collector on a pipe of its own when the
  * command's process has ended (collector.h): its reports are queued by

@@ -80,7 +80,41 @@ static void say(collector *c, const char *fmt, ...)
         out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-static void report(collector *c, const mpt_coll_hdr *h, int fd)
+/* A packet's text (a runtime message) as the collector passes it on:
+ * every control character but the line's end escaped (\xNN), so that a
+ * packet cannot move the terminal's cursor, ring it or retitle it. */
+static void out_text(collector *c, const char *text, size_t len)
+{
+    char buf[4 * MPT_COLL_TEXT_MAX + 1];
+    size_t w = 0;
+    for (size_t i = 0; i < len && w + 4 < sizeof buf; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f)
+            w += (size_t)snprintf(buf + w, sizeof buf - w, "\\x%02x", ch);
+        else
+            buf[w++] = (char)ch;
+    }
+    out(c, buf, w);
+}
+
+/* The pid a process names itself by (its control socket's name): the
+ * kernel's (SO_PEERCRED) when it shares the collector's pid namespace,
+ * so that no process of the tree can take another's name; its own view
+ * only from another namespace, where the two differ. */
+static long self_name(pid_t kernel_pid, long claimed)
+{
+    char path[64];
+    struct stat mine, theirs;
+    snprintf(path, sizeof path, "/proc/%ld/ns/pid", (long)kernel_pid);
+    if (stat("/proc/self/ns/pid", &mine) != 0 || stat(path, &theirs) != 0 ||
+        (mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev))
+        return (long)kernel_pid;
+    return claimed;
+}
+
+/* A report of `pid` (SO_PEERCRED: the kernel's word, never the packet's,
+ * names its file and its upload). */
+static void report(collector *c, pid_t pid, const mpt_coll_hdr *h, int fd)
 {
     if (fd < 0 || h->len == 0 || h->len > SIZE_MAX / 2 || h->pklen > SIZE_MAX / 2) {
         c->bad++;
@@ -94,8 +128,8 @@ static void report(collector *c, const mpt_coll_hdr *h, int fd)
     }
     uint8_t *map = mmap(NULL, total, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
-        say(c, "mimprof: collector: report %llu of pid %lld unreadable: %s\n",
-            (unsigned long long)h->seq, (long long)h->pid, strerror(errno));
+        say(c, "mimprof: collector: report %llu of pid %ld unreadable: %s\n",
+            (unsigned long long)h->seq, (long)pid, strerror(errno));
         return;
     }
     char why[600];
@@ -113,11 +147,11 @@ static void report(collector *c, const mpt_coll_hdr *h, int fd)
             pklen = (size_t)h->pklen;
     }
     if ((h->flags & MPT_COLL_WRITE) && c->o->dir != NULL &&
-        mpt_store_write(&c->store, (pid_t)h->pid, (unsigned)h->seq, buf, len, pk, pklen, why,
-                        sizeof why) != 0)
+        mpt_store_write(&c->store, pid, (unsigned)h->seq, buf, len, pk, pklen, why, sizeof why) !=
+            0)
         say(c, "mimprof: collector: %s; report not written\n", why);
     if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL)
-        mpt_cpyro_add(c->pyro, (pid_t)h->pid, buf, len, pk, pklen, h->from_ns, h->to_ns);
+        mpt_cpyro_add(c->pyro, pid, buf, len, pk, pklen, h->from_ns, h->to_ns);
     free(named);
     free(pknamed);
     munmap(map, total);
@@ -179,15 +213,15 @@ static bool one(collector *c, size_t k)
                memcmp(h.token, c->o->token, sizeof h.token) != 0) {
         c->bad++;
     } else if (h.kind == MPT_COLL_REPORT) {
-        mpt_cprocs_hello(&c->procs, cn->pid, (long)h.pid, -1);
+        mpt_cprocs_hello(&c->procs, cn->pid, self_name(cn->pid, (long)h.pid), -1);
         if (h.flags & MPT_COLL_UPLOAD)
             ensure_pyro(c);
-        report(c, &h, fd);
+        report(c, cn->pid, &h, fd);
     } else if (h.kind == MPT_COLL_MESSAGE) {
         size_t n = (size_t)r - sizeof h;
-        out(c, text, n < h.len ? n : (size_t)h.len);
+        out_text(c, text, n < h.len ? n : (size_t)h.len);
     } else if (h.kind == MPT_COLL_HELLO) {
-        mpt_cprocs_hello(&c->procs, cn->pid, (long)h.pid, fd);
+        mpt_cprocs_hello(&c->procs, cn->pid, self_name(cn->pid, (long)h.pid), fd);
         if (h.flags & MPT_COLL_ACK) /* its control socket is bound now */
             (void)send(cn->fd, &h, sizeof h, MSG_DONTWAIT | MSG_NOSIGNAL);
     } else if (h.kind == MPT_COLL_BYE) {

@@ -481,6 +481,46 @@ class PreforkedUploadsReal(TempDirTest):
                 raise AssertionError("%s; the server answered %s" % (e, got[-5:])) from None
 
 
+
+FORGER = r'''
+import os, sys, time
+sys.path.insert(0, %r)
+import coll_client as cc
+victim = int(sys.argv[1])
+cc.send(cc.REPORT, victim, seq=999, payload=b"forged report", flags=cc.WRITE)
+cc.send(cc.MESSAGE, victim, text=b"mimprof: \x1b[31mred\x07\x1b]0;title\x07 end\n")
+print(os.getpid(), flush=True)
+'''
+
+
+class KernelNames(TempDirTest):
+    """The kernel (SO_PEERCRED), not the packet, names the process whose
+    report is written: a process of the tree with the token cannot write a
+    file in another process's name; a packet's text is printed with its
+    control characters escaped."""
+
+    def test_forged_packet_names_the_sender(self):
+        out = self.path("out")
+        victim = 1
+        while os.path.exists("/proc/%d" % victim) or victim < 4000:
+            victim += 7919  # a pid nobody has now
+        script = self.write("forger.py", (FORGER % os.path.dirname(
+            os.path.abspath(__file__))).encode())
+        r = subprocess.run([MIMPROF, "run", "-e", "0", "-o", out, "--", sys.executable, script,
+                            str(victim)], capture_output=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sender = int(r.stdout.split()[0])
+        self.assertEqual(reports(out, victim), [])
+        # what it sent is written in its own name
+        import gzip
+        with gzip.open(self.path("out/heap.%d.999.pb.gz" % sender)) as f:
+            self.assertEqual(f.read(), b"forged report")
+        err = r.stderr
+        self.assertNotIn(b"\x1b", err)
+        self.assertNotIn(b"\x07", err)
+        self.assertIn(b"mimprof: \\x1b[31mred\\x07\\x1b]0;title\\x07 end\n", err)
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, DAEMONIZE, WORKERS):
         assert need and os.path.exists(need), \
