@@ -21,6 +21,7 @@ typedef struct input {
     char *path;
     long pid; /* from the name; 0 when it does not say */
     int64_t mtime_ns;
+    char *err; /* why it could not be read (malloc()ed), or NULL: not tried or read */
 } input;
 
 typedef struct inputs {
@@ -62,8 +63,8 @@ static int add_input(inputs *in, const char *path)
     char *p = strdup(path);
     if (p == NULL)
         return -2;
-    in->v[in->n++] =
-        (input){p, name_pid(path), (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
+    in->v[in->n++] = (input){p, name_pid(path),
+                             (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, NULL};
     return 0;
 }
 
@@ -116,7 +117,7 @@ static int add_dir(inputs *in, const char *dir, int64_t since_ns)
 
 /* The processes of the inputs; with more than one named, each file is
  * read once to learn its program and its memory. */
-static int find_procs(const inputs *in, const mpt_limits *lim, mpt_report_proc **out, size_t *nout)
+static int find_procs(inputs *in, const mpt_limits *lim, mpt_report_proc **out, size_t *nout)
 {
     mpt_report_proc *v = calloc(in->n + 1, sizeof *v);
     if (v == NULL)
@@ -140,9 +141,16 @@ static int find_procs(const inputs *in, const mpt_limits *lim, mpt_report_proc *
             }
     for (size_t i = 0; n > 1 && i < in->n; i++) {
         mpt_profile *p;
-        char err[256];
-        if (in->v[i].pid == 0 || mpt_profile_load(in->v[i].path, lim, &p, err, sizeof err) != 0)
+        char err[640];
+        if (in->v[i].pid == 0)
             continue;
+        if (mpt_profile_load(in->v[i].path, lim, &p, err, sizeof err) != 0) {
+            /* named on the page and on stderr whichever process is shown */
+            in->v[i].err = strdup(err);
+            if (in->v[i].err == NULL)
+                return free(v), -2;
+            continue;
+        }
         size_t j = 0;
         while (v[j].pid != in->v[i].pid)
             j++;
@@ -181,19 +189,23 @@ static int choose(const mpt_report_proc *v, size_t n, long pid, const char *prog
 }
 
 /* Reads the chosen process's files into d (and the files that name no
- * process); a file that fails is skipped and named. The count used. */
+ * process); a file that fails, of any process, is skipped and named. The
+ * count used. */
 static size_t load_moments(mpt_report_data *d, const inputs *in, const mpt_limits *lim, long pid,
                            mpt_report_proc *proc, bool quiet)
 {
     size_t used = 0;
     for (size_t i = 0; i < in->n; i++) {
-        if (in->v[i].pid != pid && in->v[i].pid != 0)
+        bool failed = in->v[i].err != NULL; /* already tried (find_procs) */
+        if (in->v[i].pid != pid && in->v[i].pid != 0 && !failed)
             continue;
         const char *path = in->v[i].path, *base = strrchr(path, '/');
         base = base != NULL ? base + 1 : path;
         mpt_profile *p = NULL;
         char err[640];
-        int rc = mpt_profile_load(path, lim, &p, err, sizeof err);
+        int rc = failed ? -1 : mpt_profile_load(path, lim, &p, err, sizeof err);
+        if (failed)
+            snprintf(err, sizeof err, "%s", in->v[i].err);
         if (rc == 0)
             rc = mpt_report_data_add(d, p, base, in->v[i].mtime_ns, err, sizeof err);
         if (rc == 0) {
@@ -297,8 +309,10 @@ static int report(const run_opts *o, inputs *in)
 
 static void inputs_free(inputs *in)
 {
-    for (size_t i = 0; i < in->n; i++)
+    for (size_t i = 0; i < in->n; i++) {
         free(in->v[i].path);
+        free(in->v[i].err);
+    }
     free(in->v);
 }
 
