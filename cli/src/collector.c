@@ -34,11 +34,14 @@ typedef struct {
 typedef struct {
     const mpt_coll_opts *o;
     mpt_store store;
-    mpt_cpyro *pyro; /* uploads, or NULL */
-    mpt_csyms *syms; /* names unsymbolized reports, or NULL */
-    int notify;      /* the pipe to `mimprof run` while the command runs, else -1 */
-    int log;         /* DIR/mimprof.log once opened, else -1 */
-    unsigned bad;    /* packets that were not ours */
+    mpt_cpyro *pyro;    /* uploads, or NULL */
+    mpt_csyms *syms;    /* names unsymbolized reports, or NULL */
+    mpt_cwin *wins;     /* the service's windows in the directory, or NULL */
+    int notify;         /* the pipe to `mimprof run` while the command runs, else -1 */
+    int log;            /* DIR/mimprof.log once opened, else -1 */
+    unsigned bad;       /* packets that were not ours */
+    char lost_why[600]; /* the reason of reports not written last said */
+    unsigned uploads;   /* reports handed to the uploads */
     mpt_cprocs procs;
     conn conns[MAX_CONNS]; /* accepted, their packet not read yet */
     size_t nconns;
@@ -78,6 +81,28 @@ static void say(collector *c, const char *fmt, ...)
     va_end(ap);
     if (n > 0)
         out(c, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* The reason of a failure without what differs from one report to the
+ * next (the file's name): "cannot write DIR/heap.1.2.pb.gz: No space
+ * left on device" is "No space left on device". */
+static const char *reason(const char *why)
+{
+    const char *colon = strrchr(why, ':');
+    return colon != NULL && colon[1] == ' ' ? colon + 2 : why;
+}
+
+/* A report not written: said once per reason, then counted (the summary
+ * says how many were lost and why). */
+static void lost(collector *c, const char *why)
+{
+    if (strcmp(reason(why), c->lost_why) == 0)
+        return;
+    snprintf(c->lost_why, sizeof c->lost_why, "%s", reason(why));
+    say(c,
+        "mimprof: collector: %s; report not written (the next ones lost for this reason are "
+        "counted in the summary)\n",
+        why);
 }
 
 /* A packet's text (a runtime message) as the collector passes it on:
@@ -149,13 +174,32 @@ static void report(collector *c, pid_t pid, const mpt_coll_hdr *h, int fd)
     if ((h->flags & MPT_COLL_WRITE) && c->o->dir != NULL &&
         mpt_store_write(&c->store, pid, (unsigned)h->seq, buf, len, pk, pklen, why, sizeof why) !=
             0)
-        say(c, "mimprof: collector: %s; report not written\n", why);
-    if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL)
+        lost(c, why);
+    if ((h->flags & MPT_COLL_WRITE) && c->wins != NULL)
+        mpt_cwin_add(c->wins, pid, buf, len, pk, pklen, h->to_ns);
+    if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL) {
         mpt_cpyro_add(c->pyro, pid, buf, len, pk, pklen, h->from_ns, h->to_ns);
+        c->uploads++;
+    }
     free(named);
     free(pknamed);
     munmap(map, total);
 }
+
+/* A window of the service, merged: written under the retention rule. */
+static void window_out(void *ctx, int64_t end_ns, const uint8_t *buf, size_t len, const uint8_t *pk,
+                       size_t pklen)
+{
+    collector *c = ctx;
+    char why[600];
+    if (mpt_store_write_window(&c->store, (uint64_t)(end_ns / 1000000), buf, len, pk, pklen, why,
+                               sizeof why) != 0)
+        lost(c, why);
+}
+
+/* A process of the tree ended: its files are under the cap as the rest
+ * (collector_store.c). */
+static void store_ended(void *ctx, pid_t pid) { mpt_store_ended(ctx, pid); }
 
 static int64_t mono_ms(void)
 {
@@ -213,10 +257,12 @@ static bool one(collector *c, size_t k)
                memcmp(h.token, c->o->token, sizeof h.token) != 0) {
         c->bad++;
     } else if (h.kind == MPT_COLL_REPORT) {
-        mpt_cprocs_hello(&c->procs, cn->pid, self_name(cn->pid, (long)h.pid), -1);
         if (h.flags & MPT_COLL_UPLOAD)
             ensure_pyro(c);
         report(c, cn->pid, &h, fd);
+        /* after the report: a process already gone is said ended to the
+         * store once its report is there */
+        mpt_cprocs_hello(&c->procs, cn->pid, self_name(cn->pid, (long)h.pid), -1);
     } else if (h.kind == MPT_COLL_MESSAGE) {
         size_t n = (size_t)r - sizeof h;
         out_text(c, text, n < h.len ? n : (size_t)h.len);
@@ -279,13 +325,24 @@ static int64_t now_ns(void)
  * `end`, the uploads are flushed and stopped. */
 static void summary(collector *c, bool end)
 {
-    if (c->store.removed > 0 && !c->o->quiet)
+    if (end && c->wins != NULL)
+        mpt_cwin_flush(c->wins, 0, true);
+    const mpt_store *st = &c->store;
+    if ((st->removed > 0 && !c->o->quiet) || st->failed > 0) {
+        char lostp[700] = "", room[120] = "", up[80] = "";
+        if (st->failed > 0)
+            snprintf(lostp, sizeof lostp, ", %u lost (%s)", st->failed, c->lost_why);
+        if (st->roomed > 0)
+            snprintf(room, sizeof room, "; %u of them to make room on a full disk", st->roomed);
+        if (c->uploads > 0)
+            snprintf(up, sizeof up, ", %u handed to the uploads", c->uploads);
         say(c,
-            "mimprof: collector: %u report%s written, %u older one%s removed (keep %u per "
-            "process, %llu MiB in all)\n",
-            c->store.written, c->store.written == 1 ? "" : "s", c->store.removed,
-            c->store.removed == 1 ? "" : "s", c->o->keep,
-            (unsigned long long)(c->o->keep_bytes >> 20));
+            "mimprof: collector: %u report%s written%s%s, %u older one%s removed (keep %u per "
+            "process, %llu MiB in all%s)\n",
+            st->written, st->written == 1 ? "" : "s", up, lostp, st->removed,
+            st->removed == 1 ? "" : "s", c->o->keep, (unsigned long long)(c->o->keep_bytes >> 20),
+            room);
+    }
     if (c->pyro != NULL) {
         char line[1200];
         mpt_cpyro_flush(c->pyro, 0, true);
@@ -345,6 +402,8 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
     static collector c; /* large (its connections): not on the stack */
     c = (collector){.o = o, .notify = notify, .log = -1};
     mpt_store_init(&c.store, o);
+    c.procs.ended = store_ended;
+    c.procs.ended_ctx = &c.store;
     if (notify >= 0)
         (void)fcntl(notify, F_SETFL, O_NONBLOCK);
     (void)fcntl(lfd, F_SETFL, O_NONBLOCK);
@@ -356,6 +415,8 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
     }
     if (o->symbolize != 0)
         c.syms = mpt_csyms_new(o->symbolize);
+    if (o->dir != NULL)
+        c.wins = mpt_cwin_new(o->period_ms, window_out, &c);
     enum { FIXED = 2 };
     struct pollfd *pf = NULL;
     size_t pfcap = 0;
@@ -375,6 +436,9 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
         size_t nconns = c.nconns;
         size_t nprocs = mpt_cprocs_pollfds(&c.procs, pf + FIXED + nconns, pfcap - FIXED - nconns);
         int64_t due = c.pyro != NULL ? mpt_cpyro_due(c.pyro) : 0;
+        int64_t wdue = c.wins != NULL ? mpt_cwin_due(c.wins) : 0;
+        if (wdue != 0 && (due == 0 || wdue < due))
+            due = wdue;
         int timeout = c.root_done || nconns > 0 || c.procs.n > 0 ? 1000 : -1;
         if (due != 0) {
             int64_t ms = (due - now_ns()) / 1000000 + 1;
@@ -387,6 +451,8 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
             break;
         if (c.pyro != NULL)
             mpt_cpyro_flush(c.pyro, now_ns(), false);
+        if (c.wins != NULL)
+            mpt_cwin_flush(c.wins, now_ns(), false);
         if (r > 0) {
             if (ctl >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
                 close(ctl);
@@ -414,7 +480,9 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
         say(&c, "mimprof: collector: %u packet%s not understood\n", c.bad, c.bad == 1 ? "" : "s");
     mpt_cpyro_free(c.pyro);
     mpt_csyms_free(c.syms);
+    mpt_cwin_free(c.wins);
     mpt_store_free(&c.store);
+    c.procs.ended = NULL; /* the store is gone */
     mpt_cprocs_free(&c.procs);
     while (c.nconns > 0)
         close(c.conns[--c.nconns].fd);

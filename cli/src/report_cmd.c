@@ -35,11 +35,19 @@ static int has_suffix(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* The pid of a name "heap.<pid>.<seq>..." (a base name), else 0. */
+/* The pseudo-pid of the service's windows, service.<end_ms>[.peak].pb.gz:
+ * the reports of every process of a tree merged per window by the
+ * collector (collector_windows.c). */
+#define SERVICE_PID (-1L)
+
+/* The pid of a name "heap.<pid>.<seq>..." (a base name), SERVICE_PID for
+ * "service.<end_ms>...", else 0. */
 static long name_pid(const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base != NULL ? base + 1 : path;
+    if (strncmp(base, "service.", 8) == 0 && base[8] >= '0' && base[8] <= '9')
+        return SERVICE_PID;
     if (strncmp(base, "heap.", 5) != 0)
         return 0;
     char *end;
@@ -161,7 +169,8 @@ static int find_procs(inputs *in, const mpt_limits *lim, mpt_report_proc **out, 
         if (bytes > v[j].max_bytes)
             v[j].max_bytes = bytes;
         if (v[j].program[0] == '\0')
-            snprintf(v[j].program, sizeof v[j].program, "%s", p->program);
+            snprintf(v[j].program, sizeof v[j].program, "%s",
+                     v[j].pid == SERVICE_PID ? "the service: all its processes" : p->program);
         mpt_profile_free(p);
     }
     *out = v;
@@ -169,7 +178,8 @@ static int find_procs(inputs *in, const mpt_limits *lim, mpt_report_proc **out, 
     return 0;
 }
 
-/* The chosen process: by pid, by program, else the most memory. */
+/* The chosen process: by pid, by program, else the service (a tree's
+ * windows, when the input holds them), else the most memory. */
 static int choose(const mpt_report_proc *v, size_t n, long pid, const char *program, size_t *out)
 {
     size_t best = 0;
@@ -179,7 +189,8 @@ static int choose(const mpt_report_proc *v, size_t n, long pid, const char *prog
             *out = j;
             return 0;
         }
-        if (v[j].max_bytes > v[best].max_bytes)
+        if (v[best].pid != SERVICE_PID &&
+            (v[j].pid == SERVICE_PID || v[j].max_bytes > v[best].max_bytes))
             best = j;
     }
     if (pid > 0 || program != NULL)
@@ -211,7 +222,8 @@ static size_t load_moments(mpt_report_data *d, const inputs *in, const mpt_limit
         if (rc == 0) {
             used++;
             if (proc->program[0] == '\0')
-                snprintf(proc->program, sizeof proc->program, "%s", p->program);
+                snprintf(proc->program, sizeof proc->program, "%s",
+                         pid == SERVICE_PID ? "the service: all its processes" : p->program);
         } else if (rc == -2 || mpt_report_data_skip(d, base, err) != 0) {
             snprintf(err, sizeof err, "out of memory");
         }
@@ -298,9 +310,15 @@ static int report(const run_opts *o, inputs *in)
         fprintf(stderr, "mimprof report: cannot write %s: %s\n", o->out, strerror(errno));
         rc = MPT_EXIT_FAIL;
     } else if (!o->quiet) {
-        fprintf(stderr, "mimprof report: wrote %s (%zu profiles of pid %ld%s%s%s)\n", o->out, used,
-                procs[chosen].pid, procs[chosen].program[0] ? ", " : "", procs[chosen].program,
-                nprocs > 1 ? "; other processes: see --pid" : "");
+        if (procs[chosen].pid == SERVICE_PID)
+            fprintf(stderr,
+                    "mimprof report: wrote %s (%zu windows of the service, all its processes "
+                    "merged; one process: see --pid)\n",
+                    o->out, used);
+        else
+            fprintf(stderr, "mimprof report: wrote %s (%zu profiles of pid %ld%s%s%s)\n", o->out,
+                    used, procs[chosen].pid, procs[chosen].program[0] ? ", " : "",
+                    procs[chosen].program, nprocs > 1 ? "; other processes: see --pid" : "");
     }
     mpt_report_data_free(d);
     free(procs);

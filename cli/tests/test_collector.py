@@ -5,6 +5,7 @@ drop privileges keep their reports, files are kept under a retention rule,
 and a stalled collector never stalls a profiled process."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pprof_wire  # noqa: E402
 
 DAEMONIZE = os.environ.get("MIMPROF_DAEMONIZE", "")
 WORKERS = os.environ.get("MIMPROF_FORKED_WORKERS", "")
+CHILDREN = os.environ.get("MIMPROF_FORK_CHILDREN", "")
 DEADLINE = 60  # seconds any wait below may take on a loaded machine; never the thing measured
 
 
@@ -284,15 +286,27 @@ class Retention(TempDirTest):
             self.assertLessEqual(set(self.seqs(reports(out, pid, peak=True))), set(seqs))
         self.assertIn("older ones removed", err)
 
-    def test_size_cap_keeps_each_process_newest(self):
+    def test_size_cap_keeps_each_running_process_newest(self):
         out = self.path("out")
-        workers, files, err = self.run_workers(out, "--keep", "0", "--keep-size", "1")
-        for pid in workers:
-            self.assertEqual(len(files[pid]), 1, files[pid])
-            self.assertGreaterEqual(self.seqs(files[pid])[0], 5)
-            # the newest one, and whole
+        w = Workers(["-e", "50ms", "--keep", "0", "--keep-size", "1", "-o", out], 2, 1 << 20)
+        # while they run: each worker keeps its newest report alone, and
+        # it is whole
+        def one_each():
+            files = reports(out)
+            ok = all(len(files.get(pid, [])) == 1 and self.seqs(files[pid])[0] >= 5
+                     for pid in w.pids)
+            return files if ok else None
+        files = wait_for(one_each, "each worker's newest alone, the sixth or later")
+        for pid in w.pids:
             types = [t for t, _ in decode(files[pid][0])["types"]]
             self.assertIn("inuse_space", types)
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        # ended, their files go under the cap too; the service's newest
+        # window (the tree's reports merged) stays
+        self.assertEqual(reports(out), {}, err)
+        service = [f for f in os.listdir(out) if f.startswith("service.")]
+        self.assertEqual(len([f for f in service if ".peak." not in f]), 1, service)
 
     def test_default_rule_is_documented(self):
         r = subprocess.run([MIMPROF, "run", "--help"], capture_output=True, text=True)
@@ -519,6 +533,75 @@ class KernelNames(TempDirTest):
         self.assertNotIn(b"\x1b", err)
         self.assertNotIn(b"\x07", err)
         self.assertIn(b"mimprof: \\x1b[31mred\\x07\\x1b]0;title\\x07 end\n", err)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"), "needs root (a tmpfs)")
+class FullDisk(TempDirTest):
+    """On a full disk the collector makes room by the retention rule's
+    order (the oldest reports that are not a running process's newest)
+    before a newer report is lost, says a failure once and counts the rest
+    in its summary (it said one line per lost report: 745 for 1,000
+    forks)."""
+
+    def test_room_is_made_and_failures_counted(self):
+        out, copy = self.path("out"), self.path("copy")
+        os.mkdir(out)
+        os.mkdir(copy)
+        # 2 workers and their master reporting every 20 ms, everything
+        # kept (--keep 0 --keep-size 0), on a 256 KiB file system; the
+        # files are copied out before the mount namespace goes
+        script = ('mount -t tmpfs -o size=256k mimprof-full "$OUT" || exit 99\n'
+                  '(sleep 4; echo) | "$MIMPROF" run -e 20ms -i 4k --keep 0 --keep-size 0 '
+                  '-o "$OUT" -- "$WORKERS" 2 1048576\n'
+                  'rc=$?\ncp -a "$OUT"/. "$COPY"/\nexit $rc\n')
+        env = dict(os.environ, OUT=out, COPY=copy, MIMPROF=MIMPROF, WORKERS=WORKERS)
+        r = subprocess.run(["unshare", "--mount", "sh", "-c", script], env=env,
+                           capture_output=True, text=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stderr.splitlines()
+        print("lines on stderr:", len(lines), "; files kept:", len(os.listdir(copy)))
+        self.assertLessEqual(len([l for l in lines if "not written" in l]), 1, r.stderr)
+        summary = [l for l in lines if "to make room on a full disk" in l]
+        self.assertEqual(len(summary), 1, r.stderr)
+        print(summary[0])
+        self.assertNotIn(" lost ", summary[0])
+        files = reports(copy)
+        self.assertGreaterEqual(len(files), 3, files)
+        for pid, paths in files.items():
+            decode(paths[-1])  # each process's newest is whole
+
+
+class ServiceRetention(TempDirTest):
+    """--keep-size bounds the whole directory of a process-per-connection
+    service: 600 forked children (a short connection each) under
+    --keep-size 1m leave at most 1.25 MiB, the oldest ended processes'
+    files retired first, and the service's windows (every process's
+    reports merged per window) kept (500 psql connections left 1,018
+    files, 7 MB, under --keep 2 --keep-size 1m)."""
+
+    def test_600_children_under_one_mib(self):
+        out = self.path("out")
+        r = subprocess.run([MIMPROF, "run", "-e", "200ms", "-i", "4k", "--keep-size", "1m",
+                            "-o", out, "--", CHILDREN, "600", str(256 << 10), "20"],
+                           capture_output=True, text=True, timeout=DEADLINE * 3)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = os.listdir(out)
+        size = sum(os.path.getsize(os.path.join(out, n)) for n in names)
+        print("600 children under --keep-size 1m: %d files, %d bytes" % (len(names), size))
+        self.assertLessEqual(size, 1.25 * (1 << 20), r.stderr)
+        windows = sorted(n for n in names if re.fullmatch(r"service\.\d+\.pb\.gz", n))
+        self.assertGreaterEqual(len(windows), 3, names)
+        # every window holds the children's allocations of its time
+        sites = set()
+        for n in windows:
+            prof = decode(os.path.join(out, n))
+            sites |= {f for s in prof["samples"] for f in s[0]}
+        self.assertIn("connection_block", sites)
+        # the newest children's files are kept, the oldest went
+        kept = reports(out)
+        self.assertGreater(len(kept), 10)
+        self.assertLess(len(kept), 601)
+        self.assertIn("older ones removed", r.stderr)
 
 
 if __name__ == "__main__":
