@@ -59,8 +59,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MPT_COLL_MAGIC     0x4d50433275ULL /* "uC2PM" */
-#define MPT_COLL_BACKLOG   256
+#define MPT_COLL_MAGIC 0x4d50433275ULL /* "uC2PM" */
+/* Pending connections each hold a descriptor of their peer: a backlog
+ * larger than what another user's process holds (1,024 descriptors by
+ * default) keeps room for the tree while the collector closes a
+ * stranger's idle connections (collector.c). The kernel caps it at
+ * net.core.somaxconn (4096 since Linux 5.4). */
+#define MPT_COLL_BACKLOG   4096
 #define MPT_COLL_TEXT_MAX  1024
 #define MPT_COLL_TOKEN     16 /* bytes; 32 hex digits in MIMPROF_COLLECTOR */
 #define MPT_COLL_FETCH_MAX 8  /* control connections handed over at once */

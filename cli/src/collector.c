@@ -20,28 +20,42 @@
 #include "collector.h"
 #include "rt_collector.h"
 
-/* At most this many connections open at once; more wait in the backlog. */
-#define MAX_CONNS 128
-/* A connection whose packet has not come within this is dropped. */
-#define CONN_MS 5000
+/* Connections held while their packet has not come. The backlog is
+ * emptied at once whatever their number, and a connection whose packet
+ * is there is read as it is accepted: it never waits for a slot. So idle
+ * connections (another local user can connect: the name is in
+ * /proc/net/unix) neither fill the backlog nor take the tree's room:
+ * peers that are not processes of the tree (no HELLO or REPORT from
+ * their pid yet) hold at most STRANGER_CONNS slots, PER_PEER each, for
+ * STRANGER_MS; the rest of the slots are kept for the tree. */
+#define MAX_CONNS      128
+#define STRANGER_CONNS 32
+#define PER_PEER       2
+/* A connection whose packet has not come within this is closed: a
+ * process of the tree sends it right after connect(). */
+#define CONN_MS     5000
+#define STRANGER_MS 1000
 
 typedef struct {
     int fd;
-    pid_t pid; /* SO_PEERCRED */
+    pid_t pid;  /* SO_PEERCRED */
+    bool known; /* a process of the tree */
     int64_t deadline_ms;
 } conn;
 
 typedef struct {
     const mpt_coll_opts *o;
     mpt_store store;
-    mpt_cpyro *pyro;    /* uploads, or NULL */
-    mpt_csyms *syms;    /* names unsymbolized reports, or NULL */
-    mpt_cwin *wins;     /* the service's windows in the directory, or NULL */
-    int notify;         /* the pipe to `mimprof run` while the command runs, else -1 */
-    int log;            /* DIR/mimprof.log once opened, else -1 */
-    unsigned bad;       /* packets that were not ours */
-    char lost_why[600]; /* the reason of reports not written last said */
-    unsigned uploads;   /* reports handed to the uploads */
+    mpt_cpyro *pyro;  /* uploads, or NULL */
+    mpt_csyms *syms;  /* names unsymbolized reports, or NULL */
+    mpt_cwin *wins;   /* the service's windows in the directory, or NULL */
+    int notify;       /* the pipe to `mimprof run` while the command runs, else -1 */
+    int log;          /* DIR/mimprof.log once opened, else -1 */
+    unsigned bad;     /* packets that were not ours */
+    unsigned refused; /* connections closed without a packet: over a limit, or idle */
+    unsigned said_bad, said_refused; /* of them, said in a summary */
+    char lost_why[600];              /* the reason of reports not written last said */
+    unsigned uploads;                /* reports handed to the uploads */
     mpt_cprocs procs;
     conn conns[MAX_CONNS]; /* accepted, their packet not read yet */
     size_t nconns;
@@ -284,20 +298,78 @@ static bool one(collector *c, size_t k)
     return true;
 }
 
-/* Accepts what waits in the backlog, while there is room. */
+static void close_conn(collector *c, size_t k)
+{
+    close(c->conns[k].fd);
+    c->conns[k] = c->conns[--c->nconns];
+    c->refused++;
+}
+
+/* The oldest held stranger's connection (of peer `pid`, or of any with
+ * pid 0), or MAX_CONNS; how many there are in *count. */
+static size_t oldest_stranger(const collector *c, pid_t pid, size_t *count)
+{
+    size_t old = MAX_CONNS;
+    *count = 0;
+    for (size_t i = 0; i < c->nconns; i++)
+        if (!c->conns[i].known && (pid == 0 || c->conns[i].pid == pid)) {
+            ++*count;
+            if (old == MAX_CONNS || c->conns[i].deadline_ms < c->conns[old].deadline_ms)
+                old = i;
+        }
+    return old;
+}
+
+/* Room for one more held connection: a stranger's held longest goes
+ * (false: none, every slot is the tree's). */
+static bool make_slot(collector *c)
+{
+    if (c->nconns < MAX_CONNS)
+        return true;
+    size_t n, old = oldest_stranger(c, 0, &n);
+    if (old == MAX_CONNS)
+        return false;
+    close_conn(c, old);
+    return true;
+}
+
+/* A stranger's new connection held: its peer's oldest goes past
+ * PER_PEER, the strangers' oldest past STRANGER_CONNS (a new connection
+ * is the likeliest to carry a packet: an idle holder's are old). */
+static void limit_strangers(collector *c, pid_t pid)
+{
+    size_t n, old = oldest_stranger(c, pid, &n);
+    if (n > PER_PEER)
+        close_conn(c, old);
+    old = oldest_stranger(c, 0, &n);
+    if (n > STRANGER_CONNS)
+        close_conn(c, old);
+}
+
+/* Empties the backlog (at most 4096 a call, to go on serving): each
+ * connection's packet read at once when it is there, else the connection
+ * held within the limits above. */
 static void accept_all(collector *c, int lfd)
 {
-    while (c->nconns < MAX_CONNS) {
+    for (int n = 0; n < 4096; n++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return;
         struct ucred cr;
         socklen_t len = sizeof cr;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || !make_slot(c)) {
             close(fd);
+            c->refused++;
             continue;
         }
-        c->conns[c->nconns++] = (conn){.fd = fd, .pid = cr.pid, .deadline_ms = mono_ms() + CONN_MS};
+        bool known = mpt_cprocs_known(&c->procs, cr.pid);
+        size_t k = c->nconns++;
+        c->conns[k] = (conn){.fd = fd,
+                             .pid = cr.pid,
+                             .known = known,
+                             .deadline_ms = mono_ms() + (known ? CONN_MS : STRANGER_MS)};
+        if (!one(c, k) && !known)
+            limit_strangers(c, cr.pid);
     }
 }
 
@@ -321,12 +393,29 @@ static int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* Packets without the token and connections closed without a packet,
+ * counted since they were last said: once at the command's end, once at
+ * the collector's (never a line each). */
+static void say_refusals(collector *c)
+{
+    if (c->bad == c->said_bad && c->refused == c->said_refused)
+        return;
+    unsigned bad = c->bad - c->said_bad, refused = c->refused - c->said_refused;
+    say(c,
+        "mimprof: collector: %u packet%s not understood (no token), %u connection%s closed "
+        "without a packet (idle past %d ms, or over the limits of peers outside the tree)\n",
+        bad, bad == 1 ? "" : "s", refused, refused == 1 ? "" : "s", STRANGER_MS);
+    c->said_bad = c->bad;
+    c->said_refused = c->refused;
+}
+
 /* What the collector has done, when there is something to say. With
  * `end`, the uploads are flushed and stopped. */
 static void summary(collector *c, bool end)
 {
     if (end && c->wins != NULL)
         mpt_cwin_flush(c->wins, 0, true);
+    say_refusals(c);
     const mpt_store *st = &c->store;
     if ((st->removed > 0 && !c->o->quiet) || st->failed > 0) {
         char lostp[700] = "", room[120] = "", up[80] = "";
@@ -391,10 +480,8 @@ static void expire(collector *c)
 {
     int64_t now = mono_ms();
     for (size_t k = c->nconns; k-- > 0;)
-        if (now >= c->conns[k].deadline_ms) {
-            close(c->conns[k].fd);
-            c->conns[k] = c->conns[--c->nconns];
-        }
+        if (now >= c->conns[k].deadline_ms)
+            close_conn(c, k);
 }
 
 int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
@@ -429,7 +516,7 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
             pf = np;
             pfcap = need;
         }
-        pf[0] = (struct pollfd){.fd = lfd, .events = c.nconns < MAX_CONNS ? POLLIN : 0};
+        pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
         pf[1] = (struct pollfd){.fd = ctl, .events = POLLIN};
         for (size_t k = 0; k < c.nconns; k++)
             pf[FIXED + k] = (struct pollfd){.fd = c.conns[k].fd, .events = POLLIN};
@@ -476,8 +563,8 @@ int mpt_collector_main(int lfd, int notify, int ctl, const mpt_coll_opts *o)
     free(pf);
     if (!c.said_final || c.pyro != NULL)
         summary(&c, true);
-    if (c.bad > 0)
-        say(&c, "mimprof: collector: %u packet%s not understood\n", c.bad, c.bad == 1 ? "" : "s");
+    say_refusals(&c);
+
     mpt_cpyro_free(c.pyro);
     mpt_csyms_free(c.syms);
     mpt_cwin_free(c.wins);

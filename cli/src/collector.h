@@ -235,6 +235,10 @@ void mpt_cprocs_events(mpt_cprocs *t, const struct pollfd *pf, size_t npf);
  * forgets ended ones; drops connections waiting too long. */
 void mpt_cprocs_sweep(mpt_cprocs *t);
 
+/* Whether `pid` is a process of the tree (it said HELLO or sent a
+ * report, and has not been forgotten). */
+bool mpt_cprocs_known(const mpt_cprocs *t, pid_t pid);
+
 /* How many known processes are alive. */
 size_t mpt_cprocs_alive(mpt_cprocs *t);
 

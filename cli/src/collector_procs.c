@@ -258,6 +258,14 @@ void mpt_cprocs_sweep(mpt_cprocs *t)
     expire_pending(t);
 }
 
+bool mpt_cprocs_known(const mpt_cprocs *t, pid_t pid)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].pid == pid)
+            return true;
+    return false;
+}
+
 size_t mpt_cprocs_alive(mpt_cprocs *t)
 {
     mpt_cprocs_sweep(t);
