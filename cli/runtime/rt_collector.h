@@ -138,13 +138,21 @@ void mpt_coll_bye(void);
  * a second for the answer. */
 int mpt_coll_fetch(int *fds, int max);
 
+/* A connection for one packet, made before the report it will carry is
+ * taken: a process that cannot reach the collector (gone, stopped, its
+ * queue full) names that report itself (rt_report.c). The descriptor, or
+ * -1 with *why. */
+int mpt_coll_dial(const char **why);
+
 /* Hands a report (and its peak, when pk is not NULL) to the collector,
- * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD).
- * 0: queued; -1: not (the queue is full, the collector is gone, no
- * memfd): *why says why, and the caller writes the report itself. */
-int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len, const uint8_t *pk,
-                         size_t pklen, int64_t from_ns, int64_t to_ns, unsigned flags,
-                         const char **why);
+ * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD),
+ * on `conn` (from mpt_coll_dial, closed here) or, with -1, a connection
+ * made here. 0: queued; -1: not (the queue is full, the collector is
+ * gone, no memfd): *why says why, and the caller writes the report
+ * itself. */
+int mpt_coll_send_report(int conn, pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
+                         const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
+                         unsigned flags, const char **why);
 
 /* Hands a message to the collector: true when queued. */
 bool mpt_coll_say(const char *text, size_t len);

@@ -657,6 +657,37 @@ class OtherUser(TempDirTest):
             self.assertTrue(any(n.startswith("worker_block") for n in names), (pid, names))
 
 
+class NamesWithoutCollector(TempDirTest):
+    """A report a process writes itself (its collector killed) names its
+    functions: the process names its reports from then on, the one that
+    found the collector gone included (it was `prog+0x7bb58`, which `go
+    tool pprof -symbolize=local` cannot name either)."""
+
+    def test_collector_killed(self):
+        out = self.path("out")
+        w = Workers(["-e", "50ms", "-i", "4k", "--keep", "0", "-o", out], 2, 1 << 20)
+        coll = collectors_of(w.p.pid)
+        self.assertEqual(len(coll), 1)
+        seqs = lambda pid: [int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1))
+                            for f in reports(out, pid)]
+        wait_for(lambda: all(len(seqs(pid)) >= 2 for pid in w.pids), "reports through it")
+        os.kill(coll[0], signal.SIGKILL)
+        at = {pid: max(seqs(pid)) for pid in w.pids}
+        wait_for(lambda: all(max(seqs(pid)) >= at[pid] + 4 for pid in w.pids),
+                 "reports the workers write themselves")
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        self.assertIn("it is gone", err)
+        for pid in w.pids:
+            later = [f for f in reports(out, pid)
+                     if int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1)) > at[pid]]
+            self.assertGreaterEqual(len(later), 3)
+            for f in later[:-1]:  # the last: the exit's, its blocks freed
+                names = {n for smp in decode(f)["samples"] for n in smp[0]}
+                self.assertTrue(any(n.startswith("worker_block") for n in names), (f, names))
+                self.assertFalse(any("+0x" in n for n in names), (f, names))
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, DAEMONIZE, WORKERS):
         assert need and os.path.exists(need), \
