@@ -688,6 +688,44 @@ class NamesWithoutCollector(TempDirTest):
                 self.assertFalse(any("+0x" in n for n in names), (f, names))
 
 
+class ServicePage(TempDirTest):
+    """`mimprof report DIR` of a process tree shows the service: its
+    windows (every process's reports merged), so the page of a 4-worker
+    service shows the 4 workers' memory together; --pid one of them."""
+
+    def test_four_workers_together(self):
+        import json
+        out, page = self.path("out"), self.path("page.html")
+        n, each = 4, 8 << 20
+        w = Workers(["-e", "100ms", "-i", "64k", "-o", out], n, each)
+        time.sleep(1.0)  # windows in which every worker holds its bytes
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        r = subprocess.run([MIMPROF, "report", "-o", page, out], capture_output=True, text=True,
+                           timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("windows of the service", r.stderr)
+        with open(page, encoding="utf-8") as f:
+            html = f.read()
+        d = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
+                                 html, re.S).group(1))
+        self.assertEqual(d["pid"], -1)
+        top = max(m["tot"] for m in d["moments"])
+        # 4 x 8 MiB in 64 KiB blocks at a 64 KiB interval: ~512 samples
+        # (sd ~4%); the master's and the start-up's add a little
+        self.assertLess(abs(top / (n * each) - 1), 0.2, (top, n * each))
+        # one worker's page: a quarter of it
+        r = subprocess.run([MIMPROF, "report", "-o", page, "--pid", str(w.pids[0]), out],
+                           capture_output=True, text=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(page, encoding="utf-8") as f:
+            d1 = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
+                                      f.read(), re.S).group(1))
+        self.assertEqual(d1["pid"], w.pids[0])
+        one = max(m["tot"] for m in d1["moments"])
+        self.assertLess(abs(one / each - 1), 0.3, (one, each))
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, DAEMONIZE, WORKERS):
         assert need and os.path.exists(need), \
