@@ -136,6 +136,26 @@ static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size
     return false;
 }
 
+/* Reports this process could not write (a full disk): the first is said,
+ * the rest counted and said with the last report (never a line each).
+ * Kept with the pid that counted them: a forked child starts at 0. */
+static _Atomic unsigned long g_lost; /* pid << 32 | count */
+
+static unsigned count_lost(void)
+{
+    unsigned long pid = (unsigned long)(uint32_t)mpt_rt.pid, old = atomic_load(&g_lost), next;
+    do
+        next = (old >> 32 == pid ? old + 1 : pid << 32 | 1);
+    while (!atomic_compare_exchange_weak(&g_lost, &old, next));
+    return (unsigned)(next & 0xffffffffu);
+}
+
+static unsigned lost_so_far(void)
+{
+    unsigned long v = atomic_load(&g_lost);
+    return v >> 32 == (unsigned long)(uint32_t)mpt_rt.pid ? (unsigned)(v & 0xffffffffu) : 0;
+}
+
 /* Writes report w->seq (and its peak, when there is one) to the output,
  * when reports are written: through the collector when there is one. */
 bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size_t pklen,
@@ -149,10 +169,20 @@ bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size
     char path[4200], why[600];
     if (mpt_out_name(&mpt_rt.out, mpt_rt.pid, seq, path, sizeof path) != 0)
         say_error("mimprof: report path too long\n");
-    else if (mpt_out_write(path, buf, len, mpt_rt.out.gzip, why, sizeof why) != 0)
-        say_error("mimprof: %s; report not written\n", why);
-    else if (pk != NULL)
+    else if (mpt_out_write(path, buf, len, mpt_rt.out.gzip, why, sizeof why) != 0) {
+        unsigned n = count_lost();
+        if (n == 1)
+            say_error("mimprof: %s; report not written (the next ones are counted)\n", why);
+        else if (w->final)
+            say_error("mimprof: pid %ld: %u reports not written (the last: %s)\n", (long)mpt_rt.pid,
+                      n, why);
+        return false;
+    } else if (pk != NULL) {
         write_peak(path, pk, pklen);
+    }
+    if (w->final && lost_so_far() > 1)
+        say_error("mimprof: pid %ld: %u reports not written before its last\n", (long)mpt_rt.pid,
+                  lost_so_far());
     return false;
 }
 

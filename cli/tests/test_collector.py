@@ -726,6 +726,34 @@ class ServicePage(TempDirTest):
         self.assertLess(abs(one / each - 1), 0.3, (one, each))
 
 
+class CountedNotRepeated(TempDirTest):
+    """A process that writes its own reports (no collector) and cannot (a
+    file size limit fails every write, as a full disk does) says the
+    first failure and then how many, not a line per report."""
+
+    def test_own_writes_fail(self):
+        import resource
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+        out = self.path("out")
+        os.mkdir(out)
+        r = subprocess.run([MIMPROF, "run", "--no-collector", "-e", "20ms", "-i", "4k", "-o", out,
+                            "--", sys.executable, "-c",
+                            "import time\nx = []\nfor i in range(40):\n"
+                            "    x.append(bytearray(10000)); time.sleep(0.02)\n"],
+                           capture_output=True, text=True, timeout=DEADLINE, preexec_fn=limit)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if "not written" in l]
+        self.assertEqual(len(lines), 2, r.stderr)
+        self.assertIn("the next ones are counted", lines[0])
+        n = int(re.search(r": (\d+) reports not written", lines[1]).group(1))
+        self.assertGreaterEqual(n, 10, lines)
+        print(lines[1])
+
+
 if __name__ == "__main__":
     for need in (MIMPROF, DAEMONIZE, WORKERS):
         assert need and os.path.exists(need), \
