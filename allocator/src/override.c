@@ -5,7 +5,7 @@
  * Over mimalloc (Debian's libmimalloc.so.2, built as a malloc override
  * itself) this object is a filter (DT_FILTER and DT_AUXILIARY, see
  * meson.build): the dynamic linker puts its filtees before it in the
- * search order, first libmimprof-allocator-override-glibc.so (the family
+ * search order, first libmimprof-internal-override-glibc.so (the family
  * members whose glibc semantics mimalloc lacks, override_glibc.c), then
  * mimalloc, so that a program's malloc, free, posix_memalign and
  * malloc_usable_size are mimalloc's own entry points, at mimalloc's own

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libmimprof-allocator-override-glibc.so: the members of the malloc
+/* libmimprof-internal-override-glibc.so: the members of the malloc
  * family whose glibc semantics Debian's mimalloc does not have, for the
  * override over mimalloc (override.c, which names this object first among
  * its auxiliary filtees). The same template as the override; the version

@@ -194,6 +194,9 @@ static int configure(mpt_env_var bad, const char *why)
         mpt_rt.cfg.max_stack_depth = (unsigned)mpt_env(MPT_ENV_STACK_DEPTH)->num;
     if (mpt_env(MPT_ENV_SYMBOLIZE)->set)
         mpt_rt.cfg.symbolize = (mp_prof_symbolize)mpt_env(MPT_ENV_SYMBOLIZE)->num;
+    mpt_rt.coll_symbolize = mpt_env(MPT_ENV_COLLECTOR_SYMBOLIZE)->set
+                                ? (int)mpt_env(MPT_ENV_COLLECTOR_SYMBOLIZE)->num
+                                : -1;
     /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
      * the upload interval (a malformed one is refused by mpt_rt_pyro_setup). */
     const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);

@@ -162,13 +162,23 @@ static const char *send_failure(int e)
                                         : "it is gone";
 }
 
-int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len, const uint8_t *pk,
-                         size_t pklen, int64_t from_ns, int64_t to_ns, unsigned flags,
-                         const char **why)
+int mpt_coll_dial(const char **why)
+{
+    int c = dial();
+    if (c < 0)
+        *why = send_failure(errno);
+    return c;
+}
+
+int mpt_coll_send_report(int conn, pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
+                         const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
+                         unsigned flags, const char **why)
 {
     int mfd = mp_prof_fd_make(make_memfd, NULL);
     if (mfd < 0) {
         *why = "no memfd";
+        if (conn >= 0)
+            close(conn);
         atomic_fetch_add(&g_fallbacks, 1);
         return -1;
     }
@@ -186,10 +196,20 @@ int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len
                           .pklen = pklen,
                           .from_ns = from_ns,
                           .to_ns = to_ns};
-        rc = send_packet(&h, NULL, 0, mfd);
+        if (conn >= 0) {
+            rc = send_on(conn, &h, NULL, 0, mfd);
+            int e = errno;
+            close(conn);
+            conn = -1;
+            errno = e;
+        } else {
+            rc = send_packet(&h, NULL, 0, mfd);
+        }
         if (rc != 0)
             *why = send_failure(errno);
     }
+    if (conn >= 0)
+        close(conn);
     close(mfd);
     if (rc != 0)
         atomic_fetch_add(&g_fallbacks, 1);

@@ -35,8 +35,12 @@
  *    process come back on the same connection, in one packet whose
  *    header's len says how many (SCM_RIGHTS).
  * The collector believes the pid the kernel gives (SO_PEERCRED) for
- * everything it tracks; the header's pid is the process's own view (its
- * files' names, its control socket's name).
+ * everything: the processes it tracks, its files' names, its uploads, so
+ * that a process of the tree (or anyone with the token) cannot write a
+ * file in another process's name. The header's pid, the process's own
+ * view, only names a hosted control socket of a process in another pid
+ * namespace. A MESSAGE's text is passed on with its control characters
+ * escaped.
  *
  * `mimprof run` tells the collector on a pipe of its own when the
  * command's process has ended (collector.h): its reports are queued by
@@ -55,8 +59,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MPT_COLL_MAGIC     0x4d50433275ULL /* "uC2PM" */
-#define MPT_COLL_BACKLOG   256
+#define MPT_COLL_MAGIC 0x4d50433275ULL /* "uC2PM" */
+/* Pending connections each hold a descriptor of their peer: a backlog
+ * larger than what another user's process holds (1,024 descriptors by
+ * default) keeps room for the tree while the collector closes a
+ * stranger's idle connections (collector.c). The kernel caps it at
+ * net.core.somaxconn (4096 since Linux 5.4). */
+#define MPT_COLL_BACKLOG   4096
 #define MPT_COLL_TEXT_MAX  1024
 #define MPT_COLL_TOKEN     16 /* bytes; 32 hex digits in MIMPROF_COLLECTOR */
 #define MPT_COLL_FETCH_MAX 8  /* control connections handed over at once */
@@ -129,13 +138,21 @@ void mpt_coll_bye(void);
  * a second for the answer. */
 int mpt_coll_fetch(int *fds, int max);
 
+/* A connection for one packet, made before the report it will carry is
+ * taken: a process that cannot reach the collector (gone, stopped, its
+ * queue full) names that report itself (rt_report.c). The descriptor, or
+ * -1 with *why. */
+int mpt_coll_dial(const char **why);
+
 /* Hands a report (and its peak, when pk is not NULL) to the collector,
- * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD).
- * 0: queued; -1: not (the queue is full, the collector is gone, no
- * memfd): *why says why, and the caller writes the report itself. */
-int mpt_coll_send_report(pid_t pid, unsigned seq, const uint8_t *buf, size_t len, const uint8_t *pk,
-                         size_t pklen, int64_t from_ns, int64_t to_ns, unsigned flags,
-                         const char **why);
+ * to be written (`flags` MPT_COLL_WRITE) and/or uploaded (MPT_COLL_UPLOAD),
+ * on `conn` (from mpt_coll_dial, closed here) or, with -1, a connection
+ * made here. 0: queued; -1: not (the queue is full, the collector is
+ * gone, no memfd): *why says why, and the caller writes the report
+ * itself. */
+int mpt_coll_send_report(int conn, pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
+                         const uint8_t *pk, size_t pklen, int64_t from_ns, int64_t to_ns,
+                         unsigned flags, const char **why);
 
 /* Hands a message to the collector: true when queued. */
 bool mpt_coll_say(const char *text, size_t len);

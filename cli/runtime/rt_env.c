@@ -87,6 +87,11 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                            "`NAME:TOKEN`, set by `mimprof run`: the abstract socket name of its "
                            "collector (which writes the reports of the whole process tree) and "
                            "the token its packets carry"},
+    [MPT_ENV_COLLECTOR_SYMBOLIZE] = {"MIMPROF_COLLECTOR_SYMBOLIZE", MPT_ENVK_SYMBOLIZE, NULL,
+                                     "set by `mimprof run` when its collector names the "
+                                     "reports (`MIMPROF_SYMBOLIZE=none`): how a process names "
+                                     "the reports it writes itself when the collector does not "
+                                     "take them (gone, stopped, its queue full)"},
 };
 
 /* Room for every value the runtime keeps (paths are the long ones). */

@@ -20,9 +20,12 @@
 
 #include "fsutil.h"
 
+/* The reason into why; errno is kept (a caller tells a full disk). */
 static int fail(char *why, size_t whylen, const char *fmt, const char *a, const char *b)
 {
+    int e = errno;
     snprintf(why, whylen, fmt, a, b);
+    errno = e;
     return -1;
 }
 
@@ -258,6 +261,7 @@ int mpt_out_write(const char *path, const uint8_t *buf, size_t len, bool gzip, c
     }
     if (rc != 0) {
         unlink(tmp);
+        errno = e;
         return fail(why, whylen, "cannot write %s: %s", path, strerror(e));
     }
     return 0;

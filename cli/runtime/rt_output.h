@@ -54,7 +54,8 @@ int mpt_out_name(const mpt_out *o, pid_t pid, unsigned seq, char *dst, size_t ca
 int mpt_out_target(const char *path, char *real, size_t cap, char *why, size_t whylen);
 
 /* Writes buf to `path` (gzip-compressed when `gzip`) by temporary file and
- * rename, as described above. 0, or -1 with a reason in why. The writer's
+ * rename, as described above. 0, or -1 with a reason in why and errno
+ * set (ENOSPC: a full disk). The writer's
  * buffers are mmap()ed: it allocates nothing from the sampled malloc. */
 int mpt_out_write(const char *path, const uint8_t *buf, size_t len, bool gzip, char *why,
                   size_t whylen);

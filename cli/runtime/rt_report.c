@@ -77,12 +77,31 @@ mp_prof_status mpt_rt_take_report_locked(const char *note, uint8_t **buf, size_t
         (void)mp_prof_control_feed(mpt_rt.control, *buf, *len);
     w->from_ns = mpt_rt.window_from_ns;
     w->to_ns = now;
+    w->conn = -1;
     w->final = mpt_rt.ending;
     mpt_rt.window_from_ns = now;
     mpt_rt.reports++;
     mpt_rt.last_report_ns = now;
     w->seq = mpt_rt.seq++;
     return MP_PROF_OK;
+}
+
+/* Whether reports go to the collector (to be written and/or uploaded). */
+static bool coll_wanted(void)
+{
+    return mpt_coll_on() && ((mpt_rt.files && mpt_rt.out.dir[0] != '\0') || mpt_rt.coll_upload);
+}
+
+/* The collector cannot be reached: the process names its reports from
+ * now on, as without a collector (MIMPROF_COLLECTOR_SYMBOLIZE; the
+ * collector named them), so that no report it writes itself is
+ * nameless. Once: its symbol tables are built at the next report. */
+static void name_them_here(void)
+{
+    if (mpt_rt.coll_symbolize < 0 || mpt_rt.self_named)
+        return;
+    mpt_rt.self_named = true;
+    (void)mp_profiler_set_symbolize(mpt_rt.prof, (mp_prof_symbolize)mpt_rt.coll_symbolize);
 }
 
 /* Hands report w->seq to the collector, when there is one and it takes
@@ -95,12 +114,16 @@ static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size
     unsigned flags = (w->final ? MPT_COLL_FINAL : 0) |
                      (mpt_rt.files && mpt_rt.out.dir[0] != '\0' ? MPT_COLL_WRITE : 0) |
                      (mpt_rt.coll_upload ? MPT_COLL_UPLOAD : 0);
-    if (!mpt_coll_on() || !(flags & (MPT_COLL_WRITE | MPT_COLL_UPLOAD)))
+    if (!mpt_coll_on() || !(flags & (MPT_COLL_WRITE | MPT_COLL_UPLOAD))) {
+        if (w->conn >= 0)
+            close(w->conn);
         return false;
+    }
     const char *why;
-    if (mpt_coll_send_report(mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns, flags,
-                             &why) == 0)
+    if (mpt_coll_send_report(w->conn, mpt_rt.pid, w->seq, buf, len, pk, pklen, w->from_ns, w->to_ns,
+                             flags, &why) == 0)
         return true;
+    name_them_here();
     unsigned n = mpt_coll_fallbacks();
     if (n == 1 || w->final)
         say_error("mimprof: pid %ld: the collector did not take report %u (%s): %s (%u so "
@@ -111,6 +134,26 @@ static bool to_collector(const uint8_t *buf, size_t len, const uint8_t *pk, size
                                        : "written by the process itself",
                   n);
     return false;
+}
+
+/* Reports this process could not write (a full disk): the first is said,
+ * the rest counted and said with the last report (never a line each).
+ * Kept with the pid that counted them: a forked child starts at 0. */
+static _Atomic unsigned long g_lost; /* pid << 32 | count */
+
+static unsigned count_lost(void)
+{
+    unsigned long pid = (unsigned long)(uint32_t)mpt_rt.pid, old = atomic_load(&g_lost), next;
+    do
+        next = (old >> 32 == pid ? old + 1 : pid << 32 | 1);
+    while (!atomic_compare_exchange_weak(&g_lost, &old, next));
+    return (unsigned)(next & 0xffffffffu);
+}
+
+static unsigned lost_so_far(void)
+{
+    unsigned long v = atomic_load(&g_lost);
+    return v >> 32 == (unsigned long)(uint32_t)mpt_rt.pid ? (unsigned)(v & 0xffffffffu) : 0;
 }
 
 /* Writes report w->seq (and its peak, when there is one) to the output,
@@ -126,10 +169,20 @@ bool mpt_rt_write_report(const uint8_t *buf, size_t len, const uint8_t *pk, size
     char path[4200], why[600];
     if (mpt_out_name(&mpt_rt.out, mpt_rt.pid, seq, path, sizeof path) != 0)
         say_error("mimprof: report path too long\n");
-    else if (mpt_out_write(path, buf, len, mpt_rt.out.gzip, why, sizeof why) != 0)
-        say_error("mimprof: %s; report not written\n", why);
-    else if (pk != NULL)
+    else if (mpt_out_write(path, buf, len, mpt_rt.out.gzip, why, sizeof why) != 0) {
+        unsigned n = count_lost();
+        if (n == 1)
+            say_error("mimprof: %s; report not written (the next ones are counted)\n", why);
+        else if (w->final)
+            say_error("mimprof: pid %ld: %u reports not written (the last: %s)\n", (long)mpt_rt.pid,
+                      n, why);
+        return false;
+    } else if (pk != NULL) {
         write_peak(path, pk, pklen);
+    }
+    if (w->final && lost_so_far() > 1)
+        say_error("mimprof: pid %ld: %u reports not written before its last\n", (long)mpt_rt.pid,
+                  lost_so_far());
     return false;
 }
 
@@ -140,13 +193,22 @@ void mpt_rt_report_once(const char *note)
     uint8_t *buf = NULL, *pk = NULL;
     size_t len = 0, pklen = 0;
     mpt_rt_window w;
+    /* The collector reached before the report is taken: one it will not
+     * take is named here (name_them_here), never written nameless. */
+    const char *why;
+    int conn = coll_wanted() ? mpt_coll_dial(&why) : -1;
+    if (conn < 0 && coll_wanted())
+        name_them_here();
     pthread_mutex_lock(&mpt_rt.report_lock);
     mp_prof_status st = mpt_rt_take_report_locked(note, &buf, &len, &pk, &pklen, &w);
     pthread_mutex_unlock(&mpt_rt.report_lock);
     if (st != MP_PROF_OK) {
+        if (conn >= 0)
+            close(conn);
         say("mimprof: report failed: %s\n", mp_prof_strerror(st));
         return;
     }
+    w.conn = conn;
     mpt_rt_write_report(buf, len, pk, pklen, &w);
     mp_prof_buffer_free(buf);
     mp_prof_buffer_free(pk);

@@ -69,6 +69,9 @@ struct mpt_rt {
     atomic_uint reports_done; /* bumped after every report attempt */
     bool files;               /* reports are written (out) */
     bool coll_upload;         /* reports are uploaded by the collector (rt_collector.h) */
+    int coll_symbolize;       /* how reports written without the collector are named
+                                 (an mp_prof_symbolize; -1: as the others) */
+    bool self_named;          /* ... and it is so from now on */
     bool told_fork;           /* said why forked children are not profiled */
     int64_t window_from_ns;   /* `from` of the next report's window (wall clock) */
     bool ending;              /* the session's last report is being taken (lock) */
@@ -91,6 +94,7 @@ typedef struct {
     unsigned seq;
     int64_t from_ns, to_ns; /* wall clock: its alloc_* values cover [from, to) */
     bool final;             /* the session's last report */
+    int conn;               /* a connection to the collector made for it, or -1 */
 } mpt_rt_window;
 
 /* A report of the process's series (see rt_report.c); report_lock held. */

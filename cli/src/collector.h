@@ -46,29 +46,38 @@ typedef struct {
 
 /* ---- collector_store.c -------------------------------------------------- */
 
-/* One written report (with its peak, when it has one). */
+/* One written report (with its peak, when it has one): heap.<pid>.<seq>,
+ * or with pid 0 the service's window service.<seq>, seq its end in ms
+ * (collector_windows.c). */
 typedef struct {
     pid_t pid;
-    unsigned seq;
+    uint64_t seq;
     uint64_t bytes; /* both files */
     bool peak;
+    bool ended; /* the newest of a process that has ended: it may go too */
 } mpt_kept;
 
 /* The reports this collector wrote, oldest first, and the rule they are
  * kept under. Files it did not write (earlier runs, a process that wrote
  * its own) are never touched.
  *
- * The rule, applied after each report: a process keeps its `keep` newest
- * reports; then, while the total is above `keep_bytes`, the oldest
- * report that is not the newest of its process goes. The newest report
- * of every process is never deleted, so the cap may be exceeded by
- * those alone. */
+ * The rule, applied after each report and when a process ends: a
+ * process keeps its `keep` newest reports; then, while the total is above
+ * `keep_bytes`, the oldest report goes that is not the newest of a
+ * running process (an ended process's files all may go, oldest first: a
+ * service with a process per connection stays under the cap). A running
+ * process's newest report is never deleted, so the cap may be exceeded
+ * by those alone. The service's windows go after every process's file
+ * that may go, oldest first, the newest never. On a full disk (ENOSPC,
+ * EDQUOT) room is made in the same order, whatever the cap, before a
+ * newer report is lost. */
 typedef struct {
     const mpt_coll_opts *o;
     mpt_kept *v;
     size_t n, cap;
     uint64_t total;
     unsigned written, removed, failed;
+    unsigned roomed; /* of the removed: to make room on a full disk */
 } mpt_store;
 
 void mpt_store_init(mpt_store *s, const mpt_coll_opts *o);
@@ -79,8 +88,18 @@ void mpt_store_free(mpt_store *s);
 int mpt_store_write(mpt_store *s, pid_t pid, unsigned seq, const uint8_t *buf, size_t len,
                     const uint8_t *pk, size_t pklen, char *why, size_t whylen);
 
+/* Writes the service's window ending at end_ms (the merged reports of
+ * the tree, and their peaks: pk NULL for none) as service.<end_ms>.pb.gz,
+ * then applies the rule. 0, or -1 with the reason in why. */
+int mpt_store_write_window(mpt_store *s, uint64_t end_ms, const uint8_t *buf, size_t len,
+                           const uint8_t *pk, size_t pklen, char *why, size_t whylen);
+
 /* The retention rule alone (after an entry was added); exposed for tests. */
 void mpt_store_retain(mpt_store *s);
+
+/* Process `pid` has ended: its newest report is under the cap as the
+ * others are (the rule applied again). */
+void mpt_store_ended(mpt_store *s, pid_t pid);
 
 /* ---- collector_merge.c ------------------------------------------------- */
 
@@ -96,6 +115,31 @@ typedef struct {
  * -1 (an input that is not a pprof, sample types that differ, no memory). */
 int mpt_pprof_merge(const mpt_merge_in *in, size_t n, int64_t time_ns, int64_t duration_ns,
                     uint8_t **out, size_t *outlen);
+
+/* ---- collector_windows.c ------------------------------------------------ */
+
+typedef struct mpt_cwin mpt_cwin;
+
+/* Where a window goes: its end (ns), its merged reports, its merged
+ * peaks (pk NULL: none). */
+typedef void (*mpt_cwin_sink)(void *ctx, int64_t end_ns, const uint8_t *buf, size_t len,
+                              const uint8_t *pk, size_t pklen);
+
+/* The service's windows of `period_ms` (0: 10 s), each written to `sink`
+ * once due; a tree of one process writes none. NULL: no memory. */
+mpt_cwin *mpt_cwin_new(uint64_t period_ms, mpt_cwin_sink sink, void *ctx);
+
+/* A process's report (and its peak, pk NULL: none) ending at to_ns. */
+void mpt_cwin_add(mpt_cwin *w, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
+                  size_t pklen, int64_t to_ns);
+
+/* The wall-clock time (ns) at which the oldest held window is due, or 0. */
+int64_t mpt_cwin_due(const mpt_cwin *w);
+
+/* Writes the windows due at `now_ns` (every held one with `all`). */
+void mpt_cwin_flush(mpt_cwin *w, int64_t now_ns, bool all);
+
+void mpt_cwin_free(mpt_cwin *w);
 
 /* ---- collector_symbols.c ------------------------------------------------ */
 
@@ -159,10 +203,15 @@ typedef struct {
     mpt_cproc *v;
     size_t n, cap;
     int64_t last_hello_ms;
+    /* Called with each process forgotten (ended, or BYE); may be NULL. */
+    void (*ended)(void *ctx, pid_t pid);
+    void *ended_ctx;
 } mpt_cprocs;
 
 /* A HELLO from `pid` (SO_PEERCRED), `self_pid` by its own count, with
- * the page of its hosted control (page_fd, or -1). Watched from now on. */
+ * the page of its hosted control (page_fd, or -1). Watched from now on;
+ * a process already gone (a last report read after its end) is said
+ * ended (`ended`) at once. */
 void mpt_cprocs_hello(mpt_cprocs *t, pid_t pid, long self_pid, int page_fd);
 
 /* A BYE from `pid`: no longer waited for. */
@@ -185,6 +234,10 @@ void mpt_cprocs_events(mpt_cprocs *t, const struct pollfd *pf, size_t npf);
  * end and once a second while idle, for processes without a pidfd);
  * forgets ended ones; drops connections waiting too long. */
 void mpt_cprocs_sweep(mpt_cprocs *t);
+
+/* Whether `pid` is a process of the tree (it said HELLO or sent a
+ * report, and has not been forgotten). */
+bool mpt_cprocs_known(const mpt_cprocs *t, pid_t pid);
 
 /* How many known processes are alive. */
 size_t mpt_cprocs_alive(mpt_cprocs *t);

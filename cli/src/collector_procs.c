@@ -67,6 +67,8 @@ static void unmap_page(mpt_cproc *p)
 static void forget(mpt_cprocs *t, size_t i)
 {
     mpt_cproc *p = &t->v[i];
+    if (t->ended != NULL)
+        t->ended(t->ended_ctx, p->pid);
     if (p->pidfd >= 0)
         close(p->pidfd);
     if (p->ctl >= 0)
@@ -118,9 +120,15 @@ void mpt_cprocs_hello(mpt_cprocs *t, pid_t pid, long self_pid, int page_fd)
             t->v = v;
             t->cap = cap;
         }
+        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0 && errno == ESRCH) {
+            /* gone already (its last report came after its end) */
+            if (t->ended != NULL)
+                t->ended(t->ended_ctx, pid);
+            return;
+        }
         p = &t->v[t->n++];
-        *p = (mpt_cproc){.pid = pid, .self_pid = self_pid, .pidfd = -1, .ctl = -1};
-        p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        *p = (mpt_cproc){.pid = pid, .self_pid = self_pid, .pidfd = pidfd, .ctl = -1};
     }
     t->last_hello_ms = mono_ms();
     if (page_fd < 0)
@@ -248,6 +256,14 @@ void mpt_cprocs_sweep(mpt_cprocs *t)
         if (!alive(&t->v[i]))
             forget(t, i);
     expire_pending(t);
+}
+
+bool mpt_cprocs_known(const mpt_cprocs *t, pid_t pid)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].pid == pid)
+            return true;
+    return false;
 }
 
 size_t mpt_cprocs_alive(mpt_cprocs *t)

@@ -81,7 +81,16 @@ static mp_prof_image *load(const char *path)
 {
     mp_prof_image *img = NULL;
     char err[1024];
-    if (mp_prof_image_open(path, &img, err, sizeof err) != MP_PROF_OK) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    /* read here, under the readers' bound (MIMPROF_READ_LIMIT) */
+    if (mpt_read_bounded(path, mpt_read_limit(), &buf, &len, err, sizeof err) != 0) {
+        fprintf(stderr, "mimprof image: %s\n", err);
+        return NULL;
+    }
+    mp_prof_status st = mp_prof_image_open_memory(buf, len, &img, err, sizeof err);
+    free(buf);
+    if (st != MP_PROF_OK) {
         fprintf(stderr, "mimprof image: %s: %s\n", path, err);
         return NULL;
     }

@@ -19,14 +19,38 @@
 #include "pprof_bound.h"
 #include "profile.pb-c.h"
 #include "reader_tables.h"
+#include "units.h"
 
 typedef Perftools__Profiles__Profile PB_Profile;
 
+/* The bound on what a reader holds (MIMPROF_READ_LIMIT, else
+ * MPT_READ_LIMIT_DEFAULT); junk in the variable is said once and the
+ * default used. */
+size_t mpt_read_limit(void)
+{
+    static bool said;
+    const char *v = getenv("MIMPROF_READ_LIMIT");
+    uint64_t n = 0;
+    if (v == NULL || *v == '\0')
+        return MPT_READ_LIMIT_DEFAULT;
+    if (mpt_parse_size(v, &n) && n >= 4096 && n <= (SIZE_MAX >> 3))
+        return (size_t)n;
+    if (!said)
+        fprintf(stderr, "mimprof: MIMPROF_READ_LIMIT=%s is not a size of at least 4k; %zu MiB\n", v,
+                (size_t)MPT_READ_LIMIT_DEFAULT >> 20);
+    said = true;
+    return MPT_READ_LIMIT_DEFAULT;
+}
+
 void mpt_limits_init(mpt_limits *lim)
 {
-    lim->max_inflated = (size_t)1 << 30;
-    lim->max_frames = (size_t)1 << 26;
-    lim->max_decoded = (size_t)1 << 30;
+    /* What is held at once: the input, then its inflated bytes (<= R),
+     * then protobuf-c's unpacked message (<= 3R/2) and the model (frames
+     * <= R/2 bytes): about 3R at the peak (cli/README.md, "Bounds"). */
+    size_t r = mpt_read_limit();
+    lim->max_inflated = r;
+    lim->max_frames = r / 8;
+    lim->max_decoded = r + r / 2;
     lim->raw_names = false;
     lim->older_than_ns = -1;
     lim->younger_than_ns = -1;
@@ -373,14 +397,9 @@ int mpt_profile_parse(const uint8_t *data, size_t len, const mpt_limits *lim, mp
     return 0;
 }
 
-int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out, char *err,
+int mpt_read_bounded(const char *path, size_t max, uint8_t **out, size_t *outlen, char *err,
                      size_t errlen)
 {
-    mpt_limits dl;
-    if (lim == NULL) {
-        mpt_limits_init(&dl);
-        lim = &dl;
-    }
     bool is_stdin = strcmp(path, "-") == 0;
     FILE *fp = is_stdin ? stdin : fopen(path, "rb");
     if (fp == NULL)
@@ -394,18 +413,20 @@ int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out,
     }
     for (;;) {
         if (len == cap) {
-            if (cap > lim->max_inflated) {
-                mpt_fail(err, errlen, "%s: larger than the limit of %zu bytes", path,
-                         lim->max_inflated);
+            /* one byte past the bound says the input is larger */
+            if (cap > max) {
+                mpt_fail(err, errlen, "%s: larger than the limit of %zu MiB (MIMPROF_READ_LIMIT)",
+                         path, max >> 20);
                 goto done;
             }
-            uint8_t *nb = realloc(buf, cap * 2);
+            size_t ncap = cap * 2 < max + 1 ? cap * 2 : max + 1;
+            uint8_t *nb = realloc(buf, ncap);
             if (nb == NULL) {
                 mpt_fail(err, errlen, "out of memory");
                 goto done;
             }
             buf = nb;
-            cap *= 2;
+            cap = ncap;
         }
         size_t r = fread(buf + len, 1, cap - len, fp);
         len += r;
@@ -421,15 +442,49 @@ int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out,
         mpt_fail(err, errlen, "%s: empty file", path);
         goto done;
     }
-    char inner[512];
-    if (mpt_profile_parse(buf, len, lim, out, inner, sizeof inner) != 0) {
-        mpt_fail(err, errlen, "%s: %s", path, inner);
-        goto done;
-    }
+    *out = buf;
+    *outlen = len;
+    buf = NULL;
     rc = 0;
 done:
     free(buf);
     if (!is_stdin)
         fclose(fp);
     return rc;
+}
+
+int mpt_profile_load(const char *path, const mpt_limits *lim, mpt_profile **out, char *err,
+                     size_t errlen)
+{
+    mpt_limits dl;
+    if (lim == NULL) {
+        mpt_limits_init(&dl);
+        lim = &dl;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (mpt_read_bounded(path, lim->max_inflated, &buf, &len, err, errlen) != 0)
+        return -1;
+    char inner[512];
+    if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) {
+        /* inflated first and the input let go: never both held while
+         * protobuf-c unpacks */
+        uint8_t *raw = NULL;
+        size_t rawlen = 0;
+        int z = mpt_gunzip(buf, len, lim->max_inflated, &raw, &rawlen, inner, sizeof inner);
+        free(buf);
+        if (z != 0)
+            return mpt_fail(err, errlen, "%s: %s (MIMPROF_READ_LIMIT)", path, inner);
+        buf = raw;
+        len = rawlen;
+        if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) {
+            free(buf);
+            return mpt_fail(err, errlen, "%s: gzip inside gzip", path);
+        }
+    }
+    int rc = mpt_profile_parse(buf, len, lim, out, inner, sizeof inner);
+    free(buf);
+    if (rc != 0)
+        return mpt_fail(err, errlen, "%s: %s", path, inner);
+    return 0;
 }

@@ -28,11 +28,12 @@
 
 /* How a file is read: bounds, and how functions are named. */
 typedef struct mpt_limits {
-    size_t max_inflated; /* bound on the decompressed size; default 1 GiB */
-    size_t max_frames;   /* bound on the total frames over all samples; default 1<<26 */
+    size_t max_inflated; /* bound on the input and its decompressed size; default
+                            mpt_read_limit() */
+    size_t max_frames;   /* bound on the total frames over all samples; default 1/8 of it */
     size_t max_decoded;  /* bound on the memory the protobuf decoder would allocate
                             (pprof_bound.h; counts of samples, locations, lines,
-                            strings...); default 1 GiB */
+                            strings...); default 3/2 of it */
     bool raw_names;      /* linkage names as written, nothing demangled (--no-demangle);
                             default false */
     /* Age filters (--older-than / --younger-than, ages.h): only samples
@@ -68,8 +69,22 @@ typedef struct mpt_profile {
     char *program;   /* base name of the first mapping's file (the main binary), or "" */
 } mpt_profile;
 
-/* Default limits. */
+/* The bound on a reader's input and on what it inflates
+ * (MIMPROF_READ_LIMIT, a size; cli/README.md "Bounds"): 64 MiB unless
+ * set. The decoder's and the frames' bounds follow from it, so that a
+ * reader holds about three times it at most, whatever the input (a gzip
+ * bomb, /dev/zero). */
+#define MPT_READ_LIMIT_DEFAULT ((size_t)64 << 20)
+size_t mpt_read_limit(void);
+
+/* Default limits (from mpt_read_limit()). */
 void mpt_limits_init(mpt_limits *lim);
+
+/* Reads `path` ("-": standard input) whole into a malloc()ed buffer of
+ * at most `max` bytes; a longer input (an endless one) is refused after
+ * max + 1 bytes. 0, or -1 with the reason in err. */
+int mpt_read_bounded(const char *path, size_t max, uint8_t **out, size_t *outlen, char *err,
+                     size_t errlen);
 
 /* Parses `len` bytes (gzip or raw pprof). On failure returns -1 and
  * writes a one-line reason into err. `lim` may be NULL (defaults). */

@@ -21,6 +21,7 @@ typedef struct input {
     char *path;
     long pid; /* from the name; 0 when it does not say */
     int64_t mtime_ns;
+    char *err; /* why it could not be read (malloc()ed), or NULL: not tried or read */
 } input;
 
 typedef struct inputs {
@@ -34,11 +35,19 @@ static int has_suffix(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* The pid of a name "heap.<pid>.<seq>..." (a base name), else 0. */
+/* The pseudo-pid of the service's windows, service.<end_ms>[.peak].pb.gz:
+ * the reports of every process of a tree merged per window by the
+ * collector (collector_windows.c). */
+#define SERVICE_PID (-1L)
+
+/* The pid of a name "heap.<pid>.<seq>..." (a base name), SERVICE_PID for
+ * "service.<end_ms>...", else 0. */
 static long name_pid(const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base != NULL ? base + 1 : path;
+    if (strncmp(base, "service.", 8) == 0 && base[8] >= '0' && base[8] <= '9')
+        return SERVICE_PID;
     if (strncmp(base, "heap.", 5) != 0)
         return 0;
     char *end;
@@ -62,8 +71,8 @@ static int add_input(inputs *in, const char *path)
     char *p = strdup(path);
     if (p == NULL)
         return -2;
-    in->v[in->n++] =
-        (input){p, name_pid(path), (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
+    in->v[in->n++] = (input){p, name_pid(path),
+                             (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, NULL};
     return 0;
 }
 
@@ -116,7 +125,7 @@ static int add_dir(inputs *in, const char *dir, int64_t since_ns)
 
 /* The processes of the inputs; with more than one named, each file is
  * read once to learn its program and its memory. */
-static int find_procs(const inputs *in, const mpt_limits *lim, mpt_report_proc **out, size_t *nout)
+static int find_procs(inputs *in, const mpt_limits *lim, mpt_report_proc **out, size_t *nout)
 {
     mpt_report_proc *v = calloc(in->n + 1, sizeof *v);
     if (v == NULL)
@@ -140,9 +149,16 @@ static int find_procs(const inputs *in, const mpt_limits *lim, mpt_report_proc *
             }
     for (size_t i = 0; n > 1 && i < in->n; i++) {
         mpt_profile *p;
-        char err[256];
-        if (in->v[i].pid == 0 || mpt_profile_load(in->v[i].path, lim, &p, err, sizeof err) != 0)
+        char err[640];
+        if (in->v[i].pid == 0)
             continue;
+        if (mpt_profile_load(in->v[i].path, lim, &p, err, sizeof err) != 0) {
+            /* named on the page and on stderr whichever process is shown */
+            in->v[i].err = strdup(err);
+            if (in->v[i].err == NULL)
+                return free(v), -2;
+            continue;
+        }
         size_t j = 0;
         while (v[j].pid != in->v[i].pid)
             j++;
@@ -153,7 +169,8 @@ static int find_procs(const inputs *in, const mpt_limits *lim, mpt_report_proc *
         if (bytes > v[j].max_bytes)
             v[j].max_bytes = bytes;
         if (v[j].program[0] == '\0')
-            snprintf(v[j].program, sizeof v[j].program, "%s", p->program);
+            snprintf(v[j].program, sizeof v[j].program, "%s",
+                     v[j].pid == SERVICE_PID ? "the service: all its processes" : p->program);
         mpt_profile_free(p);
     }
     *out = v;
@@ -161,7 +178,8 @@ static int find_procs(const inputs *in, const mpt_limits *lim, mpt_report_proc *
     return 0;
 }
 
-/* The chosen process: by pid, by program, else the most memory. */
+/* The chosen process: by pid, by program, else the service (a tree's
+ * windows, when the input holds them), else the most memory. */
 static int choose(const mpt_report_proc *v, size_t n, long pid, const char *program, size_t *out)
 {
     size_t best = 0;
@@ -171,7 +189,8 @@ static int choose(const mpt_report_proc *v, size_t n, long pid, const char *prog
             *out = j;
             return 0;
         }
-        if (v[j].max_bytes > v[best].max_bytes)
+        if (v[best].pid != SERVICE_PID &&
+            (v[j].pid == SERVICE_PID || v[j].max_bytes > v[best].max_bytes))
             best = j;
     }
     if (pid > 0 || program != NULL)
@@ -181,25 +200,30 @@ static int choose(const mpt_report_proc *v, size_t n, long pid, const char *prog
 }
 
 /* Reads the chosen process's files into d (and the files that name no
- * process); a file that fails is skipped and named. The count used. */
+ * process); a file that fails, of any process, is skipped and named. The
+ * count used. */
 static size_t load_moments(mpt_report_data *d, const inputs *in, const mpt_limits *lim, long pid,
                            mpt_report_proc *proc, bool quiet)
 {
     size_t used = 0;
     for (size_t i = 0; i < in->n; i++) {
-        if (in->v[i].pid != pid && in->v[i].pid != 0)
+        bool failed = in->v[i].err != NULL; /* already tried (find_procs) */
+        if (in->v[i].pid != pid && in->v[i].pid != 0 && !failed)
             continue;
         const char *path = in->v[i].path, *base = strrchr(path, '/');
         base = base != NULL ? base + 1 : path;
         mpt_profile *p = NULL;
         char err[640];
-        int rc = mpt_profile_load(path, lim, &p, err, sizeof err);
+        int rc = failed ? -1 : mpt_profile_load(path, lim, &p, err, sizeof err);
+        if (failed)
+            snprintf(err, sizeof err, "%s", in->v[i].err);
         if (rc == 0)
             rc = mpt_report_data_add(d, p, base, in->v[i].mtime_ns, err, sizeof err);
         if (rc == 0) {
             used++;
             if (proc->program[0] == '\0')
-                snprintf(proc->program, sizeof proc->program, "%s", p->program);
+                snprintf(proc->program, sizeof proc->program, "%s",
+                         pid == SERVICE_PID ? "the service: all its processes" : p->program);
         } else if (rc == -2 || mpt_report_data_skip(d, base, err) != 0) {
             snprintf(err, sizeof err, "out of memory");
         }
@@ -286,9 +310,15 @@ static int report(const run_opts *o, inputs *in)
         fprintf(stderr, "mimprof report: cannot write %s: %s\n", o->out, strerror(errno));
         rc = MPT_EXIT_FAIL;
     } else if (!o->quiet) {
-        fprintf(stderr, "mimprof report: wrote %s (%zu profiles of pid %ld%s%s%s)\n", o->out, used,
-                procs[chosen].pid, procs[chosen].program[0] ? ", " : "", procs[chosen].program,
-                nprocs > 1 ? "; other processes: see --pid" : "");
+        if (procs[chosen].pid == SERVICE_PID)
+            fprintf(stderr,
+                    "mimprof report: wrote %s (%zu windows of the service, all its processes "
+                    "merged; one process: see --pid)\n",
+                    o->out, used);
+        else
+            fprintf(stderr, "mimprof report: wrote %s (%zu profiles of pid %ld%s%s%s)\n", o->out,
+                    used, procs[chosen].pid, procs[chosen].program[0] ? ", " : "",
+                    procs[chosen].program, nprocs > 1 ? "; other processes: see --pid" : "");
     }
     mpt_report_data_free(d);
     free(procs);
@@ -297,8 +327,10 @@ static int report(const run_opts *o, inputs *in)
 
 static void inputs_free(inputs *in)
 {
-    for (size_t i = 0; i < in->n; i++)
+    for (size_t i = 0; i < in->n; i++) {
         free(in->v[i].path);
+        free(in->v[i].err);
+    }
     free(in->v);
 }
 

@@ -144,8 +144,12 @@ int mpt_run_collector_start(const run_opts *o, const char *abs_dir, mpt_run_coll
     int n = snprintf(spec, sizeof spec, "%s:", name);
     for (size_t i = 0; i < sizeof token; i++)
         n += snprintf(spec + n, sizeof spec - (size_t)n, "%02x", token[i]);
+    /* The collector names the reports; one a process writes itself (the
+     * collector gone, stopped, its queue full) it names itself, functions
+     * only (rt_report.c). */
     if (setenv("MIMPROF_COLLECTOR", spec, 1) != 0 ||
-        (names && setenv("MIMPROF_SYMBOLIZE", "none", 1) != 0)) {
+        (names && (setenv("MIMPROF_SYMBOLIZE", "none", 1) != 0 ||
+                   setenv("MIMPROF_COLLECTOR_SYMBOLIZE", "functions", 1) != 0))) {
         mpt_run_collector_end(rc);
         return -1;
     }
@@ -246,4 +250,5 @@ void mpt_run_collector_end(mpt_run_coll *rc)
     if (rc->pid > 0)
         (void)waitpid(rc->pid, NULL, WNOHANG);
     unsetenv("MIMPROF_COLLECTOR");
+    unsetenv("MIMPROF_COLLECTOR_SYMBOLIZE");
 }

@@ -3,10 +3,12 @@
  * like `pprof -top`. */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ages.h"
+#include "report.h"
 #include "units.h"
 #include "views.h"
 
@@ -40,14 +42,72 @@ static double pct(int64_t v, int64_t total)
     return total != 0 ? 100.0 * (double)v / (double)total : 0.0;
 }
 
+/* Whether a comment is one of the terms recomputed here (the producer
+ * writes them signed: S < 0 when the estimate exceeds the resident
+ * figure; profiling/src/reconcile.c). */
+static bool recomputed(const char *c)
+{
+    return strncmp(c, "memory unexplained:", 19) == 0 ||
+           strncmp(c, "memory unexplained =", 20) == 0 ||
+           strncmp(c, "memory allocator slack below zero", 33) == 0;
+}
+
+/* The reconciliation's terms, every one >= 0 (as the page draws them):
+ * where the estimated live heap L and the profiler P exceed the
+ * resident figure (the allocator's A, else RSS R), the excess is said
+ * with the estimate's tolerance instead of a negative term. The
+ * estimate's standard deviation is at most sqrt(L x interval) (blocks of
+ * S bytes sampled at interval I: S sqrt(n (1-p)/p) with (1-p)/p <= I/S;
+ * profiling/README.md, "Accuracy"). */
+static void print_terms(FILE *out, const mpt_profile *p, const mpt_report_mem *m)
+{
+    if (m->rss < 0 || m->live < 0 || m->profiler < 0)
+        return;
+    int64_t lp = mpt_sat_add(m->live, m->profiler);
+    bool split = m->resident >= 0;
+    int64_t a = split && m->resident < m->rss ? m->resident : m->rss;
+    int64_t over = lp > a ? lp - a : 0;
+    double sd = p->period > 0 ? sqrt((double)m->live * (double)p->period) : 0;
+    if (over == 0)
+        fprintf(out, "memory unexplained: %lld bytes = rss - live heap - profiler\n",
+                (long long)(m->rss - lp));
+    else
+        fprintf(out,
+                "memory unexplained: %lld bytes%s (the estimated live heap and the profiler "
+                "exceed %s by %lld bytes: the estimate's standard deviation is at most %.0f "
+                "bytes, sqrt(live heap x sampling interval %lld), and blocks not written yet are "
+                "not resident)\n",
+                (long long)(m->rss - a), split ? " = rss - allocator resident" : "",
+                split ? "the allocator's resident bytes" : "rss", (long long)over, sd,
+                (long long)p->period);
+    if (split)
+        fprintf(out,
+                "memory unexplained = allocator slack %lld (allocator resident - live heap - "
+                "profiler%s) + outside the allocator %lld (rss - allocator resident)\n",
+                (long long)(a - lp + over), over > 0 ? ", at least 0" : "",
+                (long long)(m->rss - a));
+}
+
 /* The head of a mimprof report's memory reconciliation (its comments
  * that start with "memory"), before the table. */
 static void print_memory_head(FILE *out, const mpt_profile *p)
 {
     char line[4 * 400 + 3]; /* 400 characters of up to 4 bytes, "..", NUL */
-    for (size_t i = 0; i < p->ncomments; i++)
-        if (strncmp(p->comments[i], "memory ", 7) == 0)
-            fprintf(out, "%s\n", mpt_display_name(p->comments[i], line, sizeof line, 400));
+    mpt_report_mem m;
+    mpt_report_mem_parse(p, &m);
+    bool terms = false;
+    for (size_t i = 0; i < p->ncomments; i++) {
+        const char *c = p->comments[i];
+        if (strncmp(c, "memory ", 7) != 0)
+            continue;
+        if (recomputed(c) && m.rss >= 0 && m.live >= 0 && m.profiler >= 0) {
+            if (!terms)
+                print_terms(out, p, &m);
+            terms = true;
+            continue;
+        }
+        fprintf(out, "%s\n", mpt_display_name(c, line, sizeof line, 400));
+    }
 }
 
 int mpt_top_print(FILE *out, const mpt_profile *p, size_t t, size_t n, bool cum_order, bool ages)

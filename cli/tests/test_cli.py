@@ -8,7 +8,9 @@ Needs: MIMPROF (the command). No preload, no network: runs in every tree.
 import gzip
 import os
 import re
+import subprocess
 import unittest
+import zlib
 
 from tool_testlib import (MIMPROF, TempDirTest, heap_profile, mimprof, parse_diff, parse_top,
                           pprof_wire, rounding, svg_frames)
@@ -176,6 +178,194 @@ def limited(mem_bytes):
     def f():
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
     return f
+
+
+def sanitized():
+    """Whether MIMPROF is built with AddressSanitizer or ThreadSanitizer:
+    their quarantine and shadow memory make a peak RSS not the reader's."""
+    with open(MIMPROF, "rb") as f:
+        exe = f.read()
+    return b"__asan_init" in exe or b"__tsan_init" in exe
+
+
+def peak_rss(args, env=None):
+    """(exit status, stderr, peak RSS in bytes) of `mimprof ARGS`, the
+    peak from the kernel's account of that child alone (wait4)."""
+    import tempfile
+    with open(os.devnull, "wb") as null, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([MIMPROF, *args], stdout=null, stderr=err, stdin=null,
+                             env=dict(os.environ, **(env or {})))
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    return p.returncode, text, ru.ru_maxrss * 1024
+
+
+def gzip_bomb(path, size=1 << 30):
+    """A gzip file of `size` zero bytes (about 1 MiB on disk)."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(size >> 20):
+            f.write(z.compress(block))
+        f.write(z.flush())
+    return path
+
+
+class ReadersWithinMemory(TempDirTest):
+    """Every reader (top, flame, diff, report, image) stays within 256 MiB
+    of memory on any input: a 1 GiB gzip bomb and /dev/zero stop at the
+    readers' bound (MIMPROF_READ_LIMIT), with a clear error. The peak is
+    the kernel's (getrusage of the child), not a timing."""
+
+    CAP = 256 << 20
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.dir = tempfile.mkdtemp(prefix="mimprof-bomb-")
+        cls.bomb = gzip_bomb(os.path.join(cls.dir, "heap.999991.0.pb.gz"))
+        cls.good = os.path.join(cls.dir, "heap.999990.0.pb.gz")
+        with open(cls.good, "wb") as f:
+            f.write(gzip.compress(heap_profile(KNOWN).encode()))
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def refused(self, *args):
+        status, err, peak = peak_rss([str(a) for a in args])
+        self.assertGreater(status, 0, (args, err))  # an error, not a signal
+        self.assertRegex(err, r"limit of \d+ (MiB|bytes)", (args, err))
+        if not sanitized():
+            self.assertLessEqual(peak, self.CAP, (args, peak >> 20))
+        return err, peak
+
+    def test_bomb(self):
+        peaks = {}
+        for name, args in [("top", ["top", self.bomb]),
+                           ("flame", ["flame", "-o", self.path("f.svg"), self.bomb]),
+                           ("diff", ["diff", self.good, self.bomb]),
+                           ("image", ["image", "info", self.bomb])]:
+            if name == "image":
+                status, err, peak = peak_rss(args)
+                self.assertGreater(status, 0, err)
+                if not sanitized():
+                    self.assertLessEqual(peak, self.CAP, (args, peak >> 20))
+            else:
+                _, peak = self.refused(*args)
+            peaks[name] = peak >> 20
+        print("peak RSS (MiB) on a 1 GiB gzip bomb:", peaks)
+
+    def test_dev_zero(self):
+        peaks = {}
+        for name, args in [("top", ["top", "/dev/zero"]),
+                           ("flame", ["flame", "-o", self.path("f.svg"), "/dev/zero"]),
+                           ("diff", ["diff", self.good, "/dev/zero"]),
+                           ("report", ["report", "-o", self.path("r.html"), "/dev/zero"]),
+                           ("image", ["image", "info", "/dev/zero"])]:
+            _, peak = self.refused(*args)
+            peaks[name] = peak >> 20
+        print("peak RSS (MiB) on /dev/zero:", peaks)
+
+    def test_report_dir_names_the_bomb(self):
+        # the bomb is another process's file than the one shown: it is
+        # still named on the page and on stderr
+        page = self.path("r.html")
+        status, err, peak = peak_rss(["report", "-o", page, self.dir])
+        self.assertEqual(status, 0, err)
+        if not sanitized():
+            self.assertLessEqual(peak, self.CAP, peak >> 20)
+        self.assertIn("skipped %s" % self.bomb, err)
+        with open(page) as f:
+            html = f.read()
+        self.assertIn("heap.999991.0.pb.gz", html)
+        print("peak RSS (MiB) of report DIR with a bomb:", peak >> 20)
+
+    def test_the_bound_is_a_setting(self):
+        # 64 KiB once inflated: refused under 16k, read under 1m
+        b = heap_profile([(["f%d" % i, "main"], [1, 1, 1, 1]) for i in range(4000)])
+        data = b.encode()
+        self.assertGreater(len(data), 16 << 10)
+        path = self.write("big.pb.gz", gzip.compress(data))
+        status, err, _ = peak_rss(["top", path], env={"MIMPROF_READ_LIMIT": "16k"})
+        self.assertEqual(status, 1, err)
+        self.assertIn("MIMPROF_READ_LIMIT", err)
+        status, err, _ = peak_rss(["top", path], env={"MIMPROF_READ_LIMIT": "1m"})
+        self.assertEqual(status, 0, err)
+        status, err, _ = peak_rss(["top", path], env={"MIMPROF_READ_LIMIT": "junk"})
+        self.assertEqual(status, 0, err)
+        self.assertIn("MIMPROF_READ_LIMIT=junk is not a size", err)
+
+
+class ReconciliationTerms(TempDirTest):
+    """`mimprof top`'s reconciliation prints no negative term: where the
+    estimated live heap exceeds the resident figure (the sampled estimate
+    has its tolerance; blocks not written are not resident), the excess
+    and the estimate's standard deviation are said instead."""
+
+    def profile(self, comments):
+        b = pprof_wire.Builder(pprof_wire.HEAP_TYPES, ("space", "bytes"), 524288)
+        b.sample(["main"], [1, 8 * MiB, 1, 8 * MiB])
+        ids = [b.s(c) for c in comments]
+        data = b.encode() + b"".join(pprof_wire.pb.f_varint(13, i) for i in ids)
+        return self.write("recon.pb", data)
+
+    def head(self, comments):
+        out = mimprof("top", self.profile(comments), check=True).stdout
+        return [l for l in out.splitlines() if l.startswith("memory ")]
+
+    def test_estimate_above_the_allocators_resident_bytes(self):
+        # as a mimprof report writes them (profiling/src/reconcile.c), with
+        # the live heap estimate 1065961 bytes above the allocator's resident
+        head = self.head([
+            "memory rss: 12000000 bytes (the process's resident set)",
+            "memory allocator: mimalloc committed=20000000 resident=9000000 (bytes)",
+            "memory live heap: 8388608 bytes (estimated: the sum of inuse_space)",
+            "memory profiler: 1677353 bytes (live table, stacks, thread records, symbol data)",
+            "memory unexplained: 1934039 bytes = rss - live heap - profiler",
+            "memory unexplained = allocator slack -1065961 (allocator resident - live heap - "
+            "profiler) + outside the allocator 3000000 (rss - allocator resident)",
+            "memory allocator slack below zero: the estimated live heap and the profiler exceed "
+            "the allocator's resident bytes by 1065961 (blocks not written yet are not "
+            "resident; the estimate has its tolerance)"])
+        text = "\n".join(head)
+        self.assertIsNone(re.search(r"(?<![\w=])-\d", text), text)
+        self.assertIn("memory rss: 12000000 bytes", text)
+        self.assertIn("memory unexplained: 3000000 bytes = rss - allocator resident", text)
+        self.assertIn("exceed the allocator's resident bytes by 1065961 bytes", text)
+        # sqrt(8388608 x 524288)
+        self.assertIn("standard deviation is at most 2097152 bytes", text)
+        self.assertIn("memory unexplained = allocator slack 0 ", text)
+        self.assertIn("outside the allocator 3000000 ", text)
+
+    def test_estimate_above_rss_without_an_allocator_figure(self):
+        head = self.head([
+            "memory rss: 9000000 bytes (the process's resident set)",
+            "memory allocator: no statistics",
+            "memory live heap: 8388608 bytes (estimated: the sum of inuse_space)",
+            "memory profiler: 1000000 bytes (live table, stacks, thread records, symbol data)",
+            "memory unexplained: -388608 bytes = rss - live heap - profiler"])
+        text = "\n".join(head)
+        self.assertIsNone(re.search(r"(?<![\w=])-\d", text), text)
+        self.assertIn("memory unexplained: 0 bytes (the estimated live heap and the profiler "
+                      "exceed rss by 388608 bytes", text)
+
+    def test_terms_as_written_when_none_is_negative(self):
+        head = self.head([
+            "memory rss: 20000000 bytes (the process's resident set)",
+            "memory allocator: jemalloc resident=15000000 (bytes)",
+            "memory live heap: 8388608 bytes (estimated: the sum of inuse_space)",
+            "memory profiler: 1000000 bytes (live table, stacks, thread records, symbol data)",
+            "memory unexplained: 10611392 bytes = rss - live heap - profiler",
+            "memory unexplained = allocator slack 5611392 (allocator resident - live heap - "
+            "profiler) + outside the allocator 5000000 (rss - allocator resident)"])
+        self.assertEqual(head[4], "memory unexplained: 10611392 bytes = rss - live heap - profiler")
+        self.assertEqual(head[5], "memory unexplained = allocator slack 5611392 (allocator resident "
+                         "- live heap - profiler) + outside the allocator 5000000 (rss - allocator "
+                         "resident)")
 
 
 class BoundedReaders(TempDirTest):

@@ -5,6 +5,7 @@ drop privileges keep their reports, files are kept under a retention rule,
 and a stalled collector never stalls a profiled process."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pprof_wire  # noqa: E402
 
 DAEMONIZE = os.environ.get("MIMPROF_DAEMONIZE", "")
 WORKERS = os.environ.get("MIMPROF_FORKED_WORKERS", "")
+CHILDREN = os.environ.get("MIMPROF_FORK_CHILDREN", "")
 DEADLINE = 60  # seconds any wait below may take on a loaded machine; never the thing measured
 
 
@@ -285,15 +287,27 @@ class Retention(TempDirTest):
             self.assertLessEqual(set(self.seqs(reports(out, pid, peak=True))), set(seqs))
         self.assertIn("older ones removed", err)
 
-    def test_size_cap_keeps_each_process_newest(self):
+    def test_size_cap_keeps_each_running_process_newest(self):
         out = self.path("out")
-        workers, files, err = self.run_workers(out, "--keep", "0", "--keep-size", "1")
-        for pid in workers:
-            self.assertEqual(len(files[pid]), 1, files[pid])
-            self.assertGreaterEqual(self.seqs(files[pid])[0], 5)
-            # the newest one, and whole
+        w = Workers(["-e", "50ms", "--keep", "0", "--keep-size", "1", "-o", out], 2, 1 << 20)
+        # while they run: each worker keeps its newest report alone, and
+        # it is whole
+        def one_each():
+            files = reports(out)
+            ok = all(len(files.get(pid, [])) == 1 and self.seqs(files[pid])[0] >= 5
+                     for pid in w.pids)
+            return files if ok else None
+        files = wait_for(one_each, "each worker's newest alone, the sixth or later")
+        for pid in w.pids:
             types = [t for t, _ in decode(files[pid][0])["types"]]
             self.assertIn("inuse_space", types)
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        # ended, their files go under the cap too; the service's newest
+        # window (the tree's reports merged) stays
+        self.assertEqual(reports(out), {}, err)
+        service = [f for f in os.listdir(out) if f.startswith("service.")]
+        self.assertEqual(len([f for f in service if ".peak." not in f]), 1, service)
 
     def test_default_rule_is_documented(self):
         r = subprocess.run([MIMPROF, "run", "--help"], capture_output=True, text=True)
@@ -492,6 +506,265 @@ class PreforkedUploadsReal(TempDirTest):
                 wait_for(close_enough, "the server's alloc_space total near %d" % want)
             except AssertionError as e:
                 raise AssertionError("%s; the server answered %s" % (e, got[-5:])) from None
+
+
+
+FORGER = r'''
+import os, sys, time
+sys.path.insert(0, %r)
+import coll_client as cc
+victim = int(sys.argv[1])
+cc.send(cc.REPORT, victim, seq=999, payload=b"forged report", flags=cc.WRITE)
+cc.send(cc.MESSAGE, victim, text=b"mimprof: \x1b[31mred\x07\x1b]0;title\x07 end\n")
+print(os.getpid(), flush=True)
+'''
+
+
+class KernelNames(TempDirTest):
+    """The kernel (SO_PEERCRED), not the packet, names the process whose
+    report is written: a process of the tree with the token cannot write a
+    file in another process's name; a packet's text is printed with its
+    control characters escaped."""
+
+    def test_forged_packet_names_the_sender(self):
+        out = self.path("out")
+        victim = 1
+        while os.path.exists("/proc/%d" % victim) or victim < 4000:
+            victim += 7919  # a pid nobody has now
+        script = self.write("forger.py", (FORGER % os.path.dirname(
+            os.path.abspath(__file__))).encode())
+        r = subprocess.run([MIMPROF, "run", "-e", "0", "-o", out, "--", sys.executable, script,
+                            str(victim)], capture_output=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sender = int(r.stdout.split()[0])
+        self.assertEqual(reports(out, victim), [])
+        # what it sent is written in its own name
+        import gzip
+        with gzip.open(self.path("out/heap.%d.999.pb.gz" % sender)) as f:
+            self.assertEqual(f.read(), b"forged report")
+        err = r.stderr
+        self.assertNotIn(b"\x1b", err)
+        self.assertNotIn(b"\x07", err)
+        self.assertIn(b"mimprof: \\x1b[31mred\\x07\\x1b]0;title\\x07 end\n", err)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"), "needs root (a tmpfs)")
+class FullDisk(TempDirTest):
+    """On a full disk the collector makes room by the retention rule's
+    order (the oldest reports that are not a running process's newest)
+    before a newer report is lost, says a failure once and counts the rest
+    in its summary (it said one line per lost report: 745 for 1,000
+    forks)."""
+
+    def test_room_is_made_and_failures_counted(self):
+        out, copy = self.path("out"), self.path("copy")
+        os.mkdir(out)
+        os.mkdir(copy)
+        # 2 workers and their master reporting every 20 ms, everything
+        # kept (--keep 0 --keep-size 0), on a 256 KiB file system; the
+        # files are copied out before the mount namespace goes
+        script = ('mount -t tmpfs -o size=256k mimprof-full "$OUT" || exit 99\n'
+                  '(sleep 4; echo) | "$MIMPROF" run -e 20ms -i 4k --keep 0 --keep-size 0 '
+                  '-o "$OUT" -- "$WORKERS" 2 1048576\n'
+                  'rc=$?\ncp -a "$OUT"/. "$COPY"/\nexit $rc\n')
+        env = dict(os.environ, OUT=out, COPY=copy, MIMPROF=MIMPROF, WORKERS=WORKERS)
+        r = subprocess.run(["unshare", "--mount", "sh", "-c", script], env=env,
+                           capture_output=True, text=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stderr.splitlines()
+        print("lines on stderr:", len(lines), "; files kept:", len(os.listdir(copy)))
+        self.assertLessEqual(len([l for l in lines if "not written" in l]), 1, r.stderr)
+        summary = [l for l in lines if "to make room on a full disk" in l]
+        self.assertEqual(len(summary), 1, r.stderr)
+        print(summary[0])
+        self.assertNotIn(" lost ", summary[0])
+        # what is left is whole: the processes' newest files (an ended
+        # process's may have gone to make room) and the service's windows
+        files = reports(copy)
+        self.assertGreaterEqual(len(files), 1, files)
+        for pid, paths in files.items():
+            decode(paths[-1])
+        windows = sorted(f for f in os.listdir(copy) if re.fullmatch(r"service\.\d+\.pb\.gz", f))
+        self.assertGreaterEqual(len(windows), 1, os.listdir(copy))
+        decode(os.path.join(copy, windows[-1]))
+
+
+class ServiceRetention(TempDirTest):
+    """--keep-size bounds the whole directory of a process-per-connection
+    service: 600 forked children (a short connection each) under
+    --keep-size 1m leave at most 1.25 MiB, the oldest ended processes'
+    files retired first, and the service's windows (every process's
+    reports merged per window) kept (500 psql connections left 1,018
+    files, 7 MB, under --keep 2 --keep-size 1m)."""
+
+    def test_600_children_under_one_mib(self):
+        out = self.path("out")
+        r = subprocess.run([MIMPROF, "run", "-e", "200ms", "-i", "4k", "--keep-size", "1m",
+                            "-o", out, "--", CHILDREN, "600", str(256 << 10), "20"],
+                           capture_output=True, text=True, timeout=DEADLINE * 3)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = os.listdir(out)
+        size = sum(os.path.getsize(os.path.join(out, n)) for n in names)
+        print("600 children under --keep-size 1m: %d files, %d bytes" % (len(names), size))
+        self.assertLessEqual(size, 1.25 * (1 << 20), r.stderr)
+        windows = sorted(n for n in names if re.fullmatch(r"service\.\d+\.pb\.gz", n))
+        self.assertGreaterEqual(len(windows), 3, names)
+        # every window holds the children's allocations of its time
+        sites = set()
+        for n in windows:
+            prof = decode(os.path.join(out, n))
+            sites |= {f for s in prof["samples"] for f in s[0]}
+        self.assertIn("connection_block", sites)
+        # the newest children's files are kept, the oldest went
+        kept = reports(out)
+        self.assertGreater(len(kept), 10)
+        self.assertLess(len(kept), 601)
+        self.assertIn("older ones removed", r.stderr)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"), "needs root (setpriv)")
+class OtherUser(TempDirTest):
+    """Another local user (nobody) holding 1,000 idle connections to the
+    collector for the whole run cannot make the tree's reports fall back:
+    the backlog is emptied at once, a packet read as its connection is
+    accepted, strangers' idle connections limited and closed after a
+    deadline. As nobody, ~1,000 idle connections filled the queue and 5
+    of 9 reports of a service were written by the processes themselves,
+    nameless."""
+
+    def test_idle_connections_of_another_user(self):
+        out = self.path("out")
+        w = Workers(["-e", "50ms", "-i", "4k", "-o", out], 4, 1 << 20)
+        holder = None
+        try:
+            with open("/proc/%d/environ" % w.pids[0], "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            name = env[b"MIMPROF_COLLECTOR"].decode().rsplit(":", 1)[0]
+            here = os.path.dirname(os.path.abspath(__file__))
+            holder = subprocess.Popen(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                 os.path.join(here, "coll_holder.py"), name, "1000"],
+                stdout=subprocess.PIPE, text=True)
+            self.assertTrue(holder.stdout.readline().startswith("holding"))
+            def newest(pid):
+                files = reports(out, pid)
+                return int(re.search(r"\.(\d+)\.pb\.gz$", files[-1]).group(1)) if files else -1
+            before = {pid: newest(pid) for pid in w.pids}
+            wait_for(lambda: all(newest(pid) >= before[pid] + 10 for pid in w.pids),
+                     "ten more reports of every worker")
+        finally:
+            if holder is not None:
+                holder.kill()
+                holder.wait()
+            status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("did not take report", err)
+        self.assertIn("closed without a packet", err)
+        print([l for l in err.splitlines() if "closed without a packet" in l])
+        for pid in w.pids:
+            files = reports(out, pid)
+            self.assertGreaterEqual(len(files), 10)  # --keep 10
+            # written by the collector: named (the in-use blocks held in
+            # every report before the last, freed at the end)
+            names = {f for s in decode(files[-2])["samples"] for f in s[0]}
+            self.assertTrue(any(n.startswith("worker_block") for n in names), (pid, names))
+
+
+class NamesWithoutCollector(TempDirTest):
+    """A report a process writes itself (its collector killed) names its
+    functions: the process names its reports from then on, the one that
+    found the collector gone included (it was `prog+0x7bb58`, which `go
+    tool pprof -symbolize=local` cannot name either)."""
+
+    def test_collector_killed(self):
+        out = self.path("out")
+        w = Workers(["-e", "50ms", "-i", "4k", "--keep", "0", "-o", out], 2, 1 << 20)
+        coll = collectors_of(w.p.pid)
+        self.assertEqual(len(coll), 1)
+        seqs = lambda pid: [int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1))
+                            for f in reports(out, pid)]
+        wait_for(lambda: all(len(seqs(pid)) >= 2 for pid in w.pids), "reports through it")
+        os.kill(coll[0], signal.SIGKILL)
+        at = {pid: max(seqs(pid)) for pid in w.pids}
+        wait_for(lambda: all(max(seqs(pid)) >= at[pid] + 4 for pid in w.pids),
+                 "reports the workers write themselves")
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        self.assertIn("it is gone", err)
+        for pid in w.pids:
+            later = [f for f in reports(out, pid)
+                     if int(re.search(r"\.(\d+)\.pb\.gz$", f).group(1)) > at[pid]]
+            self.assertGreaterEqual(len(later), 3)
+            for f in later[:-1]:  # the last: the exit's, its blocks freed
+                names = {n for smp in decode(f)["samples"] for n in smp[0]}
+                self.assertTrue(any(n.startswith("worker_block") for n in names), (f, names))
+                self.assertFalse(any("+0x" in n for n in names), (f, names))
+
+
+class ServicePage(TempDirTest):
+    """`mimprof report DIR` of a process tree shows the service: its
+    windows (every process's reports merged), so the page of a 4-worker
+    service shows the 4 workers' memory together; --pid one of them."""
+
+    def test_four_workers_together(self):
+        import json
+        out, page = self.path("out"), self.path("page.html")
+        n, each = 4, 8 << 20
+        w = Workers(["-e", "100ms", "-i", "64k", "-o", out], n, each)
+        time.sleep(1.0)  # windows in which every worker holds its bytes
+        status, _, err = w.end()
+        self.assertEqual(status, 0, err)
+        r = subprocess.run([MIMPROF, "report", "-o", page, out], capture_output=True, text=True,
+                           timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("windows of the service", r.stderr)
+        with open(page, encoding="utf-8") as f:
+            html = f.read()
+        d = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
+                                 html, re.S).group(1))
+        self.assertEqual(d["pid"], -1)
+        top = max(m["tot"] for m in d["moments"])
+        # 4 x 8 MiB in 64 KiB blocks at a 64 KiB interval: ~512 samples
+        # (sd ~4%); the master's and the start-up's add a little
+        self.assertLess(abs(top / (n * each) - 1), 0.2, (top, n * each))
+        # one worker's page: a quarter of it
+        r = subprocess.run([MIMPROF, "report", "-o", page, "--pid", str(w.pids[0]), out],
+                           capture_output=True, text=True, timeout=DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(page, encoding="utf-8") as f:
+            d1 = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>',
+                                      f.read(), re.S).group(1))
+        self.assertEqual(d1["pid"], w.pids[0])
+        one = max(m["tot"] for m in d1["moments"])
+        self.assertLess(abs(one / each - 1), 0.3, (one, each))
+
+
+class CountedNotRepeated(TempDirTest):
+    """A process that writes its own reports (no collector) and cannot (a
+    file size limit fails every write, as a full disk does) says the
+    first failure and then how many, not a line per report."""
+
+    def test_own_writes_fail(self):
+        import resource
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+        out = self.path("out")
+        os.mkdir(out)
+        r = subprocess.run([MIMPROF, "run", "--no-collector", "-e", "20ms", "-i", "4k", "-o", out,
+                            "--", sys.executable, "-c",
+                            "import time\nx = []\nfor i in range(40):\n"
+                            "    x.append(bytearray(10000)); time.sleep(0.02)\n"],
+                           capture_output=True, text=True, timeout=DEADLINE, preexec_fn=limit)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if "not written" in l]
+        self.assertEqual(len(lines), 2, r.stderr)
+        self.assertIn("the next ones are counted", lines[0])
+        n = int(re.search(r": (\d+) reports not written", lines[1]).group(1))
+        self.assertGreaterEqual(n, 10, lines)
+        print(lines[1])
 
 
 if __name__ == "__main__":

@@ -85,3 +85,27 @@ Test(store, a_process_per_connection_stays_linear, .timeout = 60)
     cr_expect(!has(&s, 7, 0) && has(&s, 7, 1));
     mpt_store_free(&s);
 }
+
+Test(store, an_ended_processes_files_go_oldest_first)
+{
+    /* a process per connection: 600 processes of one report each, every
+     * one ended after its report; the cap holds for the whole directory */
+    mpt_coll_opts o = opts(2, 1000);
+    mpt_store s;
+    mpt_store_init(&s, &o);
+    for (pid_t pid = 1; pid <= 600; pid++) {
+        add(&s, pid, 0, 100);
+        mpt_store_ended(&s, pid);
+        cr_assert_leq(s.total, 1000, "after process %d: %llu", (int)pid,
+                      (unsigned long long)s.total);
+    }
+    cr_expect_eq(s.n, 10);
+    cr_expect(has(&s, 600, 0) && has(&s, 591, 0) && !has(&s, 590, 0), "the newest stay");
+    /* a running process's newest is never deleted, also above the cap */
+    add(&s, 700, 0, 5000);
+    cr_expect(has(&s, 700, 0));
+    cr_expect_eq(s.n, 1, "the ended ones made room");
+    mpt_store_ended(&s, 700);
+    cr_expect_eq(s.n, 0, "ended, it goes too");
+    mpt_store_free(&s);
+}

@@ -237,6 +237,28 @@ mp_prof_status mp_profiler_annotate(mp_profiler *p, const char *comment)
     return st;
 }
 
+mp_prof_status mp_profiler_set_symbolize(mp_profiler *p, mp_prof_symbolize mode)
+{
+    if (p == NULL || (mode != MP_PROF_SYMBOLIZE_NONE && mode != MP_PROF_SYMBOLIZE_FUNCTIONS &&
+                      mode != MP_PROF_SYMBOLIZE_LINES))
+        return MP_PROF_E_INVALID_CONFIG;
+#if !MP_HAVE_LIBDW
+    if (mode == MP_PROF_SYMBOLIZE_LINES)
+        return MP_PROF_E_UNSUPPORTED;
+#endif
+    mp_prof_status st = MP_PROF_OK;
+    mp_guard_enter();
+    /* Read by the reports (and their peaks) under the session lock. */
+    pthread_mutex_lock(&g_rec.session);
+    if (!mp_session_owns_locked(p))
+        st = MP_PROF_E_INACTIVE;
+    else
+        p->cfg.symbolize = mode;
+    pthread_mutex_unlock(&g_rec.session);
+    mp_guard_exit();
+    return st;
+}
+
 mp_prof_status mp_profiler_stop(mp_profiler *p)
 {
     if (p == NULL)

@@ -464,3 +464,30 @@ Test(session, alternating_sites_keep_their_stacks, .timeout = 60)
         tmi_dealloc(x[i], 64, 8);
     mp_profiler_free(p);
 }
+
+/* A session started unsymbolized (a process whose host names its
+ * reports) names the frames of its next reports once told to. */
+Test(session, set_symbolize_names_the_next_reports, .timeout = 60)
+{
+    observe();
+    mp_prof_config c = test_config(ALWAYS, 9);
+    mp_profiler *p = test_start(&c);
+    void *a0 = site_left(128);
+    tp_profile a, b;
+    test_report(p, &a);
+    int ka = tp_type_index(&a, "inuse_space");
+    cr_assert_eq(tp_total_func(&a, ka, "site_left"), 0, "unsymbolized: no names");
+    cr_assert_eq(mp_profiler_set_symbolize(p, (mp_prof_symbolize)7), MP_PROF_E_INVALID_CONFIG);
+    cr_assert_eq(mp_profiler_set_symbolize(NULL, MP_PROF_SYMBOLIZE_FUNCTIONS),
+                 MP_PROF_E_INVALID_CONFIG);
+    cr_assert_eq(mp_profiler_set_symbolize(p, MP_PROF_SYMBOLIZE_FUNCTIONS), MP_PROF_OK);
+    test_report(p, &b);
+    int kb = tp_type_index(&b, "inuse_space");
+    cr_assert_eq(tp_total_func(&b, kb, "site_left"), 128, "named from then on");
+    tp_free(&a);
+    tp_free(&b);
+    tmi_dealloc(a0, 128, 8);
+    cr_assert_eq(mp_profiler_stop(p), MP_PROF_OK);
+    cr_assert_eq(mp_profiler_set_symbolize(p, MP_PROF_SYMBOLIZE_NONE), MP_PROF_E_INACTIVE);
+    mp_profiler_free(p);
+}

@@ -60,7 +60,9 @@ function kindName(m) {
 function drawHeader() {
   var ms = D.moments, np = 0, na = 0;
   ms.forEach(function (m) { if (m.k === 'p') np++; else if (m.k === 'a') na++; });
-  $('title').textContent = 'mimprof report: ' + (D.program || 'process') + ' (pid ' + D.pid + ')';
+  /* pid -1: the service's windows, every process of the tree merged */
+  $('title').textContent = 'mimprof report: ' + (D.program || 'process') +
+    (D.pid === -1 ? '' : ' (pid ' + D.pid + ')');
   $('summary').textContent = ms.length + ' profiles over ' +
     (ms.length ? elapsed(ms[ms.length - 1].t).slice(1) : '0s') + ' from ' +
     (ms.length ? clock(ms[0].t) : '-') + ': ' + reports.length + ' reports, ' + np +
@@ -74,6 +76,9 @@ function drawHeader() {
   if (D.processes.length > 1)
     notes.push('<div>Other processes in the input (mimprof report --pid PID): ' +
       D.processes.filter(function (p) { return p[0] !== D.pid; }).map(function (p) {
+        if (p[0] === -1)
+          return esc('the service, all processes merged per window (without --pid; ' + p[2] +
+            ' files)');
         return esc(p[0] + ' (' + (p[1] || '?') + ', ' + p[2] + ' files, ' + bytes(p[3]) + ')');
       }).join(', ') + '</div>');
   if (D.skipped.length)

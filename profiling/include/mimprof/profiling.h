@@ -277,6 +277,17 @@ MP_PROF_API mp_prof_status mp_profiler_report(mp_profiler *p, uint8_t **pprof, s
  */
 MP_PROF_API mp_prof_status mp_profiler_annotate(mp_profiler *p, const char *comment);
 
+/**
+ * How the next reports (and their peaks) name their frames, from now on:
+ * the mode of mp_prof_config::symbolize, changed while the session runs.
+ * A process that hands its reports unsymbolized to a host that names them
+ * (mimprof run's collector) names them itself once the host is gone.
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL, or not a mode);
+ *         MP_PROF_E_UNSUPPORTED (MP_PROF_SYMBOLIZE_LINES in a build
+ *         without libdw); MP_PROF_E_INACTIVE (`p` was stopped).
+ */
+MP_PROF_API mp_prof_status mp_profiler_set_symbolize(mp_profiler *p, mp_prof_symbolize mode);
+
 /** The high-water mark of one report window (mp_profiler_report_peak()). */
 typedef struct mp_prof_peak_info {
     uint64_t bytes;             /**< estimated live heap at the mark (the sum the peak
