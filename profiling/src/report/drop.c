@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/* The process's drop pattern (mp_prof_set_drop_frames): the allocator's
+ * entry points, plus the caller's own, compiled once (POSIX extended
+ * regular expressions, anchored as pprof anchors `drop_frames`) and read
+ * by every report under one lock.
+ *
+ * The default set is written in the common subset of POSIX ERE and Go's
+ * RE2, so `go tool pprof` reading the profile's drop_frames matches what
+ * was matched here. Frames whose only job is to obtain memory are in it;
+ * code that does more (a container's growth: std::vector's
+ * _M_realloc_insert, Rust's Vec::push) is not. Rust's RawVec is in it:
+ * alloc::raw_vec is the buffer-allocating half of Vec, String and
+ * VecDeque (grow_one, finish_grow), and keeping it would head every Rust
+ * profile with finish_grow, as keeping runtime.growslice would Go's
+ * (which pprof drops with runtime.*).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <regex.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drop.h"
+
+#define MP_DROP_EXTRA_MAX 4096
+
+static const char g_default[] =
+    /* the malloc family, glibc's internal names */
+    "malloc|calloc|realloc|reallocarray|memalign|aligned_alloc|(__)?posix_memalign|p?valloc|"
+    "__libc_(malloc|calloc|realloc|memalign|valloc|pvalloc)|"
+    /* every operator new/new[] overload (names carry no parameters) */
+    "operator new(\\[\\])?|"
+    /* libstdc++'s and libc++'s allocator wrappers */
+    "(std::(__1::)?|__gnu_cxx::)(__new_allocator|new_allocator|allocator|allocator_traits|"
+    "__alloc_traits)<.*>::allocate|"
+    "std::(__1::)?(__libcpp_allocate|__libcpp_operator_new|__allocate_at_least)(<.*>)?|"
+    "std::_Vector_base<.*>::_M_allocate|std::_Rb_tree<.*>::_M_get_node|"
+    "std::__detail::_Hashtable_alloc<.*>::_M_allocate_(node|buckets)|"
+    "std::(__cxx11::)?basic_string<.*>::_M_create|"
+    /* C++'s other spellings of new: make_unique/make_shared (their
+     * internals, inlined beneath them in `lines`, go with them) */
+    "std::(__1::)?(make_unique|make_shared|allocate_shared)(<.*>)?|"
+    /* Rust: the global allocator's shims, alloc::alloc, std::alloc, RawVec */
+    "(__rustc::)?__r(ust|dl|g)_(alloc|alloc_zeroed|realloc)|"
+    "<?alloc::alloc::.*|<?std::alloc::.*|<?alloc::raw_vec::.*";
+
+/* The setting: NULL is the default set alone. A setting is never freed
+ * once published (a report in another thread may be reading its
+ * pattern; mp_prof_set_drop_frames is a start-up call, so a process keeps
+ * one or two): no lock, so no report can wait on one, nor a fork child
+ * inherit one held. Each report compiles its own regex_t (glibc's
+ * regexec takes a lock inside the pattern). */
+typedef struct setting {
+    struct setting *prev; /* the one it replaced, kept reachable */
+    bool nothing;
+    char pattern[]; /* "" with nothing */
+} setting;
+
+static _Atomic(setting *) g_setting;
+
+const char *mp_prof_drop_frames_default(void) { return g_default; }
+
+/* Compiles `^(pattern)$`; false when it is not a regular expression. */
+static bool compile(regex_t *rx, const char *pattern, bool *nomem)
+{
+    size_t n = strlen(pattern);
+    char *a = malloc(n + 5);
+    *nomem = a == NULL;
+    if (a == NULL)
+        return false;
+    memcpy(a, "^(", 2);
+    memcpy(a + 2, pattern, n);
+    memcpy(a + 2 + n, ")$", 3);
+    int rc = regcomp(rx, a, REG_EXTENDED | REG_NOSUB);
+    free(a);
+    *nomem = rc == REG_ESPACE;
+    return rc == 0;
+}
+
+mp_prof_status mp_prof_set_drop_frames(const char *extra, mp_prof_drop_mode mode)
+{
+    if (mode != MP_PROF_DROP_ALLOCATOR && mode != MP_PROF_DROP_NOTHING)
+        return MP_PROF_E_INVALID_CONFIG;
+    size_t n = mode == MP_PROF_DROP_ALLOCATOR && extra != NULL ? strlen(extra) : 0;
+    if (n > MP_DROP_EXTRA_MAX)
+        return MP_PROF_E_INVALID_CONFIG;
+    bool nomem = false;
+    if (n > 0) {
+        /* The user's pattern alone first: `a)|(b` must not pass by
+         * pairing with the default's parentheses. */
+        regex_t rx;
+        if (!compile(&rx, extra, &nomem))
+            return nomem ? MP_PROF_E_NOMEM : MP_PROF_E_INVALID_CONFIG;
+        regfree(&rx);
+    }
+    setting *set = malloc(sizeof *set + sizeof g_default + 1 + n);
+    if (set == NULL)
+        return MP_PROF_E_NOMEM;
+    set->nothing = mode == MP_PROF_DROP_NOTHING;
+    set->pattern[0] = '\0';
+    if (!set->nothing) {
+        memcpy(set->pattern, g_default, sizeof g_default);
+        if (n > 0) {
+            set->pattern[sizeof g_default - 1] = '|';
+            memcpy(set->pattern + sizeof g_default, extra, n + 1);
+        }
+    }
+    set->prev = atomic_load_explicit(&g_setting, memory_order_acquire);
+    while (!atomic_compare_exchange_weak_explicit(&g_setting, &set->prev, set, memory_order_acq_rel,
+                                                  memory_order_acquire))
+        ;
+    return MP_PROF_OK;
+}
+
+bool mp_drop_compile(mp_drop *d, const char *pattern)
+{
+    bool nomem;
+    d->pattern = pattern;
+    d->ready = pattern != NULL && compile(&d->rx, pattern, &nomem);
+    return d->ready;
+}
+
+void mp_drop_begin(mp_drop *d)
+{
+    const setting *set = atomic_load_explicit(&g_setting, memory_order_acquire);
+    /* a pattern that cannot be compiled here (out of memory): this report
+     * keeps its frames */
+    (void)mp_drop_compile(d, set == NULL ? g_default : set->nothing ? NULL : set->pattern);
+}
+
+void mp_drop_end(mp_drop *d)
+{
+    if (d->ready)
+        regfree(&d->rx);
+    d->ready = false;
+}
+
+/* pprof's simplifyFunc: the name up to its first '(' that does not
+ * open "(anonymous namespace)" or "operator()". */
+static size_t simple_length(const char *name)
+{
+    static const char anon[] = "(anonymous namespace)", call[] = "operator()";
+    size_t i = 0;
+    while (name[i] != '\0') {
+        if (strncmp(name + i, anon, sizeof anon - 1) == 0)
+            i += sizeof anon - 1;
+        else if (strncmp(name + i, call, sizeof call - 1) == 0)
+            i += sizeof call - 1;
+        else if (name[i] == '(')
+            return i;
+        else
+            i++;
+    }
+    return i;
+}
+
+bool mp_drop_matches(mp_drop *d, const char *name)
+{
+    if (!d->ready || name == NULL)
+        return false;
+    size_t n = simple_length(name);
+    if (name[n] == '\0')
+        return regexec(&d->rx, name, 0, NULL, 0) == 0;
+    char buf[512];
+    char *s = n < sizeof buf ? buf : malloc(n + 1);
+    if (s == NULL)
+        return false;
+    memcpy(s, name, n);
+    s[n] = '\0';
+    bool m = regexec(&d->rx, s, 0, NULL, 0) == 0;
+    if (s != buf)
+        free(s);
+    return m;
+}
