@@ -60,8 +60,8 @@ int main(int argc, char **argv)
         list = site_new(list);
         keep.push_back(site_new_array(8192));
         keep.push_back(site_make_unique().release());
-        keep.push_back(site_vector(4096));
-        keep.push_back(site_string(512));
+        keep.push_back(site_vector(1024));
+        keep.push_back(site_string(128));
         bytes += sizeof(Node) * 2 + 8192;
     }
     std::printf("%d rounds, %zu bytes in the three direct sites\n", rounds, bytes);
