@@ -34,8 +34,9 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                            "info is installed)"},
     [MPT_ENV_DROP_FRAMES] = {"MIMPROF_DROP_FRAMES", MPT_ENVK_STRING, NULL,
                              "more frames to drop from the leaf end of stacks, as the allocator's "
-                             "entry points are (`operator new`, `malloc`, ...): a regular "
-                             "expression over whole function names (`xmalloc|g_malloc`)"},
+                             "entry points are (`operator new`, `malloc`, ...): a POSIX "
+                             "extended regular expression matching whole function names "
+                             "(`xmalloc`, `g_malloc.*`)"},
     [MPT_ENV_KEEP_ALLOC_FRAMES] = {"MIMPROF_KEEP_ALLOC_FRAMES", MPT_ENVK_FLAG, "0",
                                    "`1`: drop no frame, not even the allocator's entry points "
                                    "(`MIMPROF_DROP_FRAMES` ignored)"},
