@@ -79,6 +79,36 @@ static bool compile(regex_t *rx, const char *pattern, bool *nomem)
     return rc == 0;
 }
 
+/* Whether the pattern's groups close only what they open: `a)|(b` is
+ * a regular expression, but joined into `^(default|a)|(b)$` it would no
+ * longer be anchored (pprof joins the same way). Escapes and bracket
+ * expressions are skipped. */
+static bool groups_balanced(const char *p)
+{
+    int depth = 0;
+    for (size_t i = 0; p[i] != '\0'; i++) {
+        if (p[i] == '\\' && p[i + 1] != '\0') {
+            i++;
+        } else if (p[i] == '[') {
+            size_t j = i + 1;
+            if (p[j] == '^')
+                j++;
+            if (p[j] == ']')
+                j++; /* a leading ] is a member */
+            while (p[j] != '\0' && p[j] != ']')
+                j++;
+            if (p[j] == '\0')
+                return false;
+            i = j;
+        } else if (p[i] == '(') {
+            depth++;
+        } else if (p[i] == ')' && --depth < 0) {
+            return false;
+        }
+    }
+    return depth == 0;
+}
+
 mp_prof_status mp_prof_set_drop_frames(const char *extra, mp_prof_drop_mode mode)
 {
     if (mode != MP_PROF_DROP_ALLOCATOR && mode != MP_PROF_DROP_NOTHING)
@@ -88,9 +118,9 @@ mp_prof_status mp_prof_set_drop_frames(const char *extra, mp_prof_drop_mode mode
         return MP_PROF_E_INVALID_CONFIG;
     bool nomem = false;
     if (n > 0) {
-        /* The user's pattern alone first: `a)|(b` must not pass by
-         * pairing with the default's parentheses. */
         regex_t rx;
+        if (!groups_balanced(extra))
+            return MP_PROF_E_INVALID_CONFIG;
         if (!compile(&rx, extra, &nomem))
             return nomem ? MP_PROF_E_NOMEM : MP_PROF_E_INVALID_CONFIG;
         regfree(&rx);
