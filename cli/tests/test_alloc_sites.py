@@ -32,6 +32,13 @@ ROUNDS = 2000
 INTERVAL = 16384
 # what each direct site keeps: ROUNDS blocks of SIZE bytes
 SITES = {"site_new": 4096, "site_new_array": 8192, "site_make_unique": 4096}
+RUST_SOURCE = os.path.join(HERE, "rust", "sites.rs")
+# rust/sites.rs: Box::new of 4 KiB, Vec::with_capacity(8192), a Vec<u32>
+# grown by push to 1024 (RawVec's growth: alloc::raw_vec is dropped)
+RUST_SITES = {"sites::sites::boxed": 4096, "sites::sites::with_capacity": 8192,
+              "sites::sites::grown": 4096}
+# Cargo's `debug` settings as rustc's -C debuginfo
+RUST_DEBUG = {"line-tables-only": "line-tables-only", "limited": "1", "true": "2"}
 
 
 def five_sigma(size, n):
@@ -72,10 +79,12 @@ class AllocSites(TempDirTest):
         rows = parse_top(mimprof("top", path, "-n", "0", "-t", "inuse_space", check=True).stdout)
         return {r[5]: r[0] for r in rows}
 
-    def check_sites(self, flat, where):
-        for site, size in SITES.items():
+    def check_sites(self, flat, where, sites=SITES):
+        for site, size in sites.items():
             want = ROUNDS * size
             got = flat.get(site, 0)
+            # a grown Vec's last capacity is `size`; the smaller buffers it
+            # went through are freed
             self.assertLess(abs(got - want) / want, five_sigma(size, ROUNDS),
                             "%s: %s flat %d, kept %d: %s" % (where, site, got, want, flat))
         self.assertEqual(flat.get("operator new", 0), 0, "%s: %s" % (where, flat))
@@ -91,6 +100,41 @@ class AllocSites(TempDirTest):
                 # no stack goes below a site into the allocator
                 for frames, _, _, _ in prof["samples"]:
                     self.assertNotEqual(frames[0], "operator new", frames)
+
+    def rust_build(self, debug):
+        rustc = os.environ.get("RUSTC") or shutil.which("rustc")
+        if rustc is None:
+            self.skipTest("no rustc")
+        exe = os.path.join(self.bin, "sites-rs-" + debug)
+        if not os.path.exists(exe):
+            subprocess.run([rustc, "-O", "-C", "debuginfo=" + RUST_DEBUG[debug], "-C",
+                            "symbol-mangling-version=v0", RUST_SOURCE, "-o", exe],
+                           check=True, timeout=300)
+        return exe
+
+    def test_rust_sites_are_leaves(self):
+        """Box::new, Vec::with_capacity and a Vec's growth (RawVec dropped)
+        are their functions' memory, in functions mode at every debug
+        level and in lines mode where DWARF names the inlined frames
+        (limited, true). With line-tables-only, rustc writes short DWARF
+        names only: the physical frames are qualified from the ELF symbol
+        (sites::main, not main), the inlined std frames cannot be."""
+        for debug in RUST_DEBUG:
+            exe = self.rust_build(debug)
+            modes = ("functions", "lines") if debug != "line-tables-only" else ("functions",)
+            for mode in modes:
+                path = self.run_five(exe, "-s", mode, out=self.path("rs-%s-%s" % (debug, mode)))
+                flat = self.flat(path)
+                self.check_sites(flat, "rust %s %s" % (debug, mode), RUST_SITES)
+                leaves = {r for r in flat if flat[r] > 0}
+                self.assertFalse([n for n in leaves if n.startswith(
+                    ("alloc::", "<alloc::", "std::alloc", "__rust"))], flat)
+        path = self.run_five(self.rust_build("line-tables-only"), "-s", "lines",
+                             out=self.path("rs-lto-lines"))
+        names = {f["name"] for f in decode(path)["functions"].values()}
+        self.assertIn("sites::main", names)
+        self.assertIn("sites::sites::boxed", names)
+        self.assertNotIn("boxed", names)
 
     def test_go_pprof_top_agrees(self):
         go = shutil.which("go")

@@ -234,11 +234,16 @@ static const char *qualified_name(mp_syms *s, Dwarf_Die *d, const char *name)
  * `elf_sym`: for the physical frame, the ELF symbol containing the
  * address, which is that function's linkage name when the compiler wrote
  * none in DWARF (GCC omits it for lambdas' operator() and for functions
- * in anonymous namespaces); NULL for inlined frames. */
+ * in anonymous namespaces, rustc none at all with line-tables-only);
+ * NULL for inlined frames. */
 static void name_die(mp_syms *s, mp_frame *f, Dwarf_Die *d, bool cxx, const char *elf_sym)
 {
     const char *sys = mp_syms_intern(s, die_linkage_name(d));
-    if (sys == NULL && cxx && mp_demangle_looks_mangled(elf_sym))
+    /* Any language: rustc writes no linkage name with debug =
+     * "line-tables-only" (its DW_AT_name is the short `main`,
+     * `{closure#0}`), GCC none for lambdas; the physical frame is the
+     * ELF symbol's function, whose mangled name is the qualified one. */
+    if (sys == NULL && mp_demangle_looks_mangled(elf_sym))
         sys = elf_sym;
     if (sys != NULL) {
         mp_syms_set_name(s, f, sys);
