@@ -116,19 +116,34 @@ class AllocSites(TempDirTest):
         """Box::new, Vec::with_capacity and a Vec's growth (RawVec dropped)
         are their functions' memory, in functions mode at every debug
         level and in lines mode where DWARF names the inlined frames
-        (limited, true). With line-tables-only, rustc writes short DWARF
-        names only: the physical frames are qualified from the ELF symbol
-        (sites::main, not main), the inlined std frames cannot be."""
+        (limited, true): there the grown Vec's memory is its inlined
+        Vec::push_mut (the container's own operation, as C++'s
+        _M_realloc_insert), inside sites::sites::grown. With
+        line-tables-only, rustc writes short DWARF names only: the
+        physical frames are qualified from the ELF symbol (sites::main,
+        not main), the inlined std frames cannot be."""
+        push = "<alloc::vec::Vec<u32>>::push_mut"
         for debug in RUST_DEBUG:
             exe = self.rust_build(debug)
             modes = ("functions", "lines") if debug != "line-tables-only" else ("functions",)
             for mode in modes:
                 path = self.run_five(exe, "-s", mode, out=self.path("rs-%s-%s" % (debug, mode)))
                 flat = self.flat(path)
-                self.check_sites(flat, "rust %s %s" % (debug, mode), RUST_SITES)
+                where = "rust %s %s" % (debug, mode)
+                sites = dict(RUST_SITES)
+                if mode == "lines":
+                    sites[push] = sites.pop("sites::sites::grown")
+                self.check_sites(flat, where, sites)
                 leaves = {r for r in flat if flat[r] > 0}
                 self.assertFalse([n for n in leaves if n.startswith(
-                    ("alloc::", "<alloc::", "std::alloc", "__rust"))], flat)
+                    ("alloc::", "<alloc::alloc", "<alloc::raw_vec", "std::alloc", "__rust"))],
+                    "%s: %s" % (where, flat))
+                if mode == "lines":
+                    # the inline chain, as addr2line -i gives it
+                    chains = [[n for n, _, _ in loc["lines"]] for _, _, _, locs
+                              in decode(path)["samples"] for loc in locs[:1]]
+                    self.assertIn([push, "<alloc::vec::Vec<u32>>::push", "sites::sites::grown"],
+                                  chains, where)
         path = self.run_five(self.rust_build("line-tables-only"), "-s", "lines",
                              out=self.path("rs-lto-lines"))
         names = {f["name"] for f in decode(path)["functions"].values()}

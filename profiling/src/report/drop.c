@@ -12,7 +12,9 @@
  * alloc::raw_vec is the buffer-allocating half of Vec, String and
  * VecDeque (grow_one, finish_grow), and keeping it would head every Rust
  * profile with finish_grow, as keeping runtime.growslice would Go's
- * (which pprof drops with runtime.*).
+ * (which pprof drops with runtime.*). Box::new, Vec::with_capacity and
+ * String::with_capacity, like C++'s make_unique, are ways of saying
+ * `new`: their caller is the site.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,7 +46,10 @@ static const char g_default[] =
     "std::(__1::)?(make_unique|make_shared|allocate_shared)(<.*>)?|"
     /* Rust: the global allocator's shims, alloc::alloc, std::alloc, RawVec */
     "(__rustc::)?__r(ust|dl|g)_(alloc|alloc_zeroed|realloc)|"
-    "<?alloc::alloc::.*|<?std::alloc::.*|<?alloc::raw_vec::.*";
+    "<?alloc::alloc::.*|<?std::alloc::.*|<?alloc::raw_vec::.*|"
+    /* Rust's spellings of new (inlined beneath the site in `lines`) */
+    "<?alloc::boxed::Box<.*>>?::new(_uninit|_zeroed)?|alloc::boxed::box_new(_uninit)?|"
+    "<?alloc::vec::Vec<.*>>?::with_capacity(_in)?|<?alloc::string::String>?::with_capacity";
 
 /* The setting: NULL is the default set alone. A setting is never freed
  * once published (a report in another thread may be reading its
