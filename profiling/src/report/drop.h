@@ -18,17 +18,20 @@
  * compiled form when `ready`. */
 typedef struct mp_drop {
     const char *pattern;
-    regex_t rx;
-    bool ready;
+    regex_t *rx; /* the calling thread's compiled copy, or `own` */
+    regex_t own;
+    bool ready, owned;
 } mp_drop;
 
-/* Reads the setting and compiles it (a report's own copy: no lock is
+/* Reads the setting and compiles it, or finds it compiled by an earlier
+ * report of this thread (a copy of the thread's own: no lock inside it is
  * shared with other threads). A pattern that cannot be compiled (out of
  * memory) matches nothing. */
 void mp_drop_begin(mp_drop *d);
 
-/* `d` for pattern (NULL: drops nothing, false); false when it is not a
- * regular expression (or out of memory): `d` then matches nothing. */
+/* `d` for pattern, compiled for `d` alone (NULL: drops nothing, false);
+ * false when it is not a regular expression (or out of memory): `d` then
+ * matches nothing. Released by mp_drop_end. */
 bool mp_drop_compile(mp_drop *d, const char *pattern);
 
 /* Whether function `name` matches the pattern as pprof matches it: the

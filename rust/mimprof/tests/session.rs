@@ -257,3 +257,64 @@ fn the_filter_layout_is_the_libraries() {
     assert_eq!(c, std::mem::size_of::<mimprof_sys::mp_prof_hook_filter_t>());
     assert_eq!(mimprof::version(), env!("CARGO_PKG_VERSION"));
 }
+
+#[inline(never)]
+fn boxed_site() -> Vec<Box<[u8; 4096]>> {
+    (0..400).map(|_| Box::new(black_box([1u8; 4096]))).collect()
+}
+
+/// The innermost frame of each sample that holds `site`.
+fn leaves(p: &Profile, site: &str) -> Vec<String> {
+    p.samples
+        .iter()
+        .map(|s| p.frames(s))
+        .filter(|f| f.iter().any(|n| n.contains(site)))
+        .map(|f| f[0].clone())
+        .collect()
+}
+
+#[test]
+fn allocator_frames_are_not_the_leaf() {
+    let _g = session_lock();
+    let prof = Profiler::start(&config(4096)).unwrap();
+    let held = boxed_site();
+    let p = Profile::decode(&prof.report().unwrap());
+    let l = leaves(&p, "boxed_site");
+    assert!(!l.is_empty());
+    assert!(l.iter().all(|f| f.contains("boxed_site")), "{l:?}");
+    drop(held);
+    prof.stop().unwrap();
+
+    let keep = Config {
+        drop_frames: mimprof::DropFrames::Nothing,
+        ..config(4096)
+    };
+    let prof = Profiler::start(&keep).unwrap();
+    let held = boxed_site();
+    let p = Profile::decode(&prof.report().unwrap());
+    let l = leaves(&p, "boxed_site");
+    assert!(!l.is_empty());
+    assert!(l.iter().all(|f| !f.contains("boxed_site")), "{l:?}");
+    drop(held);
+    prof.stop().unwrap();
+
+    let own = Config {
+        drop_frames: mimprof::DropFrames::AllocatorAnd(".*boxed_site.*"),
+        ..config(4096)
+    };
+    let prof = Profiler::start(&own).unwrap();
+    let held = boxed_site();
+    let p = Profile::decode(&prof.report().unwrap());
+    let l = leaves(&p, "boxed_site");
+    assert!(l.is_empty(), "{l:?}");
+    assert!(p.samples.iter().any(|s| p.frames(s)[0].contains("allocator_frames_are_not_the_leaf")));
+    drop(held);
+    prof.stop().unwrap();
+
+    let bad = Config {
+        drop_frames: mimprof::DropFrames::AllocatorAnd("boxed_(site"),
+        ..config(4096)
+    };
+    assert_eq!(Profiler::start(&bad).unwrap_err(), Error::InvalidConfig);
+    assert!(mimprof::drop_frames_default().contains("operator new"));
+}
