@@ -19,7 +19,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <pthread.h>
+#include <fnmatch.h>
 #include <regex.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -49,8 +49,119 @@ static const char g_default[] =
     "(__rustc::)?__r(ust|dl|g)_(alloc|alloc_zeroed|realloc)|"
     "<?alloc::alloc::.*|<?std::alloc::.*|<?alloc::raw_vec::.*|"
     /* Rust's spellings of new (inlined beneath the site in `lines`) */
-    "<?alloc::boxed::Box<.*>>?::new(_uninit|_zeroed)?|alloc::boxed::box_new(_uninit)?|"
-    "<?alloc::vec::Vec<.*>>?::with_capacity(_in)?|<?alloc::string::String>?::with_capacity";
+    "(alloc::boxed::Box<.*>|<alloc::boxed::Box<.*>>)::new(_uninit|_zeroed)?|"
+    "alloc::boxed::box_new(_uninit)?|"
+    "(alloc::vec::Vec<.*>|<alloc::vec::Vec<.*>>)::with_capacity(_in)?|"
+    "(alloc::string::String|<alloc::string::String>)::with_capacity";
+
+/* g_default, alternative by alternative, as shell patterns (fnmatch:
+ * `*` is `.*`), matched without compiling a regular expression: glibc's
+ * regcomp of g_default costs ~1 ms and ~160 KiB, more than a periodic
+ * report. test_drop.c checks that the two agree. */
+static const char *const g_globs[] = {
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "memalign",
+    "aligned_alloc",
+    "posix_memalign",
+    "__posix_memalign",
+    "valloc",
+    "pvalloc",
+    "__libc_malloc",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+    "__libc_valloc",
+    "__libc_pvalloc",
+    "operator new",
+    "operator new\\[\\]",
+    "std::__new_allocator<*>::allocate",
+    "std::new_allocator<*>::allocate",
+    "std::allocator<*>::allocate",
+    "std::allocator_traits<*>::allocate",
+    "std::__alloc_traits<*>::allocate",
+    "std::__1::__new_allocator<*>::allocate",
+    "std::__1::new_allocator<*>::allocate",
+    "std::__1::allocator<*>::allocate",
+    "std::__1::allocator_traits<*>::allocate",
+    "std::__1::__alloc_traits<*>::allocate",
+    "__gnu_cxx::__new_allocator<*>::allocate",
+    "__gnu_cxx::new_allocator<*>::allocate",
+    "__gnu_cxx::allocator<*>::allocate",
+    "__gnu_cxx::allocator_traits<*>::allocate",
+    "__gnu_cxx::__alloc_traits<*>::allocate",
+    "std::__libcpp_allocate",
+    "std::__libcpp_allocate<*>",
+    "std::__libcpp_operator_new",
+    "std::__libcpp_operator_new<*>",
+    "std::__allocate_at_least",
+    "std::__allocate_at_least<*>",
+    "std::make_unique",
+    "std::make_unique<*>",
+    "std::make_shared",
+    "std::make_shared<*>",
+    "std::allocate_shared",
+    "std::allocate_shared<*>",
+    "std::__1::__libcpp_allocate",
+    "std::__1::__libcpp_allocate<*>",
+    "std::__1::__libcpp_operator_new",
+    "std::__1::__libcpp_operator_new<*>",
+    "std::__1::__allocate_at_least",
+    "std::__1::__allocate_at_least<*>",
+    "std::__1::make_unique",
+    "std::__1::make_unique<*>",
+    "std::__1::make_shared",
+    "std::__1::make_shared<*>",
+    "std::__1::allocate_shared",
+    "std::__1::allocate_shared<*>",
+    "std::_Vector_base<*>::_M_allocate",
+    "std::_Rb_tree<*>::_M_get_node",
+    "std::__detail::_Hashtable_alloc<*>::_M_allocate_node",
+    "std::__detail::_Hashtable_alloc<*>::_M_allocate_buckets",
+    "std::basic_string<*>::_M_create",
+    "std::__cxx11::basic_string<*>::_M_create",
+    "__rust_alloc",
+    "__rust_alloc_zeroed",
+    "__rust_realloc",
+    "__rdl_alloc",
+    "__rdl_alloc_zeroed",
+    "__rdl_realloc",
+    "__rg_alloc",
+    "__rg_alloc_zeroed",
+    "__rg_realloc",
+    "__rustc::__rust_alloc",
+    "__rustc::__rust_alloc_zeroed",
+    "__rustc::__rust_realloc",
+    "__rustc::__rdl_alloc",
+    "__rustc::__rdl_alloc_zeroed",
+    "__rustc::__rdl_realloc",
+    "__rustc::__rg_alloc",
+    "__rustc::__rg_alloc_zeroed",
+    "__rustc::__rg_realloc",
+    "alloc::alloc::*",
+    "<alloc::alloc::*",
+    "std::alloc::*",
+    "<std::alloc::*",
+    "alloc::raw_vec::*",
+    "<alloc::raw_vec::*",
+    "alloc::boxed::Box<*>::new",
+    "alloc::boxed::Box<*>::new_uninit",
+    "alloc::boxed::Box<*>::new_zeroed",
+    "alloc::vec::Vec<*>::with_capacity",
+    "alloc::vec::Vec<*>::with_capacity_in",
+    "alloc::string::String::with_capacity",
+    "<alloc::boxed::Box<*>>::new",
+    "<alloc::boxed::Box<*>>::new_uninit",
+    "<alloc::boxed::Box<*>>::new_zeroed",
+    "<alloc::vec::Vec<*>>::with_capacity",
+    "<alloc::vec::Vec<*>>::with_capacity_in",
+    "<alloc::string::String>::with_capacity",
+    "alloc::boxed::box_new",
+    "alloc::boxed::box_new_uninit",
+
+};
 
 /* The setting: NULL is the default set alone. A setting is never freed
  * once published (a report in another thread may be reading its
@@ -61,7 +172,8 @@ static const char g_default[] =
 typedef struct setting {
     struct setting *prev; /* the one it replaced, kept reachable */
     bool nothing;
-    char pattern[]; /* "" with nothing */
+    const char *extra; /* the caller's part of pattern, NULL: none */
+    char pattern[];    /* "" with nothing */
 } setting;
 
 static _Atomic(setting *) g_setting;
@@ -135,12 +247,14 @@ mp_prof_status mp_prof_set_drop_frames(const char *extra, mp_prof_drop_mode mode
     if (set == NULL)
         return MP_PROF_E_NOMEM;
     set->nothing = mode == MP_PROF_DROP_NOTHING;
+    set->extra = NULL;
     set->pattern[0] = '\0';
     if (!set->nothing) {
         memcpy(set->pattern, g_default, sizeof g_default);
         if (n > 0) {
             set->pattern[sizeof g_default - 1] = '|';
             memcpy(set->pattern + sizeof g_default, extra, n + 1);
+            set->extra = set->pattern + sizeof g_default;
         }
     }
     set->prev = atomic_load_explicit(&g_setting, memory_order_acquire);
@@ -152,75 +266,60 @@ mp_prof_status mp_prof_set_drop_frames(const char *extra, mp_prof_drop_mode mode
 
 bool mp_drop_compile(mp_drop *d, const char *pattern)
 {
+    *d = (mp_drop){.pattern = pattern};
+    if (pattern == NULL)
+        return false;
+    /* the default set, and what was added to it, as a setting holds them */
+    size_t n = sizeof g_default - 1;
+    const char *rest = pattern;
+    if (strncmp(pattern, g_default, n) == 0 && (pattern[n] == '\0' || pattern[n] == '|')) {
+        d->defaults = true;
+        rest = pattern[n] == '|' ? pattern + n + 1 : NULL;
+    }
     bool nomem;
-    d->pattern = pattern;
-    d->ready = pattern != NULL && compile(&d->own, pattern, &nomem);
-    d->rx = d->ready ? &d->own : NULL;
-    d->owned = d->ready;
-    return d->ready;
+    if (rest != NULL && !compile(&d->own, rest, &nomem)) {
+        d->defaults = false;
+        return false;
+    }
+    d->owned = rest != NULL;
+    d->ready = true;
+    return true;
 }
-
-/* Each reporting thread keeps the setting it last compiled (compiling
- * the default costs ~1 ms, a periodic report ~0.2 ms): a regex_t of its
- * own, so no other thread can hold glibc's lock inside it across a
- * fork; freed when the thread exits. */
-typedef struct compiled {
-    const char *pattern; /* a setting's (never freed: its identity) */
-    regex_t rx;
-    bool ready;
-} compiled;
-
-static pthread_key_t g_key;
-static bool g_key_ok;
-static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
-
-static void compiled_free(void *p)
-{
-    compiled *c = p;
-    if (c->ready)
-        regfree(&c->rx);
-    free(c);
-}
-
-static void key_init(void) { g_key_ok = pthread_key_create(&g_key, compiled_free) == 0; }
 
 void mp_drop_begin(mp_drop *d)
 {
     const setting *set = atomic_load_explicit(&g_setting, memory_order_acquire);
-    const char *pattern = set == NULL ? g_default : set->nothing ? NULL : set->pattern;
-    *d = (mp_drop){.pattern = pattern};
-    if (pattern == NULL)
+    *d = (mp_drop){.pattern = set == NULL ? g_default : set->nothing ? NULL : set->pattern};
+    if (d->pattern == NULL)
         return;
-    pthread_once(&g_key_once, key_init);
-    compiled *c = g_key_ok ? pthread_getspecific(g_key) : NULL;
-    if (c == NULL && g_key_ok && (c = calloc(1, sizeof *c)) != NULL &&
-        pthread_setspecific(g_key, c) != 0) {
-        free(c);
-        c = NULL;
-    }
-    if (c == NULL) { /* compiled for this report alone */
-        (void)mp_drop_compile(d, pattern);
-        return;
-    }
-    if (!c->ready || c->pattern != pattern) {
-        bool nomem;
-        if (c->ready)
-            regfree(&c->rx);
-        /* a pattern that cannot be compiled (out of memory): this report
-         * keeps its frames */
-        c->ready = compile(&c->rx, pattern, &nomem);
-        c->pattern = pattern;
-    }
-    d->ready = c->ready;
-    d->rx = c->ready ? &c->rx : NULL;
+    d->defaults = true;
+    d->ready = true;
+    bool nomem;
+    /* the caller's part, compiled for this report (a regex_t of its own:
+     * glibc's regexec locks inside it); one that cannot be compiled now
+     * (out of memory) drops nothing this time */
+    if (set != NULL && set->extra != NULL)
+        d->owned = compile(&d->own, set->extra, &nomem);
 }
 
 void mp_drop_end(mp_drop *d)
 {
     if (d->owned)
         regfree(&d->own);
-    d->ready = d->owned = false;
-    d->rx = NULL;
+    d->ready = d->owned = d->defaults = false;
+}
+
+bool mp_drop_default_matches(const char *name)
+{
+    for (size_t i = 0; i < sizeof g_globs / sizeof g_globs[0]; i++) {
+        const char *g = g_globs[i];
+        size_t lit = strcspn(g, "*[\\");
+        if (strncmp(name, g, lit) != 0)
+            continue;
+        if (g[lit] == '\0' ? name[lit] == '\0' : fnmatch(g, name, 0) == 0)
+            return true;
+    }
+    return false;
 }
 
 /* pprof's simplifyFunc: the name up to its first '(' that does not
@@ -242,20 +341,26 @@ static size_t simple_length(const char *name)
     return i;
 }
 
+static bool match_simple(mp_drop *d, const char *s)
+{
+    return (d->defaults && mp_drop_default_matches(s)) ||
+           (d->owned && regexec(&d->own, s, 0, NULL, 0) == 0);
+}
+
 bool mp_drop_matches(mp_drop *d, const char *name)
 {
     if (!d->ready || name == NULL)
         return false;
     size_t n = simple_length(name);
     if (name[n] == '\0')
-        return regexec(d->rx, name, 0, NULL, 0) == 0;
+        return match_simple(d, name);
     char buf[512];
     char *s = n < sizeof buf ? buf : malloc(n + 1);
     if (s == NULL)
         return false;
     memcpy(s, name, n);
     s[n] = '\0';
-    bool m = regexec(d->rx, s, 0, NULL, 0) == 0;
+    bool m = match_simple(d, s);
     if (s != buf)
         free(s);
     return m;

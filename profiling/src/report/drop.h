@@ -18,21 +18,24 @@
  * compiled form when `ready`. */
 typedef struct mp_drop {
     const char *pattern;
-    regex_t *rx; /* the calling thread's compiled copy, or `own` */
+    bool ready;    /* something may match */
+    bool defaults; /* the default set is part of pattern (drop.c's own matcher) */
+    bool owned;    /* `own` holds the rest of pattern, compiled */
     regex_t own;
-    bool ready, owned;
 } mp_drop;
 
-/* Reads the setting and compiles it, or finds it compiled by an earlier
- * report of this thread (a copy of the thread's own: no lock inside it is
- * shared with other threads). A pattern that cannot be compiled (out of
- * memory) matches nothing. */
+/* Reads the setting: the default set is matched without a regular
+ * expression, a caller's addition is compiled for this report (a regex_t
+ * of its own: no lock inside it is shared with other threads). */
 void mp_drop_begin(mp_drop *d);
 
 /* `d` for pattern, compiled for `d` alone (NULL: drops nothing, false);
  * false when it is not a regular expression (or out of memory): `d` then
  * matches nothing. Released by mp_drop_end. */
 bool mp_drop_compile(mp_drop *d, const char *pattern);
+
+/* Whether a name (without parameters) matches the default set. */
+bool mp_drop_default_matches(const char *name);
 
 /* Whether function `name` matches the pattern as pprof matches it: the
  * name without its parameter list, whole. */

@@ -255,3 +255,77 @@ Test(drop, encoded_profile_without_drop_frames_unchanged)
     cr_expect_eq(mp_report_prune_pprof(in, len, &out, &olen), MP_PROF_E_INVALID_CONFIG);
     free(in);
 }
+
+/* drop.c matches the default set with shell patterns (no regcomp); the
+ * profile names it as a regular expression, for pprof: the two agree. */
+Test(drop, default_set_agrees_with_its_regular_expression)
+{
+    static const char *const names[] = {
+        "malloc",
+        "calloc",
+        "realloc",
+        "posix_memalign",
+        "__posix_memalign",
+        "pvalloc",
+        "__libc_malloc",
+        "operator new",
+        "operator new[]",
+        "operator delete",
+        "std::__new_allocator<int>::allocate",
+        "__gnu_cxx::new_allocator<char>::allocate",
+        "std::__1::allocator<int>::allocate",
+        "std::allocator_traits<std::allocator<int> >::allocate",
+        "std::__1::__libcpp_allocate",
+        "std::__1::__libcpp_operator_new<unsigned long>",
+        "std::_Vector_base<int, std::allocator<int> >::_M_allocate",
+        "std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>",
+        "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> "
+        ">::_M_create",
+        "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> "
+        ">::_M_mutate",
+        "std::make_unique<Node>",
+        "std::make_shared<int>",
+        "std::__1::make_shared<int, int>",
+        "__rust_alloc",
+        "__rustc::__rust_realloc",
+        "__rdl_alloc_zeroed",
+        "__rg_alloc",
+        "alloc::alloc::exchange_malloc",
+        "<alloc::alloc::Global>::alloc_impl",
+        "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+        "<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc",
+        "<alloc::raw_vec::RawVecInner>::finish_grow",
+        "alloc::raw_vec::finish_grow",
+        "<alloc::boxed::Box<[u8; 4096]>>::new",
+        "alloc::boxed::Box<T>::new_uninit",
+        "alloc::boxed::box_new_uninit",
+        "<alloc::vec::Vec<u8>>::with_capacity",
+        "<alloc::vec::Vec<u8>>::with_capacity_in",
+        "<alloc::vec::Vec<u32>>::push_mut",
+        "<alloc::string::String>::with_capacity",
+        "alloc::string::String::push_str",
+        "main",
+        "shop::Cache<shop::Item>::put",
+        "mallocx",
+        "xmalloc",
+        "std::allocator<int>",
+        "",
+        "alloc",
+        "new",
+    };
+    const char *def = mp_prof_drop_frames_default();
+    char *anchored = malloc(strlen(def) + 5);
+    cr_assert_not_null(anchored);
+    sprintf(anchored, "^(%s)$", def);
+    regex_t rx;
+    cr_assert_eq(regcomp(&rx, anchored, REG_EXTENDED | REG_NOSUB), 0);
+    size_t matched = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        bool re = regexec(&rx, names[i], 0, NULL, 0) == 0;
+        cr_expect_eq(mp_drop_default_matches(names[i]), re, "%s: the regex says %d", names[i], re);
+        matched += re;
+    }
+    cr_expect_gt(matched, 30);
+    regfree(&rx);
+    free(anchored);
+}
