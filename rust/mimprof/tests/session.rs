@@ -260,7 +260,25 @@ fn the_filter_layout_is_the_libraries() {
 
 #[inline(never)]
 fn boxed_site() -> Vec<Box<[u8; 4096]>> {
-    (0..400).map(|_| Box::new(black_box([1u8; 4096]))).collect()
+    let mut keep = Vec::with_capacity(400);
+    for _ in 0..400 {
+        keep.push(Box::new(black_box([1u8; 4096])));
+    }
+    black_box(keep)
+}
+
+/// Vecs grown by push: RawVec's growth (alloc::raw_vec::*, out of line).
+#[inline(never)]
+fn grown_site() -> Vec<Vec<u32>> {
+    let mut out = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let mut v = Vec::new();
+        for i in 0..4096u32 {
+            v.push(black_box(i));
+        }
+        out.push(v);
+    }
+    black_box(out)
 }
 
 /// The innermost frame of each sample that holds `site`.
@@ -273,43 +291,40 @@ fn leaves(p: &Profile, site: &str) -> Vec<String> {
         .collect()
 }
 
+/// Reports of boxed_site and grown_site under `drop`: their leaves.
+fn site_leaves(drop: mimprof::DropFrames) -> (Vec<String>, Vec<String>) {
+    let cfg = Config {
+        drop_frames: drop,
+        ..config(4096)
+    };
+    let prof = Profiler::start(&cfg).unwrap();
+    let held = (boxed_site(), grown_site());
+    let p = Profile::decode(&prof.report().unwrap());
+    drop_held(held);
+    prof.stop().unwrap();
+    (leaves(&p, "boxed_site"), leaves(&p, "grown_site"))
+}
+
+fn drop_held<T>(t: T) {
+    drop(black_box(t));
+}
+
 #[test]
 fn allocator_frames_are_not_the_leaf() {
     let _g = session_lock();
-    let prof = Profiler::start(&config(4096)).unwrap();
-    let held = boxed_site();
-    let p = Profile::decode(&prof.report().unwrap());
-    let l = leaves(&p, "boxed_site");
-    assert!(!l.is_empty());
-    assert!(l.iter().all(|f| f.contains("boxed_site")), "{l:?}");
-    drop(held);
-    prof.stop().unwrap();
-
-    let keep = Config {
-        drop_frames: mimprof::DropFrames::Nothing,
-        ..config(4096)
-    };
-    let prof = Profiler::start(&keep).unwrap();
-    let held = boxed_site();
-    let p = Profile::decode(&prof.report().unwrap());
-    let l = leaves(&p, "boxed_site");
-    assert!(!l.is_empty());
-    assert!(l.iter().all(|f| !f.contains("boxed_site")), "{l:?}");
-    drop(held);
-    prof.stop().unwrap();
-
-    let own = Config {
-        drop_frames: mimprof::DropFrames::AllocatorAnd(".*boxed_site.*"),
-        ..config(4096)
-    };
-    let prof = Profiler::start(&own).unwrap();
-    let held = boxed_site();
-    let p = Profile::decode(&prof.report().unwrap());
-    let l = leaves(&p, "boxed_site");
-    assert!(l.is_empty(), "{l:?}");
-    assert!(p.samples.iter().any(|s| p.frames(s)[0].contains("allocator_frames_are_not_the_leaf")));
-    drop(held);
-    prof.stop().unwrap();
+    // The crate's own frames are never the leaf; a Box::new inlined here
+    // calls __rust_alloc, which jumps to them: the site is the leaf.
+    // RawVec's growth is dropped by default (the pushing function is the
+    // leaf), kept with DropFrames::Nothing.
+    let (boxed, grown) = site_leaves(mimprof::DropFrames::Allocator);
+    assert!(!boxed.is_empty() && !grown.is_empty());
+    assert!(boxed.iter().all(|f| f.contains("boxed_site")), "{boxed:?}");
+    assert!(grown.iter().all(|f| f.contains("grown_site")), "{grown:?}");
+    let (boxed, grown) = site_leaves(mimprof::DropFrames::Nothing);
+    assert!(boxed.iter().all(|f| f.contains("boxed_site")), "{boxed:?}");
+    assert!(grown.iter().any(|f| f.contains("raw_vec")), "{grown:?}");
+    let (boxed, _) = site_leaves(mimprof::DropFrames::AllocatorAnd(".*boxed_site"));
+    assert!(boxed.is_empty(), "{boxed:?}");
 
     let bad = Config {
         drop_frames: mimprof::DropFrames::AllocatorAnd("boxed_(site"),
