@@ -197,6 +197,19 @@ static int configure(mpt_env_var bad, const char *why)
     mpt_rt.coll_symbolize = mpt_env(MPT_ENV_COLLECTOR_SYMBOLIZE)->set
                                 ? (int)mpt_env(MPT_ENV_COLLECTOR_SYMBOLIZE)->num
                                 : -1;
+    /* The frames reports drop from the leaf end of their stacks: the
+     * allocator's entry points unless told otherwise (the library's
+     * default needs no call). */
+    const mpt_env_value *drop = mpt_env(MPT_ENV_DROP_FRAMES);
+    bool keep = mpt_env_flag(MPT_ENV_KEEP_ALLOC_FRAMES, false);
+    if ((drop->set || keep) &&
+        mp_prof_set_drop_frames(drop->text, keep ? MP_PROF_DROP_NOTHING : MP_PROF_DROP_ALLOCATOR) !=
+            MP_PROF_OK) {
+        say_error("mimprof: MIMPROF_DROP_FRAMES=%s is not a regular expression; profiling "
+                  "disabled\n",
+                  drop->text);
+        return -1;
+    }
     /* The period: MIMPROF_EVERY; a bare preload that uploads reports at
      * the upload interval (a malformed one is refused by mpt_rt_pyro_setup). */
     const mpt_env_value *ui = mpt_env(MPT_ENV_PYRO_UPLOAD_INTERVAL);

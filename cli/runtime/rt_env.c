@@ -32,6 +32,14 @@ const mpt_env_desc mpt_env_table[MPT_ENV_COUNT] = {
                            "`none`, `functions` or `lines`; unset: `functions` (`lines` reads "
                            "DWARF: ~215M instructions at the first report where libc's debug "
                            "info is installed)"},
+    [MPT_ENV_DROP_FRAMES] = {"MIMPROF_DROP_FRAMES", MPT_ENVK_STRING, NULL,
+                             "more frames to drop from the leaf end of stacks, as the allocator's "
+                             "entry points are (`operator new`, `malloc`, ...): a POSIX "
+                             "extended regular expression matching whole function names "
+                             "(`xmalloc`, `g_malloc.*`)"},
+    [MPT_ENV_KEEP_ALLOC_FRAMES] = {"MIMPROF_KEEP_ALLOC_FRAMES", MPT_ENVK_FLAG, "0",
+                                   "`1`: drop no frame, not even the allocator's entry points "
+                                   "(`MIMPROF_DROP_FRAMES` ignored)"},
     [MPT_ENV_DISABLE] = {"MIMPROF_DISABLE", MPT_ENVK_FLAG, "0",
                          "`1`: the allocator only, no session, no upload"},
     [MPT_ENV_DORMANT] = {"MIMPROF_DORMANT", MPT_ENVK_FLAG, "0",

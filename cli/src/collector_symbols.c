@@ -13,7 +13,9 @@
  * small profile built on the object's symbolizer (the profiling
  * library's names: demangled, qualified, its `lines` mode), and the
  * names are written into the report's own functions and lines: its
- * samples, labels (ages) and comments stay as the process wrote them. */
+ * samples, labels (ages) and comments stay as the process wrote them,
+ * but for its own drop_frames, applied once it is named (the allocator's
+ * entry points leave the leaf end of its stacks, mp_prof_pprof_prune). */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +324,16 @@ int mpt_csyms_apply(mpt_csyms *c, const uint8_t *in, size_t len, uint8_t **out, 
     perftools__profiles__profile__free_unpacked(p, NULL);
     if (buf == NULL)
         return -1;
+    /* Named now: the report's drop_frames (the allocator's entry points,
+     * as the process was told) applies to its stacks. */
+    uint8_t *pruned;
+    size_t plen;
+    if (mp_prof_pprof_prune(buf, n, &pruned, &plen) == MP_PROF_OK) {
+        free(buf);
+        /* mp_prof_buffer_free() is free(): this process samples nothing */
+        buf = pruned;
+        n = plen;
+    }
     *out = buf;
     *outlen = n;
     return 0;

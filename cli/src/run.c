@@ -75,7 +75,9 @@ int mpt_cmd_run(int argc, char **argv)
         O_REPORT_PAGE,
         O_KEEP,
         O_KEEP_SIZE,
-        O_NO_COLLECTOR
+        O_NO_COLLECTOR,
+        O_DROP,
+        O_KEEP_ALLOC
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -108,6 +110,8 @@ int mpt_cmd_run(int argc, char **argv)
         {"keep", required_argument, NULL, O_KEEP},
         {"keep-size", required_argument, NULL, O_KEEP_SIZE},
         {"no-collector", no_argument, NULL, O_NO_COLLECTOR},
+        {"drop-frames", required_argument, NULL, O_DROP},
+        {"keep-alloc-frames", no_argument, NULL, O_KEEP_ALLOC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -166,6 +170,20 @@ int mpt_cmd_run(int argc, char **argv)
             if (parse_flag_value("--symbolize", optarg, symbolizers) < 0)
                 return EXIT_OWN_ERROR;
             o.symbolize = optarg;
+            break;
+        case O_DROP:
+            /* checked here, where a mistake can still be said */
+            if (mp_prof_set_drop_frames(optarg, MP_PROF_DROP_ALLOCATOR) != MP_PROF_OK) {
+                fprintf(stderr,
+                        "mimprof run: --drop-frames wants a regular expression (POSIX "
+                        "extended, up to 4096 bytes), not '%s'\n",
+                        optarg);
+                return EXIT_OWN_ERROR;
+            }
+            o.drop_frames = optarg;
+            break;
+        case O_KEEP_ALLOC:
+            o.keep_alloc_frames = true;
             break;
         case O_FF:
             o.follow_fork = 1;

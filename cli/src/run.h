@@ -28,8 +28,10 @@ typedef struct run_opts {
     const char *symbolize; /* none | functions | lines */
     const char *seed;
     const char *max_depth;
-    int follow_fork; /* -1: default (yes) */
-    int follow_exec; /* -1: default (no) */
+    const char *drop_frames; /* --drop-frames REGEX: MIMPROF_DROP_FRAMES, validated */
+    bool keep_alloc_frames;  /* --keep-alloc-frames: MIMPROF_KEEP_ALLOC_FRAMES=1 */
+    int follow_fork;         /* -1: default (yes) */
+    int follow_exec;         /* -1: default (no) */
     bool quiet;
     bool dormant;       /* --dormant: MIMPROF_DORMANT=1 */
     const char *http;   /* --http ADDR:PORT: MIMPROF_HTTP */

@@ -45,6 +45,10 @@ int mpt_run_build_env(const run_opts *o, const char *preload, const char *abs_di
         rc |= setenv("MIMPROF_SEED", o->seed, 1);
     if (o->max_depth != NULL)
         rc |= setenv("MIMPROF_STACK_DEPTH", o->max_depth, 1);
+    if (o->drop_frames != NULL)
+        rc |= setenv("MIMPROF_DROP_FRAMES", o->drop_frames, 1);
+    if (o->keep_alloc_frames)
+        rc |= setenv("MIMPROF_KEEP_ALLOC_FRAMES", "1", 1);
     rc |= setenv("MIMPROF_FOLLOW_FORK", o->follow_fork == 0 ? "0" : "1", 1);
     rc |= setenv("MIMPROF_FOLLOW_EXEC", o->follow_exec == 1 ? "1" : "0", 1);
     if (o->quiet)

@@ -42,6 +42,9 @@ static const char USAGE_RUN[] =
     "      --follow-exec         programs CMD executes are profiled too\n"
     "      --no-follow-exec      ... are not (default)\n"
     "      --max-depth N         frames kept per stack (default 64)\n"
+    "      --drop-frames REGEX   more frames to drop from the leaf end of stacks, as the\n"
+    "                            allocator's entry points are (e.g. 'xmalloc|g_malloc')\n"
+    "      --keep-alloc-frames   drop no frame: operator new, malloc, ... stay the leaves\n"
     "      --seed N              fixed sampling seed (reproducible runs)\n"
     "  -q, --quiet               no summary line on stderr\n"
     "      --dormant             load the profiler but start no session until\n"
@@ -58,7 +61,10 @@ static const char USAGE_RUN[] =
     "      --report-page         at exit, write DIR/report.html: the page of this run's\n"
     "                            reports (mimprof report DIR, for the process with the\n"
     "                            most memory)\n"
-    "\n"
+    "\n";
+
+/* The rest of `run`'s text (one literal stays under C's 4095 bytes). */
+static const char USAGE_RUN_MORE[] =
     "The processes of CMD's tree hand their reports to a collector running as you:\n"
     "it writes them (also those of workers that dropped privileges) and outlives\n"
     "mimprof when CMD daemonizes, holding none of your terminal's descriptors.\n"
@@ -189,6 +195,8 @@ void mpt_usage(FILE *out, const char *cmd)
     else if (cmd != NULL && strcmp(cmd, "ctl") == 0)
         text = USAGE_CTL;
     fputs(text, out);
+    if (text == USAGE_RUN)
+        fputs(USAGE_RUN_MORE, out);
 }
 
 void mpt_usage_bad_option(const char *cmd, int c, const char *arg)

@@ -8,6 +8,7 @@
 #include <mimprof/profiling_pprof.h>
 
 #include "internal.h"
+#include "report/drop.h"
 #include "report/elf_reader.h"
 #include "report/maps.h"
 #include "report/report_internal.h"
@@ -216,4 +217,14 @@ void mp_prof_pprof_abort(mp_prof_pprof *p)
     mp_report_abort(p->b);
     free(p);
     mp_guard_exit();
+}
+
+mp_prof_status mp_prof_pprof_prune(const uint8_t *in, size_t len, uint8_t **out, size_t *outlen)
+{
+    if (in == NULL || out == NULL || outlen == NULL)
+        return MP_PROF_E_INVALID_CONFIG;
+    mp_guard_enter();
+    mp_prof_status st = mp_report_prune_pprof(in, len, out, outlen);
+    mp_guard_exit();
+    return st;
 }

@@ -194,8 +194,18 @@ Test(jeprof, pprof_names_are_demangled)
     mp_jeprof_pprof_options o = {.symbolize = MP_PROF_SYMBOLIZE_FUNCTIONS};
     uint8_t *out;
     size_t len;
-    cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &out, &len, NULL, 0), MP_PROF_OK);
     tp_profile p;
+    /* By default operator new, the allocator's entry, leaves the stack
+     * (mp_prof_set_drop_frames): strerror is the leaf. */
+    cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &out, &len, NULL, 0), MP_PROF_OK);
+    cr_assert(tp_decode(out, len, &p));
+    cr_assert_eq(p.nsamples, 1);
+    cr_assert_eq(p.samples[0].nlocations, 1, "operator new dropped from the leaf end");
+    tp_free(&p);
+    mp_prof_buffer_free(out);
+    /* Kept, to see its name. */
+    cr_assert_eq(mp_prof_set_drop_frames(NULL, MP_PROF_DROP_NOTHING), MP_PROF_OK);
+    cr_assert_eq(mp_jeprof_pprof_text(text, strlen(text), s, &o, &out, &len, NULL, 0), MP_PROF_OK);
     cr_assert(tp_decode(out, len, &p));
     bool saw_new = false, saw_c = false;
     for (size_t i = 0; i < p.nfunctions; i++) {

@@ -28,6 +28,7 @@ class Profile:
         self.functions = {}         # id -> {"name": str, "system_name": str, "filename": str}
         self.strings = []
         self.comments = []          # string indices
+        self.drop_frames = 0        # string index
         self.time_nanos = 0
         self.duration_nanos = 0
         self.period_type = ("", "")
@@ -160,6 +161,8 @@ def decode(data, utf8_errors="strict"):
         elif num == 6 and wt == pb.LEN:
             p.strings.append(pb.utf8(val) if utf8_errors == "strict"
                              else val.decode("utf-8", utf8_errors))
+        elif num == 7 and wt == pb.VARINT:
+            p.drop_frames = pb.to_int64(val)
         elif num == 9 and wt == pb.VARINT:
             p.time_nanos = pb.to_int64(val)
         elif num == 10 and wt == pb.VARINT:
@@ -208,7 +211,8 @@ def decode(data, utf8_errors="strict"):
 
 def decode_profile(data):
     """Returns {'types': [(type, unit)], 'samples': [(frames, values, labels, locations)],
-    'mappings': [...], 'period': int, 'period_type': (type, unit)} where
+    'mappings': [...], 'period': int, 'period_type': (type, unit),
+    'drop_frames': str ('' when none)} where
     frames are function names (inlined frames expanded, leaf first) or
     '0x<addr>' for locations without lines; labels {key: str}, a numeric
     label as "num unit" (mimprof's age: "600 seconds"). Gzipped or not;
@@ -239,7 +243,8 @@ def decode_profile(data):
     return {"types": p.sample_types, "samples": samples, "mappings": mappings,
             "period": p.period, "time_nanos": p.time_nanos, "duration_nanos": p.duration_nanos,
             "period_type": p.period_type, "locations": locations, "functions": functions,
-            "comments": [_str(p.strings, x) for x in p.comments]}
+            "comments": [_str(p.strings, x) for x in p.comments],
+            "drop_frames": _str(p.strings, p.drop_frames)}
 
 
 def totals(profile, type_name):

@@ -692,6 +692,48 @@ MP_PROF_API const char *mp_prof_symbol_quality_name(mp_prof_symbol_quality q);
  */
 MP_PROF_API mp_prof_status mp_prof_demangle(const char *name, char *out, size_t cap, size_t *len);
 
+/** Which frames a report drops from the leaf end of its stacks. */
+typedef enum mp_prof_drop_mode {
+    /** The allocator's entry points (mp_prof_drop_frames_default()) and
+     *  the caller's own pattern, if any: the default. */
+    MP_PROF_DROP_ALLOCATOR = 0,
+    /** Nothing: every frame is kept, and no `drop_frames` is written. */
+    MP_PROF_DROP_NOTHING = 1
+} mp_prof_drop_mode;
+
+/**
+ * The frames every report of this process drops from the leaf end of its
+ * stacks, so that the allocation site, not the allocator's entry point,
+ * is the leaf: `malloc` and its family, every `operator new`/`new[]`
+ * overload, the C++ standard libraries' allocator wrappers, Rust's
+ * `__rust_alloc`, `alloc::alloc::*` and `alloc::raw_vec::*`.
+ *
+ * The rule is pprof's (`Profile.Prune`, which `go tool pprof` applies to
+ * the profile's `drop_frames`): in each stack, from the root towards the
+ * leaf, the first frame (physical or inlined) whose function name,
+ * without a parameter list, matches the pattern as a whole is dropped
+ * with every frame beneath it; a stack made of matching frames only is
+ * kept whole. Reports name their pattern in the profile's `drop_frames`,
+ * so other tools agree; a report without names (`symbolize=none`) drops
+ * nothing itself and leaves it to the server's symbolizer.
+ *
+ * Process-wide: applies to the reports, peaks, heap images' pprof and
+ * foreign pprof built after the call, in any thread.
+ *
+ * @param extra  NULL or "": the default set only; else a POSIX extended
+ *               regular expression (alternation, `.*`, classes: what Go's
+ *               RE2 reads alike) added to it: your own wrappers
+ *               (`xmalloc|g_malloc|my::Arena::alloc`)
+ * @param mode   MP_PROF_DROP_NOTHING keeps every frame (`extra` ignored)
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG when `extra` is not a
+ *         regular expression or longer than 4096 bytes, or `mode` is
+ *         unknown (the setting is then unchanged); MP_PROF_E_NOMEM.
+ */
+MP_PROF_API mp_prof_status mp_prof_set_drop_frames(const char *extra, mp_prof_drop_mode mode);
+
+/** The default pattern of mp_prof_set_drop_frames() (a static string). */
+MP_PROF_API const char *mp_prof_drop_frames_default(void);
+
 /** The version of the mimprof-profiling package, e.g. "0.1.0". */
 MP_PROF_API const char *mp_prof_version(void);
 

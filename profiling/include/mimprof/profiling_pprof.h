@@ -158,6 +158,25 @@ MP_PROF_API mp_prof_status mp_prof_pprof_finish(mp_prof_pprof *p, uint8_t **out,
 /** Drops a profile without encoding it (NULL is ignored). */
 MP_PROF_API void mp_prof_pprof_abort(mp_prof_pprof *p);
 
+/**
+ * Applies a profile's own `drop_frames` to its stacks, as `go tool pprof`
+ * does on reading it (and as mp_profiler_report() does while encoding, see
+ * mp_prof_set_drop_frames()): for a profile written without names and
+ * named afterwards (the `mimprof` collector names its processes' reports
+ * this way). Locations no stack references any more are left out; the
+ * rest of the profile is unchanged.
+ * @param in     an uncompressed pprof
+ * @param len    its length
+ * @param out    receives the pruned pprof (free it with mp_prof_buffer_free());
+ *               a copy of `in` when it has no drop_frames
+ * @param outlen receives its length
+ * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG (NULL argument, not a
+ *         pprof, or a drop_frames that is not a regular expression here);
+ *         MP_PROF_E_NOMEM.
+ */
+MP_PROF_API mp_prof_status mp_prof_pprof_prune(const uint8_t *in, size_t len, uint8_t **out,
+                                               size_t *outlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,11 @@
  * frame handed to the builder is a call site (the profiler's frames are
  * cut before), so the adjustment applies to all of them.
  *
+ * Allocator frames: after the locations are named, the stacks are pruned
+ * at the process's drop pattern (drop.h, prune.c) and the profile names
+ * the pattern in drop_frames; only the locations the pruned stacks still
+ * reference are written, numbered densely.
+ *
  * mp_report_finish runs the steps below in order over one `enc`; each
  * step returns false on out-of-memory and the encoding stops there.
  */
@@ -20,6 +25,7 @@
 
 #include "../age.h"
 #include "builder_state.h"
+#include "drop.h"
 #include "pprof_tables.h"
 #include "quality.h"
 
@@ -39,6 +45,11 @@ typedef struct enc {
     uint64_t q_frames, q_named, q_lined; /* for mp_quality_from_counts */
     const mp_pcinfo **info;              /* per location; NULL = unsymbolized */
     uint32_t *loc_map;                   /* per location: mapping id, 0 = none */
+    uint16_t *skip;                      /* per location: inner frames pruned (prune.c) */
+    uint64_t *newid;                     /* per location: its Location id, 0 = not written */
+    size_t nused;                        /* locations written */
+    mp_drop drop;                        /* the drop pattern (drop.h) */
+    int64_t drop_idx;                    /* its string index */
     mapflags *mf;                        /* per mapping */
     Perftools__Profiles__Location *locs, **locp;
     Perftools__Profiles__Line *lines, **linep;
@@ -63,22 +74,22 @@ static bool enc_alloc(enc *e)
     e->info = calloc(NONZERO(b->nloc), sizeof *e->info);
     e->loc_map = calloc(NONZERO(b->nloc), sizeof *e->loc_map);
     e->mf = calloc(NONZERO(e->nmap), sizeof *e->mf);
-    e->locs = calloc(NONZERO(b->nloc), sizeof *e->locs);
-    e->locp = calloc(NONZERO(b->nloc), sizeof *e->locp);
     e->smp = calloc(NONZERO(b->nsmp), sizeof *e->smp);
     e->smpp = calloc(NONZERO(b->nsmp), sizeof *e->smpp);
     e->locids = calloc(NONZERO(b->nstk), sizeof *e->locids);
     e->vals = calloc(NONZERO(b->nsmp * MP_VAL_COUNT), sizeof *e->vals);
     e->maparr = calloc(NONZERO(e->nmap), sizeof *e->maparr);
     e->mapp = calloc(NONZERO(e->nmap), sizeof *e->mapp);
-    return e->info && e->loc_map && e->mf && e->locs && e->locp && e->smp && e->smpp && e->locids &&
-           e->vals && e->maparr && e->mapp && mp_strtab_idx(&e->strs, "") == 0;
+    return e->info && e->loc_map && e->mf && e->smp && e->smpp && e->locids && e->vals &&
+           e->maparr && e->mapp && mp_strtab_idx(&e->strs, "") == 0;
 }
 
 static void enc_free(enc *e)
 {
     free(e->info);
     free(e->loc_map);
+    free(e->skip);
+    free(e->newid);
     free(e->mf);
     free(e->locs);
     free(e->locp);
@@ -96,22 +107,24 @@ static void enc_free(enc *e)
     mp_strtab_free(&e->strs);
 }
 
-/* Folds one location's frames into its mapping's has_* flags. */
-static void note_mapping(enc *e, const mp_map_ref *ref, const mp_pcinfo *pi)
+/* Folds one written location's frames (those after the `skip` pruned
+ * ones) into its mapping's has_* flags. */
+static void note_mapping(enc *e, uint32_t map_id, const mp_pcinfo *pi, size_t skip)
 {
-    size_t nf = pi ? pi->nframes : 0;
+    size_t nf = pi ? pi->nframes - skip : 0;
+    const mp_frame *fr = pi ? pi->frames + skip : NULL;
     bool fn = nf > 0, file = nf > 0, line = nf > 0;
     for (size_t k = 0; k < nf; k++) {
-        fn = fn && pi->frames[k].func != NULL;
-        file = file && pi->frames[k].file != NULL;
-        line = line && pi->frames[k].line > 0;
-        e->q_named += pi->frames[k].func != NULL;
-        e->q_lined += pi->frames[k].file != NULL && pi->frames[k].line > 0;
+        fn = fn && fr[k].func != NULL;
+        file = file && fr[k].file != NULL;
+        line = line && fr[k].line > 0;
+        e->q_named += fr[k].func != NULL;
+        e->q_lined += fr[k].file != NULL && fr[k].line > 0;
     }
     e->q_frames += nf ? nf : 1;
-    if (ref == NULL)
+    if (map_id == 0)
         return;
-    mapflags *m = &e->mf[ref->id - 1];
+    mapflags *m = &e->mf[map_id - 1];
     if (m->locations++ == 0)
         m->fn = m->file = m->line = m->inl = true;
     m->fn = m->fn && fn;
@@ -126,10 +139,8 @@ static bool resolve_locations(enc *e)
     const mp_report_builder *b = e->b;
     mp_maps *maps = e->maps;
     for (size_t i = 0; i < b->nloc; i++) {
-        if ((uint32_t)i == b->marker) {
-            e->nlines++;
+        if ((uint32_t)i == b->marker)
             continue;
-        }
         uintptr_t addr = b->loc_pc[i] - 1;
         const mp_map_ref *ref = mp_maps_lookup(maps, addr);
         e->loc_map[i] = ref ? ref->id : 0;
@@ -139,10 +150,38 @@ static bool resolve_locations(enc *e)
             if (e->info[i] == NULL)
                 return false;
         }
-        e->nlines += e->info[i] ? e->info[i]->nframes : 0;
-        note_mapping(e, ref, e->info[i]);
     }
     return true;
+}
+
+/* Prunes the stacks (prune.c), then numbers the locations they still
+ * reference and folds those into the mapping flags and quality counts. */
+static bool prune_locations(enc *e)
+{
+    mp_report_builder *b = e->b;
+    if ((e->skip = calloc(NONZERO(b->nloc), sizeof *e->skip)) == NULL ||
+        (e->newid = calloc(NONZERO(b->nloc), sizeof *e->newid)) == NULL)
+        return false;
+    if (e->drop.ready && e->mode != MP_PROF_SYMBOLIZE_NONE &&
+        !mp_report_prune(b, &e->drop, e->info, e->skip))
+        return false;
+    for (size_t s = 0; s < b->nsmp; s++)
+        for (size_t k = 0; k < b->smp[s].depth; k++) {
+            uint32_t l = b->stk[b->smp[s].off + k];
+            if (e->newid[l] != 0)
+                continue;
+            e->newid[l] = ++e->nused;
+            if (l == b->marker) {
+                e->nlines++;
+                continue;
+            }
+            const mp_pcinfo *pi = e->info[l];
+            e->nlines += pi ? pi->nframes - e->skip[l] : 0;
+            note_mapping(e, e->loc_map[l], pi, e->skip[l]);
+        }
+    e->locs = calloc(NONZERO(e->nused), sizeof *e->locs);
+    e->locp = calloc(NONZERO(e->nused), sizeof *e->locp);
+    return e->locs != NULL && e->locp != NULL;
 }
 
 /* The header's strings first, so the table reads well: sample types,
@@ -184,6 +223,8 @@ static bool header_strings(enc *e)
         return false;
     for (size_t i = 0; i < b->ncomments; i++)
         ok = ok && (e->comment_idx[i] = mp_strtab_idx(&e->strs, b->comments[i])) >= 0;
+    if (e->drop.pattern != NULL)
+        ok = ok && (e->drop_idx = mp_strtab_idx(&e->strs, e->drop.pattern)) >= 0;
     return ok && e->period_type.type >= 0 && e->period_type.unit >= 0 && e->label.key >= 0 &&
            e->label.str >= 0;
 }
@@ -249,11 +290,13 @@ static bool encode_locations(enc *e)
         return false;
     size_t li = 0;
     for (size_t i = 0; i < b->nloc; i++) {
+        if (e->newid[i] == 0)
+            continue; /* no stack references it (pruned) */
         const Perftools__Profiles__Location init = PERFTOOLS__PROFILES__LOCATION__INIT;
-        Perftools__Profiles__Location *l = &e->locs[i];
+        Perftools__Profiles__Location *l = &e->locs[e->newid[i] - 1];
         *l = init;
-        l->id = i + 1;
-        e->locp[i] = l;
+        l->id = e->newid[i];
+        e->locp[e->newid[i] - 1] = l;
         l->line = &e->linep[li];
         if ((uint32_t)i == b->marker) {
             if (!add_line(e, l, &li, MP_TRUNCATED_FRAME, NULL, NULL, 0))
@@ -263,7 +306,7 @@ static bool encode_locations(enc *e)
         l->mapping_id = e->loc_map[i];
         l->address = b->loc_pc[i] - 1;
         const mp_pcinfo *pi = e->info[i];
-        for (size_t k = 0; pi != NULL && k < pi->nframes; k++) {
+        for (size_t k = e->skip[i]; pi != NULL && k < pi->nframes; k++) {
             const mp_frame *f = &pi->frames[k];
             if (f->func == NULL && f->file == NULL)
                 continue; /* nothing to say about this frame */
@@ -302,7 +345,7 @@ static void encode_samples(enc *e)
         o->n_location_id = s->depth;
         o->location_id = &e->locids[s->off];
         for (size_t k = 0; k < s->depth; k++)
-            e->locids[s->off + k] = (uint64_t)b->stk[s->off + k] + 1;
+            e->locids[s->off + k] = e->newid[b->stk[s->off + k]];
         o->n_value = (size_t)(MP_VAL_COUNT - e->first);
         o->value = &e->vals[i * MP_VAL_COUNT];
         for (int k = e->first; k < MP_VAL_COUNT; k++)
@@ -328,7 +371,7 @@ static mp_prof_status pack(enc *e, uint8_t **out, size_t *len)
     prof.sample = e->smpp;
     prof.n_mapping = e->nmap;
     prof.mapping = e->mapp;
-    prof.n_location = b->nloc;
+    prof.n_location = e->nused;
     prof.location = e->locp;
     prof.n_function = e->fns.n;
     prof.function = e->fnp;
@@ -340,6 +383,7 @@ static mp_prof_status pack(enc *e, uint8_t **out, size_t *len)
     prof.period = b->opt.period > INT64_MAX ? INT64_MAX : (int64_t)b->opt.period;
     prof.n_comment = b->ncomments;
     prof.comment = e->comment_idx;
+    prof.drop_frames = e->drop.pattern != NULL ? e->drop_idx : 0;
 
     size_t n = perftools__profiles__profile__get_packed_size(&prof);
     uint8_t *buf = malloc(NONZERO(n));
@@ -370,11 +414,13 @@ mp_prof_status mp_report_finish(mp_report_builder *b, uint8_t **out, size_t *len
         e.mode = MP_PROF_SYMBOLIZE_FUNCTIONS;
     e.nmap = mp_maps_count(e.maps);
     mp_prof_status st = MP_PROF_E_NOMEM;
-    if (enc_alloc(&e) && resolve_locations(&e) && header_strings(&e) && encode_mappings(&e) &&
-        encode_locations(&e)) {
+    mp_drop_begin(&e.drop);
+    if (enc_alloc(&e) && resolve_locations(&e) && prune_locations(&e) && header_strings(&e) &&
+        encode_mappings(&e) && encode_locations(&e)) {
         encode_samples(&e);
         st = pack(&e, out, len);
     }
+    mp_drop_end(&e.drop);
     if (st == MP_PROF_OK)
         b->c->last_quality = (int)mp_quality_from_counts(e.q_frames, e.q_named, e.q_lined);
     enc_free(&e);

@@ -234,11 +234,16 @@ static const char *qualified_name(mp_syms *s, Dwarf_Die *d, const char *name)
  * `elf_sym`: for the physical frame, the ELF symbol containing the
  * address, which is that function's linkage name when the compiler wrote
  * none in DWARF (GCC omits it for lambdas' operator() and for functions
- * in anonymous namespaces); NULL for inlined frames. */
+ * in anonymous namespaces, rustc none at all with line-tables-only);
+ * NULL for inlined frames. */
 static void name_die(mp_syms *s, mp_frame *f, Dwarf_Die *d, bool cxx, const char *elf_sym)
 {
     const char *sys = mp_syms_intern(s, die_linkage_name(d));
-    if (sys == NULL && cxx && mp_demangle_looks_mangled(elf_sym))
+    /* Any language: rustc writes no linkage name with debug =
+     * "line-tables-only" (its DW_AT_name is the short `main`,
+     * `{closure#0}`), GCC none for lambdas; the physical frame is the
+     * ELF symbol's function, whose mangled name is the qualified one. */
+    if (sys == NULL && mp_demangle_looks_mangled(elf_sym))
         sys = elf_sym;
     if (sys != NULL) {
         mp_syms_set_name(s, f, sys);
@@ -367,6 +372,43 @@ static Dwarf_Die *find_cu(mp_syms *s, struct mp_obj_syms *os, Dwarf_Addr addr, D
     return NULL;
 }
 
+/* Deepest DIE chain pc_path records (functions, inlined instances,
+ * lexical blocks). */
+#define MP_DWARF_MAX_DEPTH 128
+
+/* Whether a DIE without code of its own may hold DIEs with code: Rust's
+ * modules are namespaces, and its concrete functions sit inside them, as
+ * C++ methods may sit inside their class. */
+static bool holds_code(int tag)
+{
+    return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
+           tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+}
+
+/* Appends to path (*n of them so far) the DIEs under `parent` whose
+ * ranges hold pc, outermost first, descending through the containers
+ * above; true when one was found. dwarf_getscopes() does this walk, but
+ * for functions after an inlined instance with an empty range (rustc's
+ * core::hint::black_box: low_pc == high_pc) it finds nothing, where
+ * `addr2line -i` finds the whole chain. */
+static bool pc_path(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *path, int *n)
+{
+    Dwarf_Die c;
+    if (*n >= MP_DWARF_MAX_DEPTH || dwarf_child(parent, &c) != 0)
+        return false;
+    do {
+        if (dwarf_haspc(&c, pc) == 1) {
+            path[(*n)++] = c;
+            (void)pc_path(&path[*n - 1], pc, path, n);
+            return true;
+        }
+        if (!dwarf_hasattr(&c, DW_AT_low_pc) && !dwarf_hasattr(&c, DW_AT_ranges) &&
+            holds_code(dwarf_tag(&c)) && pc_path(&c, pc, path, n))
+            return true;
+    } while (dwarf_siblingof(&c, &c) == 0);
+    return false;
+}
+
 int mp_syms_dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, uint8_t *flags)
 {
     Dwfl_Module *mod = obj_module(s, o);
@@ -389,25 +431,19 @@ int mp_syms_dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, ui
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     bool have_files = dwarf_getsrcfiles(cu, &files, &nfiles) == 0;
-    /* The innermost function scope at addr; then its containing scopes in
-     * the concrete tree (an inlined instance sits inside its caller). */
-    Dwarf_Die *scopes = NULL, *chain = NULL;
-    int n = dwarf_getscopes(cu, addr - bias, &scopes);
-    int inner = -1;
-    for (int i = 0; i < n && inner < 0; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
-            inner = i;
-    }
-    int nchain = inner >= 0 ? dwarf_getscopes_die(&scopes[inner], &chain) : 0;
+    /* The DIEs whose ranges hold addr, from the unit down to the
+     * innermost (an inlined instance sits inside its caller). */
+    Dwarf_Die path[MP_DWARF_MAX_DEPTH];
+    int np = 0;
+    (void)pc_path(cu, addr - bias, path, &np);
     bool cxx = cu_is_cxx(cu);
     int k = 0;
-    for (int i = 0; i < nchain && k < MP_SYMS_MAX_INLINE; i++) {
-        int tag = dwarf_tag(&chain[i]);
+    for (int j = np; j-- > 0 && k < MP_SYMS_MAX_INLINE;) {
+        Dwarf_Die *d = &path[j];
+        int tag = dwarf_tag(d);
         if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine)
             continue;
-        name_die(s, &fr[k], &chain[i], cxx,
-                 tag == DW_TAG_subprogram ? mp_syms_elf_name(s, o, addr) : NULL);
+        name_die(s, &fr[k], d, cxx, tag == DW_TAG_subprogram ? mp_syms_elf_name(s, o, addr) : NULL);
         fr[k].file = abs_file(s, comp_dir, file);
         fr[k].line = line > 0 ? line : 0;
         k++;
@@ -418,15 +454,13 @@ int mp_syms_dwarf_frames(mp_syms *s, mp_obj *o, uintptr_t addr, mp_frame *fr, ui
         Dwarf_Word v;
         file = NULL;
         line = 0;
-        if (have_files && dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &v) == 0 &&
+        if (have_files && dwarf_formudata(dwarf_attr(d, DW_AT_call_file, &a), &v) == 0 &&
             v < nfiles)
             file = dwarf_filesrc(files, v, NULL, NULL);
-        if (dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &a), &v) == 0 && v < INT32_MAX)
+        if (dwarf_formudata(dwarf_attr(d, DW_AT_call_line, &a), &v) == 0 && v < INT32_MAX)
             line = (int)v;
     }
-    free(scopes);
-    free(chain);
-    if (nchain > 0)
+    if (np > 0)
         *flags |= MP_PC_INLINE;
     if (k == 0) { /* a unit without a function scope here: line table only */
         fr[0].func = NULL;

@@ -154,9 +154,22 @@ pub struct mp_prof_allocator_stats {
 pub type mp_prof_allocator_stats_fn =
     Option<unsafe extern "C" fn(ctx: *mut c_void, out: *mut mp_prof_allocator_stats) -> bool>;
 
+/// `mp_prof_drop_mode`: which frames reports drop from the leaf end.
+pub type mp_prof_drop_mode = c_int;
+/// The allocator's entry points and the caller's pattern (the default).
+pub const MP_PROF_DROP_ALLOCATOR: mp_prof_drop_mode = 0;
+/// Nothing: every frame is kept.
+pub const MP_PROF_DROP_NOTHING: mp_prof_drop_mode = 1;
+
 extern "C" {
     /// Fills `cfg` with the defaults.
     pub fn mp_prof_config_init(cfg: *mut mp_prof_config);
+    /// The frames every report drops from the leaf end of its stacks: the
+    /// allocator's entry points plus `extra` (NULL: none), or nothing.
+    pub fn mp_prof_set_drop_frames(extra: *const c_char, mode: mp_prof_drop_mode)
+        -> mp_prof_status;
+    /// The default pattern of `mp_prof_set_drop_frames` (a static string).
+    pub fn mp_prof_drop_frames_default() -> *const c_char;
     /// Validates `cfg`, checks the sampling allocator was observed, claims the recorder.
     pub fn mp_profiler_start(
         cfg: *const mp_prof_config,

@@ -38,7 +38,9 @@ pub mod pyroscope;
 
 pub use crate::alloc::{exclude_current_thread, SamplingAllocator};
 pub use crate::error::Error;
-pub use crate::profiler::{diagnostics, version, Config, Profiler, Stats, Symbolize};
+pub use crate::profiler::{
+    diagnostics, drop_frames_default, version, Config, DropFrames, Profiler, Stats, Symbolize,
+};
 
 /// The sampling allocator over `mimalloc` (the `mimalloc` crate's allocator,
 /// linked statically by that crate): the design's convenience alias.

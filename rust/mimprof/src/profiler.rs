@@ -23,6 +23,37 @@ pub enum Symbolize {
     Lines,
 }
 
+/// Which frames reports drop from the leaf end of their stacks, so that
+/// the allocation site, not the allocator's entry point, is the leaf
+/// (`mp_prof_set_drop_frames`, applied by [`Profiler::start`] to every
+/// report of the process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DropFrames {
+    /// The allocator's entry points ([`drop_frames_default`]): `malloc`
+    /// and its family, C++'s `operator new` and the standard libraries'
+    /// allocator wrappers, Rust's `__rust_alloc`, `alloc::alloc::*`,
+    /// `alloc::raw_vec::*` (a growing `Vec` is its caller's), `Box::new`
+    /// and `Vec::with_capacity`. The default.
+    #[default]
+    Allocator,
+    /// Those and the frames a POSIX extended regular expression matches
+    /// (whole function names, as pprof matches `drop_frames`): your own
+    /// wrappers, `"my_crate::arena::.*"`. One that is not a regular
+    /// expression makes [`Profiler::start`] answer [`Error::InvalidConfig`].
+    AllocatorAnd(&'static str),
+    /// No frame is dropped: `malloc` or `operator new` stay the leaves.
+    Nothing,
+}
+
+/// The pattern of [`DropFrames::Allocator`], as reports name it in their
+/// `drop_frames`.
+pub fn drop_frames_default() -> &'static str {
+    // SAFETY: a static NUL-terminated string of the library.
+    unsafe { CStr::from_ptr(sys::mp_prof_drop_frames_default()) }
+        .to_str()
+        .unwrap_or("")
+}
+
 /// A session's configuration. [`Config::default`] holds the C library's
 /// defaults (512 KiB mean interval, 64 frames); [`Profiler::start`]
 /// validates it.
@@ -44,6 +75,9 @@ pub struct Config {
     pub overflow_stacks: usize,
     /// Records one report drains at most (default 1 << 24).
     pub report_max_records: usize,
+    /// Frames dropped from the leaf end of stacks (default
+    /// [`DropFrames::Allocator`]).
+    pub drop_frames: DropFrames,
 }
 
 impl Default for Config {
@@ -67,6 +101,7 @@ impl Default for Config {
             },
             overflow_stacks: c.overflow_stacks,
             report_max_records: c.report_max_records,
+            drop_frames: DropFrames::Allocator,
         }
     }
 }
@@ -133,6 +168,18 @@ impl Profiler {
     /// process recorder ([`Error::Busy`] while another session owns it).
     pub fn start(config: &Config) -> Result<Profiler, Error> {
         let raw_cfg = config.to_raw();
+        let (extra, mode) = match config.drop_frames {
+            DropFrames::Allocator => (None, sys::MP_PROF_DROP_ALLOCATOR),
+            DropFrames::AllocatorAnd(re) => (Some(re), sys::MP_PROF_DROP_ALLOCATOR),
+            DropFrames::Nothing => (None, sys::MP_PROF_DROP_NOTHING),
+        };
+        let extra = match extra {
+            Some(re) => Some(CString::new(re).map_err(|_| Error::InvalidConfig)?),
+            None => None,
+        };
+        let extra_ptr = extra.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        // SAFETY: a NUL-terminated string or NULL.
+        check(unsafe { sys::mp_prof_set_drop_frames(extra_ptr, mode) })?;
         let mut p = ptr::null_mut();
         // SAFETY: valid config and out pointer.
         check(unsafe { sys::mp_profiler_start(&raw_cfg, &mut p) })?;

@@ -257,3 +257,79 @@ fn the_filter_layout_is_the_libraries() {
     assert_eq!(c, std::mem::size_of::<mimprof_sys::mp_prof_hook_filter_t>());
     assert_eq!(mimprof::version(), env!("CARGO_PKG_VERSION"));
 }
+
+#[inline(never)]
+fn boxed_site() -> Vec<Box<[u8; 4096]>> {
+    let mut keep = Vec::with_capacity(400);
+    for _ in 0..400 {
+        keep.push(Box::new(black_box([1u8; 4096])));
+    }
+    black_box(keep)
+}
+
+/// Vecs grown by push: RawVec's growth (alloc::raw_vec::*, out of line).
+#[inline(never)]
+fn grown_site() -> Vec<Vec<u32>> {
+    let mut out = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let mut v = Vec::new();
+        for i in 0..4096u32 {
+            v.push(black_box(i));
+        }
+        out.push(v);
+    }
+    black_box(out)
+}
+
+/// The innermost frame of each sample that holds `site`.
+fn leaves(p: &Profile, site: &str) -> Vec<String> {
+    p.samples
+        .iter()
+        .map(|s| p.frames(s))
+        .filter(|f| f.iter().any(|n| n.contains(site)))
+        .map(|f| f[0].clone())
+        .collect()
+}
+
+/// Reports of boxed_site and grown_site under `drop`: their leaves.
+fn site_leaves(drop: mimprof::DropFrames) -> (Vec<String>, Vec<String>) {
+    let cfg = Config {
+        drop_frames: drop,
+        ..config(4096)
+    };
+    let prof = Profiler::start(&cfg).unwrap();
+    let held = (boxed_site(), grown_site());
+    let p = Profile::decode(&prof.report().unwrap());
+    drop_held(held);
+    prof.stop().unwrap();
+    (leaves(&p, "boxed_site"), leaves(&p, "grown_site"))
+}
+
+fn drop_held<T>(t: T) {
+    drop(black_box(t));
+}
+
+#[test]
+fn allocator_frames_are_not_the_leaf() {
+    let _g = session_lock();
+    // The crate's own frames are never the leaf; a Box::new inlined here
+    // calls __rust_alloc, which jumps to them: the site is the leaf.
+    // RawVec's growth is dropped by default (the pushing function is the
+    // leaf), kept with DropFrames::Nothing.
+    let (boxed, grown) = site_leaves(mimprof::DropFrames::Allocator);
+    assert!(!boxed.is_empty() && !grown.is_empty());
+    assert!(boxed.iter().all(|f| f.contains("boxed_site")), "{boxed:?}");
+    assert!(grown.iter().all(|f| f.contains("grown_site")), "{grown:?}");
+    let (boxed, grown) = site_leaves(mimprof::DropFrames::Nothing);
+    assert!(boxed.iter().all(|f| f.contains("boxed_site")), "{boxed:?}");
+    assert!(grown.iter().any(|f| f.contains("raw_vec")), "{grown:?}");
+    let (boxed, _) = site_leaves(mimprof::DropFrames::AllocatorAnd(".*boxed_site"));
+    assert!(boxed.is_empty(), "{boxed:?}");
+
+    let bad = Config {
+        drop_frames: mimprof::DropFrames::AllocatorAnd("boxed_(site"),
+        ..config(4096)
+    };
+    assert_eq!(Profiler::start(&bad).unwrap_err(), Error::InvalidConfig);
+    assert!(mimprof::drop_frames_default().contains("operator new"));
+}
