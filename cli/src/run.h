@@ -88,6 +88,16 @@ int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status);
  * messages until it has written that process's reports. */
 void mpt_run_collector_end(mpt_run_coll *rc);
 
+/* pid 1 of a PID namespace (run_init.c): the init of every orphan there. */
+bool mpt_run_is_init(void);
+/* As pid 1: SIGCHLD blocked and readable from the returned descriptor;
+ * otherwise (or on failure) -1. */
+int mpt_run_init_chld_fd(void);
+/* As pid 1, after chld_fd was readable: reaps every ended child. True,
+ * with *status, when `child` was among them; the collector (rc->pid),
+ * when reaped, becomes 0 there. */
+bool mpt_run_init_reap(int chld_fd, mpt_run_coll *rc, pid_t child, int *status);
+
 /* Finds libmimprof-preload-<object>.so (run_locate.c): $MIMPROF_PRELOAD_DIR,
  * then next to this executable in the build tree, then in the install
  * prefix. Writes the real path into out; on failure lists the places
