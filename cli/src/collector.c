@@ -117,7 +117,8 @@ static void report(collector *c, const mpt_coll_hdr *h, int fd)
                         sizeof why) != 0)
         say(c, "mimprof: collector: %s; report not written\n", why);
     if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL)
-        mpt_cpyro_add(c->pyro, (pid_t)h->pid, buf, len, pk, pklen, h->from_ns, h->to_ns);
+        mpt_cpyro_add(c->pyro, (pid_t)h->pid, buf, len, pk, pklen, h->from_ns, h->to_ns,
+                      (h->flags & MPT_COLL_FINAL) != 0);
     free(named);
     free(pknamed);
     munmap(map, total);

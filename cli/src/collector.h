@@ -122,10 +122,11 @@ typedef struct mpt_cpyro mpt_cpyro;
  * `period_ms` (0: 10 s). NULL with the reason in why. */
 mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen);
 
-/* A process's report (and its peak, pk NULL: none) of [from_ns, to_ns):
- * held until its window is uploaded. */
+/* A process's report (and its peak, pk NULL: none) of [from_ns, to_ns),
+ * `final` when it is the process's last (at its exit): held until its
+ * window is uploaded. */
 void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
-                   size_t pklen, int64_t from_ns, int64_t to_ns);
+                   size_t pklen, int64_t from_ns, int64_t to_ns, bool final);
 
 /* The wall-clock time (ns) at which the oldest held window is due, or 0. */
 int64_t mpt_cpyro_due(const mpt_cpyro *p);

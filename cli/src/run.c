@@ -75,7 +75,8 @@ int mpt_cmd_run(int argc, char **argv)
         O_REPORT_PAGE,
         O_KEEP,
         O_KEEP_SIZE,
-        O_NO_COLLECTOR
+        O_NO_COLLECTOR,
+        O_INSTANCE
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -108,6 +109,7 @@ int mpt_cmd_run(int argc, char **argv)
         {"keep", required_argument, NULL, O_KEEP},
         {"keep-size", required_argument, NULL, O_KEEP_SIZE},
         {"no-collector", no_argument, NULL, O_NO_COLLECTOR},
+        {"instance", required_argument, NULL, O_INSTANCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -299,6 +301,9 @@ int mpt_cmd_run(int argc, char **argv)
             break;
         case O_NO_COLLECTOR:
             o.no_collector = true;
+            break;
+        case O_INSTANCE:
+            o.pyro_instance = optarg;
             break;
         case O_ABOVE: {
             uint64_t bytes;

@@ -47,7 +47,8 @@ typedef struct run_opts {
     char bearer_buf[4096];
     const char *pyro_tags[64];
     int pyro_ntags;
-    bool pyro; /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
+    const char *pyro_instance; /* --instance NAME|none (NULL: the host name) */
+    bool pyro;                 /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
     /* Heap images (MIMPROF_IMAGE*, runtime/image_runtime.h) */
     bool image_on_exit;
     const char *image_every;  /* as given, validated */
@@ -59,6 +60,10 @@ typedef struct run_opts {
     unsigned keep;       /* --keep N: reports kept per process (0: all) */
     uint64_t keep_bytes; /* --keep-size SIZE: total cap (0: none) */
 } run_opts;
+
+/* The label that keeps replicas of a service apart on Pyroscope
+ * (--instance; run_pyroscope.c). */
+#define MPT_INSTANCE_LABEL "hostname"
 
 /* Runs cmd as a child with the preload configured by o (run_exec.c);
  * returns the exit status of `mimprof run`. */

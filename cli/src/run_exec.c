@@ -57,9 +57,10 @@ int mpt_run_command(run_opts *op, char **cmd)
     const char *server = getenv("PYROSCOPE_SERVER_ADDRESS");
     o.pyro = o.pyro_url != NULL || (server != NULL && server[0] != '\0');
     if (!o.pyro && (o.pyro_app != NULL || o.pyro_ntags > 0 || o.pyro_tenant != NULL ||
-                    o.pyro_basic != NULL || o.pyro_bearer != NULL || o.pyro_protocol != NULL)) {
+                    o.pyro_instance != NULL || o.pyro_basic != NULL || o.pyro_bearer != NULL ||
+                    o.pyro_protocol != NULL)) {
         fprintf(stderr,
-                "mimprof run: --app, --tag, --tenant, --basic-auth, --bearer-token and "
+                "mimprof run: --app, --tag, --instance, --tenant, --basic-auth, --bearer-token and "
                 "--pyroscope-protocol need --pyroscope URL (or PYROSCOPE_SERVER_ADDRESS)\n");
         return EXIT_OWN_ERROR;
     }
