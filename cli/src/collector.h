@@ -122,6 +122,13 @@ typedef struct mpt_cpyro mpt_cpyro;
  * `period_ms` (0: 10 s). NULL with the reason in why. */
 mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen);
 
+/* How long the collector's uploads go on after the tree ended, at most:
+ * MIMPROF_PYROSCOPE_EXIT_DEADLINE (a duration up to 10 min), default
+ * 120 s, the adapter's retry budget. */
+#define MPT_EXIT_DEADLINE_MS     120000u
+#define MPT_EXIT_DEADLINE_MAX_MS 600000u
+uint64_t mpt_cpyro_exit_deadline_ms(void);
+
 /* A process's report (and its peak, pk NULL: none) of [from_ns, to_ns),
  * `final` when it is the process's last (at its exit): held until its
  * window is uploaded. */

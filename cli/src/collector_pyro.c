@@ -37,6 +37,15 @@
 #include "pyro_api.h"
 #include "units.h"
 
+uint64_t mpt_cpyro_exit_deadline_ms(void)
+{
+    const char *v = getenv("MIMPROF_PYROSCOPE_EXIT_DEADLINE");
+    uint64_t ms;
+    if (v == NULL || !mpt_parse_duration_ms(v, &ms) || ms > MPT_EXIT_DEADLINE_MAX_MS)
+        return MPT_EXIT_DEADLINE_MS;
+    return ms;
+}
+
 #if MPT_HAVE_PYROSCOPE
 typedef struct {
     int64_t end; /* the window's end (ns) */
@@ -81,6 +90,13 @@ mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen)
      * over 250 ms windows cannot (each stamp slid to the next second). */
     if (st == MP_PYRO_OK && period_ms > 0)
         st = p->api.config_set_upload_interval_ms(cfg, (uint32_t)period_ms);
+    /* The tree's last reports are uploaded whole: the collector outlives
+     * the program, so the program never waits for them, and its stop
+     * deadline is the retry budget's, not the 5 s a process would wait
+     * at its own exit (a 17-part exit report under load lost 5-6 parts
+     * to those 5 s). */
+    if (st == MP_PYRO_OK)
+        st = p->api.config_set_flush_deadline_ms(cfg, (uint32_t)mpt_cpyro_exit_deadline_ms());
     if (st == MP_PYRO_OK)
         st = p->api.agent_start(cfg, NULL, &p->agent);
     if (st != MP_PYRO_OK) {

@@ -27,6 +27,10 @@
 #include "run.h"
 
 static volatile sig_atomic_t g_child = 0;
+/* The collector, while `mimprof run` waits for it after the program
+ * ended (its exit uploads, up to MIMPROF_PYROSCOPE_EXIT_DEADLINE): a
+ * SIGTERM or SIGINT then ends that wait, as the user asks. */
+static volatile sig_atomic_t g_collector = 0;
 
 static void forward(int sig, siginfo_t *si, void *uc)
 {
@@ -37,6 +41,8 @@ static void forward(int sig, siginfo_t *si, void *uc)
         return;
     if (g_child > 0)
         kill((pid_t)g_child, sig);
+    else if (g_collector > 0 && (sig == SIGTERM || sig == SIGINT))
+        kill((pid_t)g_collector, SIGTERM);
 }
 
 int mpt_run_command(run_opts *op, char **cmd)
@@ -164,8 +170,10 @@ int mpt_run_command(run_opts *op, char **cmd)
         fprintf(stderr, "mimprof run: waitpid: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
     }
+    g_collector = coll.pid;
     g_child = 0;
     mpt_run_collector_end(&coll);
+    g_collector = 0;
     mpt_run_unprofiled_say(status_dir, o.quiet);
     mpt_run_status_dir_print(status_dir);
     if (r == (ssize_t)sizeof exec_errno) {

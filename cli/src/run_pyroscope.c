@@ -168,6 +168,16 @@ int mpt_run_setup_pyroscope(run_opts *o, const char *preload)
         fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
         goto fail;
     }
+    const char *exit_dl = getenv("MIMPROF_PYROSCOPE_EXIT_DEADLINE");
+    uint64_t exit_ms;
+    if (exit_dl != NULL &&
+        (!mpt_parse_duration_ms(exit_dl, &exit_ms) || exit_ms > MPT_EXIT_DEADLINE_MAX_MS)) {
+        fprintf(stderr,
+                "mimprof run: MIMPROF_PYROSCOPE_EXIT_DEADLINE: '%s' is not a duration of at "
+                "most 10m\n",
+                exit_dl);
+        goto fail;
+    }
     if (o->quiet)
         unsetenv("MIMPROF_PYROSCOPE_SUMMARY");
     else

@@ -10,7 +10,9 @@ millisecond (the stand-in models it; the real v1.12.0 does it):
 - a process that exits 0, 50, 100, 500 or 999 ms after a report
   boundary loses no report: inuse and peak summed over the run are the
   local reports' sums;
-- an exit-only run (-e 0) is found over [start, exit + 1 s].
+- an exit-only run (-e 0) is found over [start, exit + 1 s];
+- a 131,072-stack exit report on a loaded machine is stored whole (the
+  real server only: the stand-in takes minutes for it).
 
 Against the stand-in (PYROSCOPE_STANDIN) and the real server
 (PYROSCOPE_REAL, when built; required under MIMPROF_PYROSCOPE_REQUIRED=1),
@@ -22,6 +24,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import unittest
 import urllib.request
@@ -30,6 +33,7 @@ from tool_testlib import MIMPROF, TempDirTest, decode, reports
 from test_pyroscope_run import StandIn, TYPES
 
 RAMP = os.environ.get("MIMPROF_RAMP", "")
+WIDE_EXIT = os.environ.get("MIMPROF_WIDE_EXIT", "")
 UNSHARE = shutil.which("unshare")
 REQUIRED = os.environ.get("MIMPROF_PYROSCOPE_REQUIRED") == "1"
 
@@ -148,6 +152,34 @@ class Fleet:
         got = self.wait_equal("inuse_space", '{service_name="%s"}' % app, start, end + 1000, want)
         self.assertEqual(got, want)
 
+    def check_wide_exit(self, proto):
+        """A 131,072-stack exit report (13 parts, above the server's 4 MB/s
+        rate limit) on a machine loaded by another job: every part stored
+        (the collector's exit deadline, not the 5 s a process waits)."""
+        app = "wide.%s.%d.%d" % (proto, os.getpid(), now_ms())
+        out = self.path(app)
+        load = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            start = now_ms() - 1000
+            r = subprocess.run([MIMPROF, "run", "--pyroscope", self.url, "--app", app,
+                                "--pyroscope-protocol", proto, "-o", out, "-e", "0", "-i", "16",
+                                "--", WIDE_EXIT, "17"], capture_output=True, text=True,
+                               timeout=600)
+            end = now_ms()
+        finally:
+            load.kill()
+            load.wait()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(" lost ", r.stderr)
+        sel = '{service_name="%s"}' % app
+        for kind in ("inuse_space", "alloc_space"):
+            want = local_total([out], kind)
+            # in use: 2^17 stacks of 1 KiB; allocated: what the profiler's
+            # overflow shards held of them
+            self.assertGreater(want, (128 << 20) if kind == "inuse_space" else 0, kind)
+            got = self.wait_equal(kind, sel, start, end + 1000, want)
+            self.assertEqual(got, want, "%s: %.3f of the exit report" % (kind, got / want))
+
 
 class FleetStandIn(Fleet, TempDirTest):
     @classmethod
@@ -219,6 +251,12 @@ class FleetReal(Fleet, TempDirTest):
 
     def test_exit_only_report_inside_the_lifetime_push(self):
         self.check_exit_only("push")
+
+    def test_wide_exit_report_every_part_kept_ingest(self):
+        self.check_wide_exit("ingest")
+
+    def test_wide_exit_report_every_part_kept_push(self):
+        self.check_wide_exit("push")
 
 
 if __name__ == "__main__":
