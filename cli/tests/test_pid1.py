@@ -36,6 +36,12 @@ def state(pid):
         return None
 
 
+def default_signals():
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
+                signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def wait_for(cond, what, timeout=60):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -50,12 +56,22 @@ def wait_for(cond, what, timeout=60):
 class Pid1(TempDirTest):
     def start(self, script):
         out = self.path("out")
+        # every signal at its default, as a container's pid 1 starts (a
+        # test runner started in the background may ignore SIGINT and
+        # SIGQUIT, which a shell then cannot trap)
         p = subprocess.Popen([UNSHARE, "--pid", "--fork", "--mount-proc", MIMPROF, "run", "-o",
                               out, "--", "sh", "-c", script], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, errors="replace")
-        self.addCleanup(lambda: p.poll() is None and p.kill())
+                             stderr=subprocess.PIPE, text=True, errors="replace",
+                             preexec_fn=default_signals)
         # unshare's child is `mimprof run`, pid 1 of the new namespace
         run = wait_for(lambda: children(p.pid), "mimprof run")[0]
+
+        def end():
+            if p.poll() is None:
+                os.kill(run, signal.SIGKILL)  # pid 1: the whole namespace ends
+                p.kill()
+            p.communicate()
+        self.addCleanup(end)
         return p, run, out
 
     def test_orphans_are_reaped(self):
