@@ -2,14 +2,17 @@
 /* A heap that ramps: 1 MiB kept every 100 ms for N steps, then (with
  * PERIOD_MS and OFFSET_MS) a wait until the wall clock is OFFSET_MS past a
  * multiple of PERIOD_MS, and exit(0): the exit lands where a test wants it
- * relative to mimprof's report boundaries.
+ * relative to mimprof's report boundaries. HOW: exit (default), _exit, or
+ * term (a SIGTERM it does not handle, raised).
  *
- *   mimprof-test-ramp STEPS [PERIOD_MS OFFSET_MS] */
+ *   mimprof-test-ramp STEPS [PERIOD_MS OFFSET_MS [HOW]] */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void sleep_ms(int64_t ms)
 {
@@ -44,5 +47,10 @@ int main(int argc, char **argv)
             at += period;
         sleep_ms(at - now);
     }
+    const char *how = argc > 4 ? argv[4] : "exit";
+    if (strcmp(how, "_exit") == 0)
+        _exit(0);
+    if (strcmp(how, "term") == 0)
+        raise(SIGTERM);
     return 0;
 }

@@ -123,20 +123,23 @@ class Fleet:
         self.assertEqual(got, want, "the server kept %.2f of the replicas' alloc_space"
                          % (got / want))
 
-    def run_ramp(self, app, proto, every, *ramp):
+    def run_ramp(self, app, proto, every, *ramp, opts=(), status=0):
         out = self.path(app)
         start = now_ms() - 1000
         r = subprocess.run([MIMPROF, "run", "--pyroscope", self.url, "--app", app,
-                            "--pyroscope-protocol", proto, "-o", out, "-e", every, "--", RAMP,
-                            *map(str, ramp)], capture_output=True, text=True, timeout=120)
-        self.assertEqual(r.returncode, 0, r.stderr)
+                            "--pyroscope-protocol", proto, "-o", out, "-e", every, *opts, "--",
+                            RAMP, *map(str, ramp)], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, status, r.stderr)
         return out, start, now_ms()
 
-    def check_exit_offsets(self, proto):
+    def check_exit_offsets(self, proto, opts=(), how="exit"):
+        """how: the ramp's end (ramp.c): exit, _exit, or a SIGTERM it does
+        not handle (mimprof run's status 128 + 15)."""
         for offset in (0, 50, 100, 500, 999):
-            with self.subTest(offset=offset):
+            with self.subTest(offset=offset, opts=opts, how=how):
                 app = "ramp.%s.%d.%d.%d" % (proto, offset, os.getpid(), now_ms())
-                out, start, end = self.run_ramp(app, proto, "2s", 25, 2000, offset)
+                out, start, end = self.run_ramp(app, proto, "2s", 25, 2000, offset, how,
+                                                opts=opts, status=143 if how == "term" else 0)
                 sel = '{service_name="%s"}' % app
                 for kind, peak in (("inuse_space", False), ("peak_inuse_space", True)):
                     want = local_total([out], kind.replace("peak_", ""), peak=peak)
@@ -196,6 +199,14 @@ class FleetStandIn(Fleet, TempDirTest):
 
     def test_exit_after_a_boundary_loses_nothing_ingest(self):
         self.check_exit_offsets("ingest")
+
+    def test_exit_after_a_boundary_loses_nothing_without_collector(self):
+        # each process's own agent (its stamper's stop-window rule)
+        self.check_exit_offsets("ingest", opts=("--no-collector",))
+
+    def test_underscore_exit_and_sigterm_after_a_boundary_lose_nothing(self):
+        self.check_exit_offsets("ingest", how="_exit")
+        self.check_exit_offsets("ingest", how="term")
 
     def test_exit_only_report_inside_the_lifetime_ingest(self):
         self.check_exit_only("ingest")
