@@ -15,9 +15,11 @@
  * exit) belongs to the window that holds its end, the first multiple of
  * P at or after `to`: never to the one its previous report closed, whose
  * in-use snapshot it would replace (an exit 100 ms after a boundary
- * erased the boundary's report). So does a process's second report in
- * its nearest window (a last report the process could not mark: _exit,
- * a fatal signal; a boundary report taken late under load), once. A window is due P/2 (at most 2 s)
+ * erased the boundary's report). And a window holds at most one report
+ * of a process: a later one goes to the next window that holds none (a
+ * last report after _exit or a fatal signal, a report taken late under
+ * load, an extra report: the process's later ones then stay one window
+ * late). A window is due P/2 (at most 2 s)
  * after its end, and uploaded as [end - P, end), or, when it holds only
  * last reports, as [end - P, latest end of them]: stamped at the heap
  * it describes, inside the processes' lifetime (an exit-only report is
@@ -57,7 +59,6 @@ typedef struct {
     size_t len;
     bool peak;
     bool final; /* the process's last report */
-    bool moved; /* put one window after its nearest (hold()) */
 } held;
 
 struct mpt_cpyro {
@@ -130,21 +131,19 @@ static void hold(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, int64_
 {
     int64_t end = final ? (to + p->period_ns - 1) / p->period_ns * p->period_ns
                         : (to + p->period_ns / 2) / p->period_ns * p->period_ns;
-    /* A process's second report in its nearest window (a last report
-     * the process could not mark so: _exit, a fatal signal; a boundary
-     * report taken late on a loaded machine) goes to the next window,
-     * never in the first one's place; once: what was moved does not
-     * move the next report. */
-    bool moved = false;
-    for (size_t i = 0; !final && i < p->n; i++)
-        if (p->v[i].pid == pid && p->v[i].peak == peak && p->v[i].end == end && !p->v[i].moved &&
-            to > p->v[i].to) {
-            end += p->period_ns;
-            moved = true;
-            break;
-        }
     if (end <= p->done_end)
         end = p->done_end + p->period_ns; /* late: the next window */
+    /* At most one report of a process in a window: a later one (a last
+     * report the process could not mark so: _exit, a fatal signal; a
+     * boundary report taken late on a loaded machine; an extra report,
+     * `mimprof ctl report` or --report-above) goes to the next window
+     * that holds none, never in the earlier one's place. After an extra
+     * report the process's later reports stay one window late. */
+    for (size_t i = 0; i < p->n; i++)
+        if (p->v[i].pid == pid && p->v[i].peak == peak && p->v[i].end == end && to > p->v[i].to) {
+            end += p->period_ns;
+            i = (size_t)-1; /* again, in that window */
+        }
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 64;
         held *v = realloc(p->v, cap * sizeof *v);
@@ -161,14 +160,15 @@ static void hold(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, int64_
         return;
     }
     memcpy(copy, buf, len);
-    p->v[p->n++] = (held){.end = end,
-                          .pid = pid,
-                          .to = to,
-                          .buf = copy,
-                          .len = len,
-                          .peak = peak,
-                          .final = final,
-                          .moved = moved};
+    p->v[p->n++] = (held){
+        .end = end,
+        .pid = pid,
+        .to = to,
+        .buf = copy,
+        .len = len,
+        .peak = peak,
+        .final = final,
+    };
 }
 
 void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
