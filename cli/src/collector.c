@@ -192,7 +192,8 @@ static void report(collector *c, pid_t pid, const mpt_coll_hdr *h, int fd)
     if ((h->flags & MPT_COLL_WRITE) && c->wins != NULL)
         mpt_cwin_add(c->wins, pid, buf, len, pk, pklen, h->to_ns);
     if ((h->flags & MPT_COLL_UPLOAD) && c->pyro != NULL) {
-        mpt_cpyro_add(c->pyro, pid, buf, len, pk, pklen, h->from_ns, h->to_ns);
+        mpt_cpyro_add(c->pyro, pid, buf, len, pk, pklen, h->from_ns, h->to_ns,
+                      (h->flags & MPT_COLL_FINAL) != 0);
         c->uploads++;
     }
     free(named);

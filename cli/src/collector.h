@@ -166,10 +166,18 @@ typedef struct mpt_cpyro mpt_cpyro;
  * `period_ms` (0: 10 s). NULL with the reason in why. */
 mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen);
 
-/* A process's report (and its peak, pk NULL: none) of [from_ns, to_ns):
- * held until its window is uploaded. */
+/* How long the collector's uploads go on after the tree ended, at most:
+ * MIMPROF_PYROSCOPE_EXIT_DEADLINE (a duration up to 10 min), default
+ * 120 s, the adapter's retry budget. */
+#define MPT_EXIT_DEADLINE_MS     120000u
+#define MPT_EXIT_DEADLINE_MAX_MS 600000u
+uint64_t mpt_cpyro_exit_deadline_ms(void);
+
+/* A process's report (and its peak, pk NULL: none) of [from_ns, to_ns),
+ * `final` when it is the process's last (at its exit): held until its
+ * window is uploaded. */
 void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
-                   size_t pklen, int64_t from_ns, int64_t to_ns);
+                   size_t pklen, int64_t from_ns, int64_t to_ns, bool final);
 
 /* The wall-clock time (ns) at which the oldest held window is due, or 0. */
 int64_t mpt_cpyro_due(const mpt_cpyro *p);

@@ -11,9 +11,19 @@
  *
  * Windows. Reports fall on wall-clock multiples of the period P
  * (rt_report.c); a report ending at `to` belongs to the window ending
- * at the multiple of P nearest to `to` (an exit's last report joins the
- * window nearest to its end). A window is due P/2 (at most 2 s) after
- * its end, and uploaded as [end - P, end). A report arriving for a
+ * at the multiple of P nearest to `to`. A process's last report (its
+ * exit) belongs to the window that holds its end, the first multiple of
+ * P at or after `to`: never to the one its previous report closed, whose
+ * in-use snapshot it would replace (an exit 100 ms after a boundary
+ * erased the boundary's report). And a window holds at most one report
+ * of a process: a later one goes to the next window that holds none (a
+ * last report after _exit or a fatal signal, a report taken late under
+ * load, an extra report: the process's later ones then stay one window
+ * late). A window is due P/2 (at most 2 s)
+ * after its end, and uploaded as [end - P, end), or, when it holds only
+ * last reports, as [end - P, latest end of them]: stamped at the heap
+ * it describes, inside the processes' lifetime (an exit-only report is
+ * found at the exit, not up to P/2 before or after it). A report arriving for a
  * window already uploaded joins the next one: its allocations are
  * counted once, a window later; never a second profile with the same
  * timestamp. In-use values are a gauge: of several reports of one
@@ -31,6 +41,15 @@
 #include "pyro_api.h"
 #include "units.h"
 
+uint64_t mpt_cpyro_exit_deadline_ms(void)
+{
+    const char *v = getenv("MIMPROF_PYROSCOPE_EXIT_DEADLINE");
+    uint64_t ms;
+    if (v == NULL || !mpt_parse_duration_ms(v, &ms) || ms > MPT_EXIT_DEADLINE_MAX_MS)
+        return MPT_EXIT_DEADLINE_MS;
+    return ms;
+}
+
 #if MPT_HAVE_PYROSCOPE
 typedef struct {
     int64_t end; /* the window's end (ns) */
@@ -39,6 +58,7 @@ typedef struct {
     uint8_t *buf;
     size_t len;
     bool peak;
+    bool final; /* the process's last report */
 } held;
 
 struct mpt_cpyro {
@@ -74,6 +94,13 @@ mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen)
      * over 250 ms windows cannot (each stamp slid to the next second). */
     if (st == MP_PYRO_OK && period_ms > 0)
         st = p->api.config_set_upload_interval_ms(cfg, (uint32_t)period_ms);
+    /* The tree's last reports are uploaded whole: the collector outlives
+     * the program, so the program never waits for them, and its stop
+     * deadline is the retry budget's, not the 5 s a process would wait
+     * at its own exit (a 17-part exit report under load lost 5-6 parts
+     * to those 5 s). */
+    if (st == MP_PYRO_OK)
+        st = p->api.config_set_flush_deadline_ms(cfg, (uint32_t)mpt_cpyro_exit_deadline_ms());
     if (st == MP_PYRO_OK)
         st = p->api.agent_start(cfg, NULL, &p->agent);
     if (st != MP_PYRO_OK) {
@@ -99,11 +126,24 @@ static int64_t grace(const mpt_cpyro *p)
     return g < 2000000000 ? g : 2000000000;
 }
 
-static void hold(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, int64_t to, bool peak)
+static void hold(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, int64_t to, bool peak,
+                 bool final)
 {
-    int64_t end = (to + p->period_ns / 2) / p->period_ns * p->period_ns;
+    int64_t end = final ? (to + p->period_ns - 1) / p->period_ns * p->period_ns
+                        : (to + p->period_ns / 2) / p->period_ns * p->period_ns;
     if (end <= p->done_end)
         end = p->done_end + p->period_ns; /* late: the next window */
+    /* At most one report of a process in a window: a later one (a last
+     * report the process could not mark so: _exit, a fatal signal; a
+     * boundary report taken late on a loaded machine; an extra report,
+     * `mimprof ctl report` or --report-above) goes to the next window
+     * that holds none, never in the earlier one's place. After an extra
+     * report the process's later reports stay one window late. */
+    for (size_t i = 0; i < p->n; i++)
+        if (p->v[i].pid == pid && p->v[i].peak == peak && p->v[i].end == end && to > p->v[i].to) {
+            end += p->period_ns;
+            i = (size_t)-1; /* again, in that window */
+        }
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 64;
         held *v = realloc(p->v, cap * sizeof *v);
@@ -120,16 +160,24 @@ static void hold(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, int64_
         return;
     }
     memcpy(copy, buf, len);
-    p->v[p->n++] = (held){.end = end, .pid = pid, .to = to, .buf = copy, .len = len, .peak = peak};
+    p->v[p->n++] = (held){
+        .end = end,
+        .pid = pid,
+        .to = to,
+        .buf = copy,
+        .len = len,
+        .peak = peak,
+        .final = final,
+    };
 }
 
 void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
-                   size_t pklen, int64_t from_ns, int64_t to_ns)
+                   size_t pklen, int64_t from_ns, int64_t to_ns, bool final)
 {
     (void)from_ns;
-    hold(p, pid, buf, len, to_ns, false);
+    hold(p, pid, buf, len, to_ns, false, final);
     if (pk != NULL && pklen > 0)
-        hold(p, pid, pk, pklen, to_ns, true);
+        hold(p, pid, pk, pklen, to_ns, true, final);
 }
 
 int64_t mpt_cpyro_due(const mpt_cpyro *p)
@@ -153,9 +201,26 @@ static bool superseded(const mpt_cpyro *p, size_t i)
     return false;
 }
 
+/* Where the window ending at `end` is uploaded up to: its end, or the
+ * latest end of its reports when they are all last reports. */
+static int64_t upload_until(const mpt_cpyro *p, int64_t end)
+{
+    int64_t until = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->v[i].end != end)
+            continue;
+        if (!p->v[i].final)
+            return end;
+        if (p->v[i].to + 1 > until)
+            until = p->v[i].to + 1; /* [from, until): the stamp at or before `to` */
+    }
+    return until > end - p->period_ns && until < end ? until : end;
+}
+
 /* Uploads the window ending at `end` (peaks apart) and forgets it. */
 static void upload(mpt_cpyro *p, int64_t end)
 {
+    int64_t until = upload_until(p, end);
     mpt_merge_in *in = calloc(p->n, sizeof *in);
     for (int peak = 0; peak < 2 && in != NULL; peak++) {
         size_t k = 0;
@@ -173,9 +238,9 @@ static void upload(mpt_cpyro *p, int64_t end)
         size_t mlen;
         mp_pyro_status st = MP_PYRO_E_INVALID_ARGUMENT;
         if (mpt_pprof_merge(in, k, end - p->period_ns, p->period_ns, &m, &mlen) == 0) {
-            st = peak ? p->api.agent_submit_as(p->agent, m, mlen, end - p->period_ns, end,
+            st = peak ? p->api.agent_submit_as(p->agent, m, mlen, end - p->period_ns, until,
                                                MP_PYRO_PEAK_PREFIX)
-                      : p->api.agent_submit(p->agent, m, mlen, end - p->period_ns, end);
+                      : p->api.agent_submit(p->agent, m, mlen, end - p->period_ns, until);
             free(m);
         }
         if (st != MP_PYRO_OK)
@@ -254,9 +319,10 @@ mpt_cpyro *mpt_cpyro_start(uint64_t period_ms, char *why, size_t whylen)
     return NULL;
 }
 void mpt_cpyro_add(mpt_cpyro *p, pid_t pid, const uint8_t *buf, size_t len, const uint8_t *pk,
-                   size_t pklen, int64_t from_ns, int64_t to_ns)
+                   size_t pklen, int64_t from_ns, int64_t to_ns, bool final)
 {
     (void)p, (void)pid, (void)buf, (void)len, (void)pk, (void)pklen, (void)from_ns, (void)to_ns;
+    (void) final;
 }
 int64_t mpt_cpyro_due(const mpt_cpyro *p)
 {

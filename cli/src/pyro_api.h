@@ -51,6 +51,7 @@ typedef struct mpt_pyro_api {
     __typeof__(mp_pyro_config_set_protocol) *config_set_protocol;
     __typeof__(mp_pyro_config_set_upload_interval_ms) *config_set_upload_interval_ms;
     __typeof__(mp_pyro_config_set_spool) *config_set_spool;
+    __typeof__(mp_pyro_config_set_flush_deadline_ms) *config_set_flush_deadline_ms;
     __typeof__(mp_pyro_config_set_logger) *config_set_logger;
     __typeof__(mp_pyro_agent_start) *agent_start;
     __typeof__(mp_pyro_agent_submit) *agent_submit;

@@ -77,7 +77,8 @@ int mpt_cmd_run(int argc, char **argv)
         O_KEEP_SIZE,
         O_NO_COLLECTOR,
         O_DROP,
-        O_KEEP_ALLOC
+        O_KEEP_ALLOC,
+        O_INSTANCE
     };
     static const struct option longopts[] = {
         {"interval", required_argument, NULL, 'i'},
@@ -112,6 +113,7 @@ int mpt_cmd_run(int argc, char **argv)
         {"no-collector", no_argument, NULL, O_NO_COLLECTOR},
         {"drop-frames", required_argument, NULL, O_DROP},
         {"keep-alloc-frames", no_argument, NULL, O_KEEP_ALLOC},
+        {"instance", required_argument, NULL, O_INSTANCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -317,6 +319,9 @@ int mpt_cmd_run(int argc, char **argv)
             break;
         case O_NO_COLLECTOR:
             o.no_collector = true;
+            break;
+        case O_INSTANCE:
+            o.pyro_instance = optarg;
             break;
         case O_ABOVE: {
             uint64_t bytes;

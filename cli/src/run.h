@@ -49,7 +49,8 @@ typedef struct run_opts {
     char bearer_buf[4096];
     const char *pyro_tags[64];
     int pyro_ntags;
-    bool pyro; /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
+    const char *pyro_instance; /* --instance NAME|none (NULL: the host name) */
+    bool pyro;                 /* uploading: --pyroscope or PYROSCOPE_SERVER_ADDRESS */
     /* Heap images (MIMPROF_IMAGE*, runtime/image_runtime.h) */
     bool image_on_exit;
     const char *image_every;  /* as given, validated */
@@ -61,6 +62,10 @@ typedef struct run_opts {
     unsigned keep;       /* --keep N: reports kept per process (0: all) */
     uint64_t keep_bytes; /* --keep-size SIZE: total cap (0: none) */
 } run_opts;
+
+/* The label that keeps replicas of a service apart on Pyroscope
+ * (--instance; run_pyroscope.c). */
+#define MPT_INSTANCE_LABEL "hostname"
 
 /* Runs cmd as a child with the preload configured by o (run_exec.c);
  * returns the exit status of `mimprof run`. */
@@ -89,6 +94,16 @@ int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status);
 /* Tells the collector the command's process ended and relays its
  * messages until it has written that process's reports. */
 void mpt_run_collector_end(mpt_run_coll *rc);
+
+/* pid 1 of a PID namespace (run_init.c): the init of every orphan there. */
+bool mpt_run_is_init(void);
+/* As pid 1: SIGCHLD blocked and readable from the returned descriptor;
+ * otherwise (or on failure) -1. */
+int mpt_run_init_chld_fd(void);
+/* As pid 1, after chld_fd was readable: reaps every ended child. True,
+ * with *status, when `child` was among them; the collector (rc->pid),
+ * when reaped, becomes 0 there. */
+bool mpt_run_init_reap(int chld_fd, mpt_run_coll *rc, pid_t child, int *status);
 
 /* Finds libmimprof-preload-<object>.so (run_locate.c): $MIMPROF_PRELOAD_DIR,
  * then next to this executable in the build tree, then in the install

@@ -194,11 +194,17 @@ static bool relay(int fd)
 int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status)
 {
     /* The child's end as a pollable descriptor (Linux 5.3): messages are
-     * relayed while it runs. Without it, they wait for its end. */
+     * relayed while it runs. Without it, they wait for its end. As pid 1
+     * of a namespace, every other child is reaped as it ends (run_init.c). */
     int pfd = (int)syscall(SYS_pidfd_open, child, 0);
-    while (pfd >= 0) {
-        struct pollfd p[2] = {{.fd = pfd, .events = POLLIN}, {.fd = rc->notify, .events = POLLIN}};
-        if (poll(p, rc->notify >= 0 ? 2 : 1, -1) < 0) {
+    int chld = mpt_run_init_chld_fd();
+    /* a child that ended before SIGCHLD was blocked */
+    bool ended = chld >= 0 && mpt_run_init_reap(chld, rc, child, status);
+    while (pfd >= 0 && !ended) {
+        struct pollfd p[3] = {{.fd = pfd, .events = POLLIN},
+                              {.fd = rc->notify, .events = POLLIN},
+                              {.fd = chld, .events = POLLIN}};
+        if (poll(p, 3, -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;
@@ -207,14 +213,28 @@ int mpt_run_collector_wait(mpt_run_coll *rc, pid_t child, int *status)
             close(rc->notify);
             rc->notify = -1;
         }
+        if (chld >= 0 && (p[2].revents & POLLIN) && mpt_run_init_reap(chld, rc, child, status))
+            ended = true;
         if (p[0].revents & POLLIN)
             break;
     }
     if (pfd >= 0)
         close(pfd);
-    while (waitpid(child, status, 0) < 0)
-        if (errno != EINTR)
+    if (chld >= 0)
+        close(chld);
+    /* As pid 1 without pidfd_open: any child's end, until the command's. */
+    while (!ended) {
+        int st;
+        pid_t w = waitpid(chld >= 0 ? -1 : child, &st, 0);
+        if (w < 0 && errno != EINTR)
             return -1;
+        if (w == child) {
+            *status = st;
+            ended = true;
+        } else if (w > 0 && w == rc->pid) {
+            rc->pid = 0;
+        }
+    }
     return 0;
 }
 

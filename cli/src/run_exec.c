@@ -27,6 +27,10 @@
 #include "run.h"
 
 static volatile sig_atomic_t g_child = 0;
+/* The collector, while `mimprof run` waits for it after the program
+ * ended (its exit uploads, up to MIMPROF_PYROSCOPE_EXIT_DEADLINE): a
+ * SIGTERM or SIGINT then ends that wait, as the user asks. */
+static volatile sig_atomic_t g_collector = 0;
 
 static void forward(int sig, siginfo_t *si, void *uc)
 {
@@ -37,6 +41,8 @@ static void forward(int sig, siginfo_t *si, void *uc)
         return;
     if (g_child > 0)
         kill((pid_t)g_child, sig);
+    else if (g_collector > 0 && (sig == SIGTERM || sig == SIGINT))
+        kill((pid_t)g_collector, SIGTERM);
 }
 
 int mpt_run_command(run_opts *op, char **cmd)
@@ -57,9 +63,10 @@ int mpt_run_command(run_opts *op, char **cmd)
     const char *server = getenv("PYROSCOPE_SERVER_ADDRESS");
     o.pyro = o.pyro_url != NULL || (server != NULL && server[0] != '\0');
     if (!o.pyro && (o.pyro_app != NULL || o.pyro_ntags > 0 || o.pyro_tenant != NULL ||
-                    o.pyro_basic != NULL || o.pyro_bearer != NULL || o.pyro_protocol != NULL)) {
+                    o.pyro_instance != NULL || o.pyro_basic != NULL || o.pyro_bearer != NULL ||
+                    o.pyro_protocol != NULL)) {
         fprintf(stderr,
-                "mimprof run: --app, --tag, --tenant, --basic-auth, --bearer-token and "
+                "mimprof run: --app, --tag, --instance, --tenant, --basic-auth, --bearer-token and "
                 "--pyroscope-protocol need --pyroscope URL (or PYROSCOPE_SERVER_ADDRESS)\n");
         return EXIT_OWN_ERROR;
     }
@@ -163,8 +170,10 @@ int mpt_run_command(run_opts *op, char **cmd)
         fprintf(stderr, "mimprof run: waitpid: %s\n", strerror(errno));
         return EXIT_OWN_ERROR;
     }
+    g_collector = coll.pid;
     g_child = 0;
     mpt_run_collector_end(&coll);
+    g_collector = 0;
     mpt_run_unprofiled_say(status_dir, o.quiet);
     mpt_run_status_dir_print(status_dir);
     if (r == (ssize_t)sizeof exec_errno) {

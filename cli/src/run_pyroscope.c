@@ -13,11 +13,55 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "run.h"
 #include "units.h"
 
 #if MPT_HAVE_PYROSCOPE
+/* Whether a K=V[,K2=V2...] list names the label `key`. */
+static bool names_label(const char *list, const char *key)
+{
+    size_t klen = strlen(key);
+    for (const char *p = list; p != NULL && *p != '\0';) {
+        p += strspn(p, " \t");
+        if (strncmp(p, key, klen) == 0 && (p[klen] == '=' || p[klen] == ' ' || p[klen] == '\t'))
+            return true;
+        p = strchr(p, ',');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    return false;
+}
+
+/* The instance label (README, "Pyroscope": replicas): hostname=<this
+ * host's name> unless --instance says otherwise or the user's own tags
+ * name one. Pyroscope keeps one profile per series and millisecond, and
+ * replicas of a service (containers, pods, hosts) whose pids and windows
+ * coincide would otherwise share both: the server would keep one. One
+ * series per replica, which Pyroscope's own clients recommend. */
+static int instance_tag(const run_opts *o, char *tag, size_t cap)
+{
+    tag[0] = '\0';
+    if (o->pyro_instance != NULL && strcmp(o->pyro_instance, "none") == 0)
+        return 0;
+    for (int i = 0; i < o->pyro_ntags; i++)
+        if (names_label(o->pyro_tags[i], MPT_INSTANCE_LABEL))
+            return 0;
+    if (names_label(getenv("PYROSCOPE_TAGS"), MPT_INSTANCE_LABEL))
+        return 0;
+    char host[256];
+    const char *name = o->pyro_instance;
+    if (name == NULL) {
+        if (gethostname(host, sizeof host) != 0)
+            return 0; /* no name: no label (said nowhere; the default only) */
+        host[sizeof host - 1] = '\0';
+        name = host;
+    }
+    if ((size_t)snprintf(tag, cap, "%s=%s", MPT_INSTANCE_LABEL, name) >= cap)
+        return -1;
+    return 0;
+}
+
 int mpt_run_setup_pyroscope(run_opts *o, const char *preload)
 {
     mpt_pyro_api api;
@@ -70,6 +114,15 @@ int mpt_run_setup_pyroscope(run_opts *o, const char *preload)
         what = "--tag";
         st = api.config_add_tags(cfg, o->pyro_tags[i]);
     }
+    char instance[300];
+    if (st == MP_PYRO_OK && instance_tag(o, instance, sizeof instance) != 0) {
+        what = "--instance";
+        st = MP_PYRO_E_INVALID_ARGUMENT;
+    }
+    if (st == MP_PYRO_OK && instance[0] != '\0') {
+        what = o->pyro_instance != NULL ? "--instance" : "the host name as hostname label";
+        st = api.config_add_tags(cfg, instance);
+    }
     if (st == MP_PYRO_OK && o->pyro_tenant != NULL) {
         what = "--tenant";
         st = api.config_set_tenant(cfg, o->pyro_tenant);
@@ -113,6 +166,16 @@ int mpt_run_setup_pyroscope(run_opts *o, const char *preload)
     if (api.config_export_env(cfg) != MP_PYRO_OK ||
         setenv("MIMPROF_PYROSCOPE_LIB", realpath(path, real) != NULL ? real : path, 1) != 0) {
         fprintf(stderr, "mimprof run: cannot set the environment: %s\n", strerror(errno));
+        goto fail;
+    }
+    const char *exit_dl = getenv("MIMPROF_PYROSCOPE_EXIT_DEADLINE");
+    uint64_t exit_ms;
+    if (exit_dl != NULL &&
+        (!mpt_parse_duration_ms(exit_dl, &exit_ms) || exit_ms > MPT_EXIT_DEADLINE_MAX_MS)) {
+        fprintf(stderr,
+                "mimprof run: MIMPROF_PYROSCOPE_EXIT_DEADLINE: '%s' is not a duration of at "
+                "most 10m\n",
+                exit_dl);
         goto fail;
     }
     if (o->quiet)

@@ -77,6 +77,8 @@ static const char USAGE_RUN_MORE[] =
     "      --pyroscope URL       server, e.g. http://localhost:4040 (PYROSCOPE_SERVER_ADDRESS)\n"
     "      --app NAME            service_name (PYROSCOPE_APPLICATION_NAME)\n"
     "      --tag K=V             a label; repeatable, or K=V,K2=V2 (PYROSCOPE_TAGS)\n"
+    "      --instance NAME|none  the label hostname=NAME that keeps replicas apart\n"
+    "                            (default: this host's name; none: no such label)\n"
     "      --tenant ID           X-Scope-OrgID (PYROSCOPE_TENANT_ID)\n"
     "      --basic-auth U[:P]    Basic auth; without :P, PYROSCOPE_BASIC_AUTH_PASSWORD\n"
     "      --bearer-token T      bearer token (PYROSCOPE_AUTH_TOKEN keeps it out of ps)\n"

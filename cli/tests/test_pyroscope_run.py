@@ -506,7 +506,8 @@ class Unreachable(PyroscopeTest):
         url = "http://127.0.0.1:%d" % refusing_port(self)
         r, secs = self.run_cmd([MIMPROF, "run", "--pyroscope", url, "--app", "demo",
                                 "--every", "200ms", "--", PYTHON, "-c", code],
-                               env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s"})
+                               env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s",
+                                    "MIMPROF_PYROSCOPE_EXIT_DEADLINE": "1s"})
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
         m = re.search(r"mimprof: pyroscope: pid \d+: 0 of (\d+) profiles uploaded, (\d+) lost "
@@ -520,6 +521,7 @@ class Unreachable(PyroscopeTest):
         self.assertEqual(at_deadline, total)
         self.assertGreaterEqual(connect, 1)
         # the program was never blocked: only the exit waited, for the deadline
+        # (the collector's, MIMPROF_PYROSCOPE_EXIT_DEADLINE, which uploads here)
         # (retrying would hold it for the retry budget, far longer than this
         # bound, which leaves a loaded machine room for two separate runs)
         self.assertLess(secs, plain_s + 1.0 + 10.0, (secs, plain_s))
@@ -537,7 +539,8 @@ class Unreachable(PyroscopeTest):
         url = "http://127.0.0.1:%d" % refusing_port(self)
         r, _ = self.run_cmd([MIMPROF, "run", "--pyroscope", url, "--app", "demo", "--every", "0",
                              "--", "/usr/bin/sort", data],
-                            env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s", "TMPDIR": self.tmp})
+                            env={"MIMPROF_PYROSCOPE_FLUSH_DEADLINE": "1s",
+                                 "MIMPROF_PYROSCOPE_EXIT_DEADLINE": "1s", "TMPDIR": self.tmp})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, plain.stdout)
         self.assertRegex(r.stderr, r"mimprof: pyroscope: pid \d+: 0 of 2 profiles uploaded, 2 lost "

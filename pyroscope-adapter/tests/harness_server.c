@@ -291,7 +291,7 @@ bool q_merge(const char *base, const char *tenant, const char *type_id, const ch
     tbuf req = {0}, resp = {0};
     range_req(&req, type_id, selector, start_ms, end_ms);
     long code = query(base, tenant, "SelectMergeProfile", &req, &resp);
-    bool ok = code == 200 && tp_decode(resp.p, resp.len, out);
+    bool ok = code == 200 && tp_decode_answer(resp.p, resp.len, out);
     tbuf_free(&req);
     tbuf_free(&resp);
     return ok;

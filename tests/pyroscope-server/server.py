@@ -566,7 +566,13 @@ class DataHandler(BaseHTTPRequestHandler):
             if method == "SelectMergeProfile":
                 merged, stype, ptype = st.store.select_merge(
                     tenant, req["profileTypeID"], req["labelSelector"], req["start"], req["end"])
-                out = queries.merge_response(merged, stype, ptype, is_json)
+                # v2 (2.2.1) answers a range that holds nothing in
+                # protobuf with HTTP 200 and an empty body; v1 with a
+                # profile of the type and no samples
+                if not merged and not is_json and st.store.storage == "v2":
+                    out = b""
+                else:
+                    out = queries.merge_response(merged, stype, ptype, is_json)
             elif method == "SelectSeries":
                 series = st.store.select_series(
                     tenant, req["profileTypeID"], req["labelSelector"], req["start"], req["end"],

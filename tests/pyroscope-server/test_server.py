@@ -282,6 +282,14 @@ class IngestTests(ServerCase):
         value = [pb.as_double(w, v) for n, w, v in pb.fields(points[0]) if n == 1][0]
         self.assertEqual(value, 64.0)
 
+    def test_proto_merge_of_nothing_is_an_empty_body(self):
+        # as v2.2.1 answers: HTTP 200 and 0 bytes (an empty protobuf message)
+        req = (pb.f_str(1, INUSE_SPACE) + pb.f_str(2, '{service_name="none"}') +
+               pb.f_varint(3, now_ms() - 60000) + pb.f_varint(4, now_ms() + 60000))
+        st, _h, data = self.srv.request("POST", "/querier.v1.QuerierService/SelectMergeProfile",
+                                        req, {"Content-Type": "application/proto"})
+        self.assertEqual((st, data), (200, b""))
+
     def test_filename_rule(self):
         prof = gzip.compress(heap_profile([(("main",), [1, 1, 1, 1])]))
         body, ctype = multipart([("profile", None, prof)])

@@ -274,6 +274,23 @@ bool tp_decode(const uint8_t *buf, size_t len, tp_profile *out)
     return true;
 }
 
+bool tp_decode_answer(const uint8_t *buf, size_t len, tp_profile *out)
+{
+    if (len > 0)
+        return tp_decode(buf, len, out);
+    /* an empty protobuf message: every field at its default, and the one
+     * string every pprof table starts with */
+    memset(out, 0, sizeof *out);
+    if (!push((void **)&out->strings, &out->nstrings, sizeof(char *)))
+        return false;
+    out->strings[0] = calloc(1, 1);
+    if (out->strings[0] == NULL) {
+        tp_free(out);
+        return false;
+    }
+    return true;
+}
+
 void tp_free(tp_profile *p)
 {
     for (size_t i = 0; i < p->nsamples; i++) {

@@ -94,6 +94,10 @@ typedef struct tp_profile {
 /* Decodes `len` bytes; false (and *out emptied) on malformed input or a
  * string table that does not start with "". */
 bool tp_decode(const uint8_t *buf, size_t len, tp_profile *out);
+/* A server's answer to a protobuf SelectMergeProfile: as tp_decode, except
+ * that an empty body is an empty profile (a string table of ""), which is
+ * how Pyroscope v2 answers a range that holds nothing (HTTP 200, 0 bytes). */
+bool tp_decode_answer(const uint8_t *buf, size_t len, tp_profile *out);
 void tp_free(tp_profile *p);
 
 /* The string at index i ("" when out of range). */
