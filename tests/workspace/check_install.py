@@ -34,6 +34,8 @@ SRC, BUILD = sys.argv[1], sys.argv[2]
 HEADERS = {
     "libmimprof-sys": ["sys/include/mimprof"],
     "libmimprof-allocator-override": ["sys/include/mimprof/sys-override.inc.h"],
+    # the override's filtee, in <libdir>/mimprof/ (nobody preloads it by mistake)
+    "libmimprof-internal-override-glibc": ["sys/include/mimprof/sys-override.inc.h"],
     "libmimprof-allocator": ["allocator/include/mimprof"],
     "libmimprof-image": ["image/include/mimprof"],
     "libmimprof-profiling": ["profiling/include/mimprof"],
