@@ -436,6 +436,17 @@ static void summary(collector *c, bool end)
     if (c->pyro != NULL) {
         char line[1200];
         mpt_cpyro_flush(c->pyro, 0, true);
+        /* The last uploads may take the exit deadline (a server that does
+         * not answer): mimprof run waits for them, so it says why. */
+        uint64_t left = end ? mpt_cpyro_settle(c->pyro, 2000) : 0;
+        if (left > 0 && !c->o->quiet) {
+            snprintf(line, sizeof line,
+                     "mimprof: collector: %llu upload%s of the last reports not delivered yet; "
+                     "trying for up to %llu s more (MIMPROF_PYROSCOPE_EXIT_DEADLINE)\n",
+                     (unsigned long long)left, left == 1 ? "" : "s",
+                     (unsigned long long)(mpt_cpyro_exit_deadline_ms() / 1000));
+            out(c, line, strlen(line));
+        }
         mpt_cpyro_summary(c->pyro, end, !c->o->quiet, line, sizeof line);
         if (line[0] != '\0')
             out(c, line, strlen(line));

@@ -185,6 +185,10 @@ int64_t mpt_cpyro_due(const mpt_cpyro *p);
 /* Uploads the windows due at `now_ns` (every held one with `all`). */
 void mpt_cpyro_flush(mpt_cpyro *p, int64_t now_ns, bool all);
 
+/* Waits at most `ms` for the agent's queue to be delivered (or given
+ * up); returns what is still queued. */
+uint64_t mpt_cpyro_settle(mpt_cpyro *p, uint64_t ms);
+
 /* Into `line`: the summary of the uploads so far ("" when nothing to
  * say and not `always`). With `stop`, the agent is stopped first (its
  * flush deadline); else waits, at most that deadline, for what is queued

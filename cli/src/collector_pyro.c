@@ -272,26 +272,31 @@ void mpt_cpyro_flush(mpt_cpyro *p, int64_t now_ns, bool all)
     }
 }
 
+uint64_t mpt_cpyro_settle(mpt_cpyro *p, uint64_t ms)
+{
+    mp_pyro_stats st;
+    memset(&st, 0, sizeof st);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t until = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 + (int64_t)ms;
+    for (;;) {
+        p->api.agent_stats(p->agent, &st);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (st.queue_depth == 0 || (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 >= until)
+            return st.queue_depth;
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+}
+
 void mpt_cpyro_summary(mpt_cpyro *p, bool stop, bool always, char *line, size_t cap)
 {
     const mpt_pyro_api *api = &p->api;
     mp_pyro_stats st;
     memset(&st, 0, sizeof st);
-    if (stop) {
+    if (stop)
         api->agent_stop(p->agent);
-    } else {
-        /* What is queued, delivered (or given up) within the deadline. */
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int64_t until = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 + (int64_t)p->deadline_ms;
-        for (;;) {
-            api->agent_stats(p->agent, &st);
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            if (st.queue_depth == 0 || (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000 >= until)
-                break;
-            nanosleep(&(struct timespec){0, 10000000}, NULL);
-        }
-    }
+    else /* what is queued, delivered (or given up) within the deadline */
+        (void)mpt_cpyro_settle(p, p->deadline_ms);
     api->agent_stats(p->agent, &st);
     char last[400] = "";
     api->agent_last_error(p->agent, last, sizeof last);

@@ -520,6 +520,10 @@ class Unreachable(PyroscopeTest):
         self.assertEqual(lost, total)
         self.assertEqual(at_deadline, total)
         self.assertGreaterEqual(connect, 1)
+        # mimprof run says why it waits after the program (the exit deadline)
+        self.assertRegex(r.stderr, r"mimprof: collector: \d+ uploads? of the last reports not "
+                         r"delivered yet; trying for up to 1 s more "
+                         r"\(MIMPROF_PYROSCOPE_EXIT_DEADLINE\)")
         # the program was never blocked: only the exit waited, for the deadline
         # (the collector's, MIMPROF_PYROSCOPE_EXIT_DEADLINE, which uploads here)
         # (retrying would hold it for the retry budget, far longer than this
