@@ -112,7 +112,7 @@ static void enc_free(enc *e)
 static void note_mapping(enc *e, uint32_t map_id, const mp_pcinfo *pi, size_t skip)
 {
     size_t nf = pi ? pi->nframes - skip : 0;
-    const mp_frame *fr = pi ? pi->frames + skip : NULL;
+    const mp_frame *fr = nf > 0 ? pi->frames + skip : NULL; /* frames may be NULL when none */
     bool fn = nf > 0, file = nf > 0, line = nf > 0;
     for (size_t k = 0; k < nf; k++) {
         fn = fn && fr[k].func != NULL;
