@@ -65,6 +65,9 @@ def main():
     ap.add_argument("cmd", nargs="+")
     a = ap.parse_args()
     log = sys.stdout if a.log == "-" else open(a.log, "a")
+    # a SIGTERM or SIGHUP ends the runs and the hogs too (the finally below)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, f: sys.exit(128 + n))
     hogs = [start(["sh", "-c", "while :; do :; done"], a.cpus) for _ in range(a.hog)]
     running, done, hung, failed = {}, 0, 0, 0
     t0 = time.monotonic()
@@ -89,8 +92,11 @@ def main():
                 del running[p]
                 done += 1
     finally:
-        for h in hogs:
-            os.killpg(h.pid, signal.SIGKILL)
+        for p in list(running) + hogs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     print(f"hang_stress: {done} runs, {hung} hung, {failed} failed, "
           f"{time.monotonic() - t0:.0f} s, -j {a.j}, hogs {a.hog}, cpus '{a.cpus or 'all'}'")
     return 1 if hung or failed else 0
