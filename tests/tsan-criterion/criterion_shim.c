@@ -94,8 +94,11 @@ static const struct criterion_test_extra_data *suite_extra(const char *name)
 /* Waits for the test's process; past its timeout, the stacks of every
  * thread of it and its children go to stderr (hang_dump.sh, gdb) before
  * it is ended: a hang names its cause in the log, as in the other trees
- * (tests/support/criterion_hang_watch.c). */
-static int wait_test(pid_t pid, const struct test *t, double timeout, int *status)
+ * (tests/support/criterion_hang_watch.c). Not inlined: its 4 KiB
+ * buffer in run_one's frame, which every test's stack passes through,
+ * made the fast unwinder decline that frame (test_unwind_fast.c). */
+__attribute__((noinline)) static int wait_test(pid_t pid, const struct test *t, double timeout,
+                                               int *status)
 {
     struct timespec start, now, nap = {0, 20 * 1000 * 1000};
     clock_gettime(CLOCK_MONOTONIC, &start);
