@@ -723,7 +723,7 @@ typedef enum mp_prof_drop_mode {
  * @param extra  NULL or "": the default set only; else a POSIX extended
  *               regular expression (alternation, `.*`, classes: what Go's
  *               RE2 reads alike) added to it: your own wrappers
- *               (`xmalloc|g_malloc|my::Arena::alloc`)
+ *               (`xmalloc|g_malloc|arena_alloc`)
  * @param mode   MP_PROF_DROP_NOTHING keeps every frame (`extra` ignored)
  * @return MP_PROF_OK; MP_PROF_E_INVALID_CONFIG when `extra` is not a
  *         regular expression or longer than 4096 bytes, or `mode` is
